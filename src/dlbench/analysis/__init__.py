@@ -1,0 +1,1 @@
+"""Analysis: statistics over step times, comparisons, reports and power recommendations."""

@@ -1,0 +1,157 @@
+"""The command line: flags map one to one onto RunConfig; user mistakes exit 2 without a traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dlbench.config import DEFAULT_OUTPUT, RunConfig
+from dlbench.console import stderr
+from dlbench.errors import UserError
+from dlbench.signals import Interrupted, interruptible
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="True, comparable deep-learning benchmarks: one row per run in a CSV.",
+    pretty_exceptions_enable=False,
+)
+
+TRAIN_NAMES = ("train", "src.train")
+INFER_NAMES = ("infer", "inference", "src.inference", "src.infer")
+
+Model = Annotated[str, typer.Option(help="Workload name (see `dlbench models`) or timm:NAME.")]
+BatchSize = Annotated[int, typer.Option(help="Samples per step per device.")]
+NIters = Annotated[int, typer.Option(help="Measured steps (at least; see --max-noise).")]
+Warmup = Annotated[int, typer.Option(help="Untimed steps first (autotune, compile, allocator).")]
+Precision = Annotated[
+    str, typer.Option(help="32, tf32, 16-mixed, bf16-mixed, 16-true or bf16-true.")
+]
+Width = Annotated[int | None, typer.Option(help="Image width (default: the model's, 224).")]
+Height = Annotated[int | None, typer.Option(help="Image height (default: the model's, 224).")]
+SeqLen = Annotated[int, typer.Option(help="Tokens per sequence for text workloads.")]
+Accelerator = Annotated[str, typer.Option(help="auto, gpu or cpu.")]
+Devices = Annotated[str, typer.Option(help="Devices per node: a number or 'all'.")]
+NumNodes = Annotated[int, typer.Option(help="Nodes (torchrun or SLURM set the ranks).")]
+ChannelsLast = Annotated[bool, typer.Option(help="channels_last layout for image models.")]
+Compile = Annotated[bool, typer.Option("--compile", help="torch.compile the model.")]
+Optimizer = Annotated[str, typer.Option(help="sgd, adamw or adam.")]
+DataOn = Annotated[str, typer.Option(help="device (resident) or host (pinned, copied per step).")]
+Output = Annotated[Path, typer.Option(help="CSV to append the row to.")]
+Json = Annotated[bool, typer.Option("--json", help="Print the row as JSON instead of a table.")]
+Seed = Annotated[int, typer.Option(help="Random seed for weights and synthetic data.")]
+MaxNoise = Annotated[
+    float | None, typer.Option(help="Keep measuring until the step-time spread is under PCT %.")
+]
+MaxTime = Annotated[float, typer.Option(help="Cap in seconds for --max-noise measuring.")]
+RunId = Annotated[str | None, typer.Option(help="Run id for the row (sweeps set it).")]
+
+
+@app.command("train", help="Benchmark a training loop (forward, loss, backward, optimizer).")
+@app.command("infer", help="Benchmark inference (eval mode, inference_mode, no host copy).")
+@app.command("src.train", help="Same as train: the image's documented form.", hidden=True)
+@app.command("src.inference", help="Same as infer: the image's documented form.", hidden=True)
+def bench(
+    ctx: typer.Context,
+    model: Model = "resnet50",
+    batch_size: BatchSize = 32,
+    n_iters: NIters = 50,
+    warmup_steps: Warmup = 10,
+    precision: Precision = "32",
+    width: Width = None,
+    height: Height = None,
+    seq_len: SeqLen = 128,
+    accelerator: Accelerator = "auto",
+    devices: Devices = "1",
+    num_nodes: NumNodes = 1,
+    channels_last: ChannelsLast = True,
+    compile: Compile = False,
+    optimizer: Optimizer = "sgd",
+    data_on: DataOn = "device",
+    output: Output = DEFAULT_OUTPUT,
+    json: Json = False,
+    seed: Seed = 0,
+    max_noise: MaxNoise = None,
+    max_time: MaxTime = 60.0,
+    run_id: RunId = None,
+) -> None:
+    from dlbench.run import execute
+
+    mode = "train" if ctx.info_name in TRAIN_NAMES else "infer"
+    config = _config(locals(), mode=mode)
+    raise typer.Exit(execute(config))
+
+
+def _config(flags: dict, **fixed: object) -> RunConfig:
+    """RunConfig from a command's local variables (its flags), minus the Typer context."""
+    fields = {k: v for k, v in flags.items() if k in RunConfig.__dataclass_fields__}
+    return RunConfig(**{**fields, **fixed})
+
+
+@app.command("validate", help="Bare PyTorch loop vs the dlbench loop, back to back; the ratio.")
+def validate(
+    model: Model = "resnet50",
+    mode: Annotated[str, typer.Option(help="train or infer.")] = "train",
+    batch_size: BatchSize = 32,
+    n_iters: NIters = 50,
+    warmup_steps: Warmup = 10,
+    precision: Precision = "32",
+    width: Width = None,
+    height: Height = None,
+    seq_len: SeqLen = 128,
+    accelerator: Accelerator = "auto",
+    channels_last: ChannelsLast = True,
+    compile: Compile = False,
+    optimizer: Optimizer = "sgd",
+    output: Output = DEFAULT_OUTPUT,
+    json: Json = False,
+    seed: Seed = 0,
+    repeats: Annotated[int, typer.Option(help="Alternating bare/dlbench pairs.")] = 3,
+) -> None:
+    from dlbench.engine.validate import execute_validate
+
+    config = _config(locals())
+    if repeats <= 0:
+        raise UserError(f"--repeats: invalid value {repeats}; must be a positive integer")
+    raise typer.Exit(execute_validate(config, repeats))
+
+
+@app.command("models", help="List workloads: parameters, input, what a sample is.")
+def models(
+    pattern: Annotated[str, typer.Argument(help="Wildcard, e.g. '*vit*'.")] = "*",
+    params: Annotated[bool, typer.Option(help="Build each model to count parameters.")] = False,
+) -> None:
+    from dlbench.workloads_table import show_workloads
+
+    show_workloads(pattern, count_params=params)
+
+
+def main() -> None:
+    """Console entry point: map user errors to exit 2 and signals to 128 + signal number."""
+    try:
+        with interruptible():
+            code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except UserError as exc:
+        _report(str(exc), 2)
+    except Interrupted as exc:
+        _report(f"{exc}; no row was written for the run in flight", exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+
+
+def _report(message: str, code: int) -> None:
+    stderr.print(f"[red]error:[/red] {message}")
+    sys.exit(code)

@@ -1,0 +1,108 @@
+"""The one validated configuration of a run; CLI flags map onto its fields one to one."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlbench.errors import invalid
+
+MODES = ("train", "infer")
+PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
+ACCELERATORS = ("auto", "gpu", "cpu")
+OPTIMIZERS = ("sgd", "adamw", "adam")
+DATA_LOCATIONS = ("device", "host")
+DEFAULT_OUTPUT = Path("benchmarks/benchmark.csv")
+
+# The fields that decide what was measured: two rows with equal keys are the same experiment.
+CONFIG_KEY = (
+    "model",
+    "mode",
+    "precision",
+    "batch_size",
+    "width",
+    "height",
+    "seq_len",
+    "devices",
+    "num_nodes",
+    "channels_last",
+    "compile",
+    "optimizer",
+    "data_on",
+)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that moves the number; every field lands in the result row."""
+
+    model: str = "resnet50"
+    mode: str = "train"
+    batch_size: int = 32
+    n_iters: int = 50
+    warmup_steps: int = 10
+    precision: str = "32"
+    width: int | None = None
+    height: int | None = None
+    seq_len: int = 128
+    prompt_len: int = 128
+    new_tokens: int = 128
+    accelerator: str = "auto"
+    devices: str = "1"
+    num_nodes: int = 1
+    channels_last: bool = True
+    compile: bool = False
+    optimizer: str = "sgd"
+    data_on: str = "device"
+    output: Path = DEFAULT_OUTPUT
+    json: bool = False
+    seed: int = 0
+    max_noise: float | None = None
+    max_time: float = 60.0
+    run_id: str | None = None
+    sample_interval: float = 0.1
+    telemetry_log: Path | None = None
+    nvtx: bool = False
+    breakdown: bool = False
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_choice("--mode", self.mode, MODES)
+        _check_choice("--precision", self.precision, PRECISIONS)
+        _check_choice("--accelerator", self.accelerator, ACCELERATORS)
+        _check_choice("--optimizer", self.optimizer, OPTIMIZERS)
+        _check_choice("--data-on", self.data_on, DATA_LOCATIONS)
+        _check_positive("--batch-size", self.batch_size)
+        _check_positive("--n-iters", self.n_iters)
+        _check_positive("--seq-len", self.seq_len)
+        _check_positive("--prompt-len", self.prompt_len)
+        _check_positive("--new-tokens", self.new_tokens)
+        _check_positive("--num-nodes", self.num_nodes)
+        if self.warmup_steps < 0:
+            raise invalid("--warmup-steps", self.warmup_steps, "must be 0 or more")
+        for flag, value in (("--width", self.width), ("--height", self.height)):
+            if value is not None and value <= 0:
+                raise invalid(flag, value, "must be a positive number of pixels")
+        if self.devices != "all" and not (self.devices.isdigit() and int(self.devices) > 0):
+            raise invalid("--devices", self.devices, "must be a positive integer or 'all'")
+        if self.max_noise is not None and not 0 < self.max_noise < 100:
+            raise invalid("--max-noise", self.max_noise, "must be a percentage between 0 and 100")
+        if self.max_time <= 0:
+            raise invalid("--max-time", self.max_time, "must be a positive number of seconds")
+        if self.sample_interval <= 0:
+            raise invalid("--sample-interval", self.sample_interval, "must be positive seconds")
+
+    def replace(self, **changes: object) -> RunConfig:
+        """A copy with some fields changed, validated again."""
+        return dataclasses.replace(self, **changes)
+
+
+def _check_choice(flag: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise invalid(flag, value, f"allowed: {', '.join(allowed)}")
+
+
+def _check_positive(flag: str, value: int) -> None:
+    if value <= 0:
+        raise invalid(flag, value, "must be a positive integer")

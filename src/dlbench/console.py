@@ -1,0 +1,85 @@
+"""What a run prints: a short table that says what the number means, and warnings."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+NOISY_SPREAD_PCT = 5.0
+
+stderr = Console(stderr=True, highlight=False)
+
+
+def _fmt(value: object, digits: int = 1) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def result_table(row: dict[str, object]) -> Table:
+    """The headline numbers of one row, with the window they came from."""
+    unit = row.get("sample_unit", "sample")
+    title = (
+        f"{row['model']} {row['mode']} · {row['precision']} · batch {row['batch_size']}"
+        f" x {row.get('world_size', 1)} device(s) · {row.get('accelerator', '')}"
+    )
+    caption = (
+        f"{row['steps']} measured steps after {row['warmup_steps']} warm-up steps; "
+        "throughput = samples in the window / window time (device clock)"
+    )
+    table = Table(title=title, caption=caption, show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row(f"{unit}s/s", _fmt(row.get("samples_per_s")))
+    for key, label in (
+        ("tokens_per_s", "tokens/s"),
+        ("megapixels_per_s", "megapixels/s"),
+        ("batches_per_s", "batches/s"),
+        ("step_time_median_ms", "median step (ms)"),
+        ("step_time_p99_ms", "p99 step (ms)"),
+        ("step_time_stdev_pct", "spread (stdev % of mean)"),
+        ("warmup_s", "warm-up incl. compile (s)"),
+        ("peak_memory_allocated_mb", "peak memory allocated (MiB)"),
+        ("avg_power_w", "average power (W)"),
+        ("energy_per_sample_j", f"energy per {unit} (J)"),
+        ("mfu", "MFU"),
+        ("harness_ratio", "dlbench / bare loop"),
+    ):
+        if row.get(key) not in (None, ""):
+            table.add_row(label, _fmt(row[key], 3 if key in ("mfu", "harness_ratio") else 1))
+    return table
+
+
+def warnings_for(row: dict[str, object]) -> list[str]:
+    """Reasons not to trust the number as is."""
+    notes = []
+    spread = row.get("step_time_stdev_pct")
+    if isinstance(spread, float) and spread > NOISY_SPREAD_PCT:
+        notes.append(
+            f"step times vary by {spread:.1f}% (over {NOISY_SPREAD_PCT:.0f}%): the machine may be "
+            "shared or throttling; consider --max-noise"
+        )
+    if row.get("throttle_pct") not in (None, "", 0, 0.0):
+        notes.append(
+            f"the GPU throttled for {row['throttle_pct']}% of samples: "
+            f"{row.get('throttle_reasons')}"
+        )
+    if row.get("other_gpu_processes") not in (None, "", 0):
+        notes.append(f"{row['other_gpu_processes']} other process(es) used the GPU meanwhile")
+    return notes
+
+
+def show_result(row: dict[str, object], as_json: bool) -> None:
+    """Print the table (or the row as JSON on stdout) and any warnings on stderr."""
+    if as_json:
+        json.dump(row, sys.stdout, default=str)
+        sys.stdout.write("\n")
+    else:
+        Console(highlight=False).print(result_table(row))
+    for note in warnings_for(row):
+        stderr.print(f"[yellow]warning:[/yellow] {note}")

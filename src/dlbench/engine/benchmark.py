@@ -1,0 +1,94 @@
+"""One benchmark run end to end: resolve, set up, warm up, measure, aggregate across ranks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from dlbench.config import RunConfig
+from dlbench.engine.devices import DevicePlan, plan_devices
+from dlbench.engine.loop import LoopResult, LoopSettings, WindowObserver, run_measured_loop
+from dlbench.engine.precision import PrecisionPlan, plan_precision
+from dlbench.engine.session import create_fabric, open_session
+from dlbench.workloads import InputShape, Workload, get_workload
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A config resolved against this machine; raising here means nothing ran."""
+
+    config: RunConfig
+    workload: Workload
+    shape: InputShape
+    devices: DevicePlan
+    precision: PrecisionPlan
+
+
+@dataclass
+class Measurement:
+    """What one run measured, before it becomes a row."""
+
+    plan: Plan
+    loop: LoopResult
+    param_count: int
+    world_size: int
+    global_rank: int
+    slowest_window_s: float
+    slowest_median_step_s: float
+    peak_allocated_mb: float | None
+    peak_reserved_mb: float | None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def samples(self) -> int:
+        """Samples processed in the window, over all ranks."""
+        return self.plan.config.batch_size * self.loop.steps * self.world_size
+
+
+def make_plan(config: RunConfig) -> Plan:
+    """Check the config against the workload and the device; every UserError comes from here."""
+    workload = get_workload(config.model)
+    shape = workload.shape(config.width, config.height, config.seq_len)
+    devices = plan_devices(config.accelerator, config.devices, config.num_nodes)
+    precision = plan_precision(config.precision, devices.device_type)
+    return Plan(config, workload, shape, devices, precision)
+
+
+def loop_settings(config: RunConfig) -> LoopSettings:
+    """The loop's share of the config."""
+    return LoopSettings(
+        warmup_steps=config.warmup_steps,
+        n_iters=config.n_iters,
+        max_noise_pct=config.max_noise,
+        max_time_s=config.max_time,
+        nvtx=config.nvtx,
+    )
+
+
+def run_benchmark(plan: Plan, observer: WindowObserver | None = None, fabric=None) -> Measurement:
+    """Run the plan; every rank measures, and the slowest rank decides the global throughput."""
+    fabric = fabric or create_fabric(plan.devices, plan.precision)
+    session = open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)
+    if session.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(session.device)
+    fabric.barrier()
+    with session.context():
+        loop = run_measured_loop(session.step, session.device, loop_settings(plan.config), observer)
+    mine = torch.tensor([loop.window_s, loop.stats.median_s], dtype=torch.float64)
+    everyone = fabric.all_gather(mine.to(session.device)).reshape(-1, 2).cpu()
+    allocated = reserved = None
+    if session.device.type == "cuda":
+        allocated = torch.cuda.max_memory_allocated(session.device) / 2**20
+        reserved = torch.cuda.max_memory_reserved(session.device) / 2**20
+    return Measurement(
+        plan=plan,
+        loop=loop,
+        param_count=session.param_count,
+        world_size=fabric.world_size,
+        global_rank=fabric.global_rank,
+        slowest_window_s=float(everyone[:, 0].max()),
+        slowest_median_step_s=float(everyone[:, 1].max()),
+        peak_allocated_mb=allocated,
+        peak_reserved_mb=reserved,
+    )

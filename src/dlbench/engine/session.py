@@ -1,0 +1,149 @@
+"""Set a workload up through Lightning Fabric and hand back one step function to time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from dlbench.config import RunConfig
+from dlbench.engine.devices import DevicePlan
+from dlbench.engine.precision import PrecisionPlan
+from dlbench.workloads import Batch, InputShape, Workload
+
+DISTINCT_BATCHES = 2  # rotate so that no step reads exactly what the previous one cached
+
+
+class LossModule(nn.Module):
+    """Forward and loss in one module, so autocast and DDP cover both as in a hand-written loop."""
+
+    def __init__(self, model: nn.Module, loss: Callable[[Any, torch.Tensor], torch.Tensor]):
+        super().__init__()
+        self.model = model
+        self.loss = loss
+
+    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return self.loss(self.model(inputs), targets)
+
+
+@dataclass
+class Session:
+    """A ready-to-time run: the step, where it runs, and what it holds."""
+
+    fabric: Any
+    device: torch.device
+    step: Callable[[int], None]
+    context: Callable[[], AbstractContextManager]
+    param_count: int
+    batches: list[Batch]
+
+
+def make_optimizer(name: str, params) -> torch.optim.Optimizer:
+    """The optimizer named by `--optimizer`, with ordinary hyper-parameters."""
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4)
+    return torch.optim.Adam(params, lr=1e-4)
+
+
+def memory_format(config: RunConfig, workload: Workload) -> torch.memory_format:
+    """channels_last applies to image models only."""
+    use = config.channels_last and workload.is_image
+    return torch.channels_last if use else torch.contiguous_format
+
+
+def make_batches(
+    workload: Workload, shape: InputShape, batch_size: int, seed: int, fmt: torch.memory_format
+) -> list[Batch]:
+    """The synthetic batches, made once on the host before anything is timed."""
+    gen = torch.Generator().manual_seed(seed)
+    batches = [workload.make_batch(batch_size, shape, gen) for _ in range(DISTINCT_BATCHES)]
+    if fmt is torch.channels_last:
+        batches = [Batch(b.inputs.contiguous(memory_format=fmt), b.targets) for b in batches]
+    return batches
+
+
+def create_fabric(devices: DevicePlan, precision: PrecisionPlan):
+    """Lightning Fabric for the device plan; DDP when more than one process runs."""
+    from lightning.fabric import Fabric
+
+    strategy = "ddp" if devices.world_size > 1 else "auto"
+    fabric = Fabric(
+        accelerator=devices.accelerator,
+        devices=devices.count,
+        num_nodes=devices.num_nodes,
+        precision=precision.lightning,
+        strategy=strategy,
+    )
+    fabric.launch()
+    return fabric
+
+
+def open_session(
+    config: RunConfig,
+    workload: Workload,
+    shape: InputShape,
+    precision: PrecisionPlan,
+    fabric: Any,
+) -> Session:
+    """Build model, optimizer and data on the device; return the step closure for the loop."""
+    precision.apply_matmul_settings()
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(config.seed + fabric.global_rank)
+    with fabric.init_module():
+        model = workload.build(shape)
+    fmt = memory_format(config, workload)
+    model = model.to(memory_format=fmt)
+    param_count = sum(p.numel() for p in model.parameters())
+    if config.compile:
+        model = torch.compile(model)
+    convert = fabric.strategy.precision.convert_input
+    batches = [
+        Batch(convert(b.inputs), b.targets)
+        for b in make_batches(workload, shape, config.batch_size, config.seed, fmt)
+    ]
+    if config.data_on == "device":
+        batches = [b.map(fabric.to_device) for b in batches]
+    elif fabric.device.type == "cuda":
+        batches = [b.map(torch.Tensor.pin_memory) for b in batches]
+
+    fetch = _fetcher(batches, fabric.device, on_device=config.data_on == "device")
+    if config.mode == "train":
+        module, optimizer = fabric.setup(
+            LossModule(model, workload.loss), make_optimizer(config.optimizer, model.parameters())
+        )
+        module.train()
+
+        def step(i: int) -> None:
+            inputs, targets = fetch(i)
+            optimizer.zero_grad(set_to_none=True)
+            fabric.backward(module(inputs, targets))
+            optimizer.step()
+
+        context = nullcontext
+    else:
+        module = fabric.setup_module(model)
+        module.eval()
+
+        def step(i: int) -> None:
+            module(fetch(i)[0])
+
+        context = torch.inference_mode
+    return Session(fabric, fabric.device, step, context, param_count, batches)
+
+
+def _fetcher(batches: list[Batch], device: torch.device, on_device: bool):
+    """Batch i: resident on the device, or copied from pinned host memory inside the step."""
+    if on_device:
+        return lambda i: (batches[i % len(batches)].inputs, batches[i % len(batches)].targets)
+
+    def copy(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        b = batches[i % len(batches)]
+        return b.inputs.to(device, non_blocking=True), b.targets.to(device, non_blocking=True)
+
+    return copy

@@ -1,0 +1,26 @@
+"""One exception type for every mistake a user can make, so the CLI can print it and exit 2."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class UserError(Exception):
+    """A bad flag, value or file that the user can fix; printed without a traceback, exit code 2."""
+
+
+def invalid(flag: str, value: object, allowed: str) -> UserError:
+    """Build the standard message: the flag, the bad value and what is allowed."""
+    return UserError(f"{flag}: invalid value {value!r}; {allowed}")
+
+
+def unknown_choice(flag: str, value: str, choices: Iterable[str]) -> UserError:
+    """Unknown name: suggest the nearest valid ones and list them all."""
+    choices = sorted(choices)
+    near = difflib.get_close_matches(value, choices, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(near)}?" if near else ""
+    listing = (
+        ", ".join(choices) if len(choices) <= 40 else f"{len(choices)} names, see `dlbench models`"
+    )
+    return UserError(f"{flag}: unknown value {value!r}.{hint} Valid: {listing}")

@@ -1,0 +1,1 @@
+"""Results: the row schema, the environment it records, and the CSV store rows go to."""

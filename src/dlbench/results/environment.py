@@ -1,0 +1,59 @@
+"""The environment columns: enough to tell whether two rows are comparable."""
+
+from __future__ import annotations
+
+import platform
+import socket
+from importlib import metadata
+
+import torch
+
+import dlbench
+
+_PACKAGES = ("lightning", "timm", "transformers", "segmentation-models-pytorch")
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def gpu_driver_version() -> str:
+    """The NVIDIA driver through NVML, or empty where NVML is missing."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return str(pynvml.nvmlSystemGetDriverVersion())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return ""
+
+
+def collect_environment(device_type: str) -> dict[str, object]:
+    """Hardware and software versions of this host, as result-row columns."""
+    cuda = device_type == "cuda"
+    env: dict[str, object] = {
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "",
+        "hip": getattr(torch.version, "hip", None) or "",
+        "cudnn": str(torch.backends.cudnn.version() or "") if cuda else "",
+        "dlbench": dlbench.__version__,
+        "gpu_name": torch.cuda.get_device_name(0) if cuda else "",
+        "gpu_count": torch.cuda.device_count() if cuda else 0,
+        "gpu_memory_mb": torch.cuda.get_device_properties(0).total_memory // 2**20 if cuda else "",
+        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(0))) if cuda else "",
+        "driver": gpu_driver_version() if cuda else "",
+    }
+    for package in _PACKAGES:
+        env[package.replace("-", "_")] = _version(package)
+    return env

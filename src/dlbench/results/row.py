@@ -1,0 +1,97 @@
+"""Turn a measurement (or a failure) into one result row."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+from dlbench.config import RunConfig
+from dlbench.engine.benchmark import Measurement
+from dlbench.results.schema import SCHEMA_VERSION
+
+
+def new_run_id() -> str:
+    """A short unique id for a run."""
+    return uuid.uuid4().hex[:12]
+
+
+def config_columns(config: RunConfig) -> dict[str, object]:
+    """The settings that move the number, as given."""
+    return {
+        "model": config.model,
+        "mode": config.mode,
+        "precision": config.precision,
+        "batch_size": config.batch_size,
+        "width": config.width,
+        "height": config.height,
+        "seq_len": config.seq_len,
+        "devices": config.devices,
+        "num_nodes": config.num_nodes,
+        "channels_last": config.channels_last,
+        "compile": config.compile,
+        "optimizer": config.optimizer,
+        "data_on": config.data_on,
+        "seed": config.seed,
+        "warmup_steps": config.warmup_steps,
+        "max_noise_pct": config.max_noise,
+        **config.extra,
+    }
+
+
+def _identity(config: RunConfig, status: str) -> dict[str, object]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": config.run_id or new_run_id(),
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "status": status,
+    }
+
+
+def failure_row(
+    config: RunConfig, status: str, error: str, env: dict[str, object]
+) -> dict[str, object]:
+    """A row that records a run that did not finish (oom, error, timeout, interrupted)."""
+    return {**_identity(config, status), "error": error, **config_columns(config), **env}
+
+
+def measurement_row(
+    m: Measurement, env: dict[str, object], extra: dict[str, object] | None = None
+) -> dict[str, object]:
+    """A row for a finished run: throughput over the slowest rank's window, stats, memory."""
+    plan, loop = m.plan, m.loop
+    shape = plan.shape
+    global_rate = m.samples / m.slowest_window_s
+    row: dict[str, object] = {
+        **_identity(plan.config, "ok"),
+        "run_kind": "benchmark",
+        **config_columns(plan.config),
+        "width": shape.width if plan.workload.is_image else None,
+        "height": shape.height if plan.workload.is_image else None,
+        "seq_len": None if plan.workload.is_image else shape.seq_len,
+        "family": plan.workload.family,
+        "sample_unit": plan.workload.sample_unit,
+        "accelerator": plan.devices.accelerator,
+        "world_size": m.world_size,
+        "steps": loop.steps,
+        "noise_met": loop.noise_met,
+        "window_s": m.slowest_window_s,
+        "wall_window_s": loop.wall_window_s,
+        "samples_per_s": global_rate,
+        "samples_per_s_per_device": global_rate / m.world_size,
+        "batches_per_s": loop.steps / m.slowest_window_s,
+        **loop.stats.as_row(),
+        "slowest_rank_median_step_ms": m.slowest_median_step_s * 1e3,
+        "warmup_s": loop.warmup_s,
+        "first_step_s": loop.first_step_s,
+        "param_count": m.param_count,
+        "peak_memory_allocated_mb": m.peak_allocated_mb,
+        "peak_memory_reserved_mb": m.peak_reserved_mb,
+    }
+    pixels = plan.workload.pixels_per_sample(shape)
+    tokens = plan.workload.tokens_per_sample(shape)
+    if pixels:
+        row["images_per_s"] = global_rate
+        row["megapixels_per_s"] = global_rate * pixels / 1e6
+    if tokens:
+        row["tokens_per_s"] = global_rate * tokens
+    return {**row, **m.extra, **(extra or {}), **env}

@@ -1,0 +1,129 @@
+"""The CSV store: one row per run, appended under a file lock, never damaging earlier rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from pathlib import Path
+
+from filelock import FileLock
+
+from dlbench.errors import UserError
+from dlbench.results.schema import COLUMNS, IDENTITY_COLUMNS
+
+LOCK_TIMEOUT_S = 120
+
+
+class CsvStore:
+    """A dlbench CSV. Rows with new columns rewrite the file atomically with the union of columns."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S)
+
+    def check_writable(self) -> None:
+        """Fail early, before anything runs: the folder must be writable and the file ours."""
+        folder = self.path.parent if str(self.path.parent) else Path(".")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"--output: cannot create folder {folder}: {exc.strerror}") from exc
+        if not os.access(folder, os.W_OK) or (
+            self.path.exists() and not os.access(self.path, os.W_OK)
+        ):
+            raise UserError(f"--output: {self.path} is not writable")
+        if self.path.exists():
+            self.header()
+
+    def header(self) -> list[str]:
+        """The existing header; a UserError if the file is unreadable or not a dlbench CSV."""
+        try:
+            with self.path.open(newline="", encoding="utf-8") as f:
+                first = next(csv.reader(f), [])
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise UserError(f"--output: cannot read {self.path}: {exc}") from exc
+        if not first:
+            return []
+        missing = [c for c in IDENTITY_COLUMNS if c not in first]
+        if missing:
+            raise UserError(
+                f"--output: {self.path} is not a dlbench CSV (no {', '.join(missing)} column); "
+                "it was left untouched, choose another file"
+            )
+        return first
+
+    def append(self, row: dict[str, object]) -> None:
+        """Add one row; concurrent writers serialise on the lock, so no tearing, one header."""
+        self.check_writable()
+        with self._lock:
+            header = self.header() if self.path.exists() else []
+            if not header:
+                self._write_new(_ordered(row.keys()), [row])
+            elif set(row) <= set(header):
+                self._append_line(header, row)
+            else:
+                rows = self.rows()
+                self._write_new(_ordered([*header, *row.keys()]), [*rows, row])
+
+    def rows(self) -> list[dict[str, str]]:
+        """All rows as dicts of strings (analysis reads the file with pandas instead)."""
+        if not self.path.exists():
+            return []
+        self.header()
+        with self.path.open(newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+
+    def _append_line(self, header: list[str], row: dict[str, object]) -> None:
+        buf = io.StringIO()
+        csv.DictWriter(buf, fieldnames=header, lineterminator="\n").writerow(row)
+        data = buf.getvalue().encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            if not self._ends_with_newline():
+                data = b"\n" + data
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _ends_with_newline(self) -> bool:
+        with self.path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return True
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+
+    def _write_new(self, header: list[str], rows: list[dict[str, object]]) -> None:
+        """Write to a temporary file beside the target, then rename over it (atomic)."""
+        folder = self.path.parent
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=folder)
+        try:
+            with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+                writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
+                writer.writeheader()
+                writer.writerows(rows)
+                f.flush()
+                os.fsync(f.fileno())
+            _match_owner(Path(tmp), self.path if self.path.exists() else folder)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _ordered(columns) -> list[str]:
+    """Known columns in schema order first, then any others in the order they came."""
+    seen = list(dict.fromkeys(columns))
+    known = [c for c in COLUMNS if c in seen]
+    return known + [c for c in seen if c not in COLUMNS]
+
+
+def _match_owner(path: Path, like: Path) -> None:
+    """Run as root in a container, give the file to the owner of the mounted folder."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        st = like.stat()
+        os.chown(path, st.st_uid, st.st_gid)

@@ -1,0 +1,108 @@
+"""Text workloads from transformers configs with random weights: DistilBERT and Llama-style LLMs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from dlbench.workloads import register_workload
+from dlbench.workloads.base import Batch, InputShape, Workload, cross_entropy
+
+DISTILBERT_VOCAB = 30522
+
+
+@dataclass(frozen=True)
+class LlamaSize:
+    """The shape of a Llama-style decoder; parameter counts follow from it."""
+
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    tie_embeddings: bool = False
+
+
+LLAMA_SIZES = {
+    "llm_tiny": LlamaSize(64, 128, 2, 4, 2, 1000),
+    "llm_125m": LlamaSize(768, 3072, 12, 12, 12, 32000),
+    "llm_1b": LlamaSize(2048, 8192, 16, 32, 8, 128256, tie_embeddings=True),  # Llama-3.2-1B shape
+    "llm_8b": LlamaSize(4096, 14336, 32, 32, 8, 128256),  # Llama-3.1-8B shape
+}
+
+
+def token_batch(vocab: int, per_token_targets: bool):
+    """Random token ids; targets per token (causal LM) or per sequence (2 classes)."""
+
+    def make(batch_size: int, shape: InputShape, gen: torch.Generator) -> Batch:
+        ids = torch.randint(0, vocab, (batch_size, shape.seq_len), generator=gen)
+        if per_token_targets:
+            return Batch(ids, torch.randint(0, vocab, (batch_size, shape.seq_len), generator=gen))
+        return Batch(ids, torch.randint(0, 2, (batch_size,), generator=gen))
+
+    return make
+
+
+def build_distilbert(shape: InputShape) -> nn.Module:
+    """DistilBertForSequenceClassification from its default config, random weights."""
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+    config = DistilBertConfig(num_labels=2, max_position_embeddings=max(512, shape.seq_len))
+    return DistilBertForSequenceClassification(config)
+
+
+def llama_config(size: LlamaSize, max_positions: int):
+    """A transformers LlamaConfig for one of the named sizes."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=size.vocab,
+        hidden_size=size.hidden,
+        intermediate_size=size.intermediate,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.kv_heads,
+        max_position_embeddings=max(2048, max_positions),
+        tie_word_embeddings=size.tie_embeddings,
+        use_cache=False,
+    )
+
+
+def llama_builder(size: LlamaSize):
+    def build(shape: InputShape) -> nn.Module:
+        from transformers import LlamaForCausalLM
+
+        config = llama_config(size, shape.seq_len)
+        config._attn_implementation = "sdpa"
+        return LlamaForCausalLM(config)
+
+    return build
+
+
+register_workload(
+    Workload(
+        name="distilbert",
+        summary="DistilBERT-base sequence classification, 2 labels (transformers config)",
+        family="text",
+        sample_unit="sequence",
+        build=build_distilbert,
+        make_batch=token_batch(DISTILBERT_VOCAB, per_token_targets=False),
+        loss=cross_entropy,
+    )
+)
+for _name, _size in LLAMA_SIZES.items():
+    register_workload(
+        Workload(
+            name=_name,
+            summary=f"Llama-style decoder, {_size.layers} layers x {_size.hidden} (causal LM)",
+            family="llm",
+            sample_unit="sequence",
+            build=llama_builder(_size),
+            make_batch=token_batch(_size.vocab, per_token_targets=True),
+            loss=cross_entropy,
+            generative=True,
+        )
+    )

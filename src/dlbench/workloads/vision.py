@@ -1,0 +1,73 @@
+"""Image classifiers from timm, random weights: the named set and any `timm:NAME`."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from dlbench.errors import unknown_choice
+from dlbench.workloads import register_workload
+from dlbench.workloads.base import Batch, InputShape, SizeRule, Workload, cross_entropy
+
+NUM_CLASSES = 1000
+CNN_RULE = SizeRule(minimum=32)
+PATCH16_RULE = SizeRule(minimum=32, multiple=16, reason=" (16-pixel patches)")
+SWIN_RULE = SizeRule(minimum=32, multiple=32, reason=" (4-pixel patches merged 3 times)")
+
+
+def classification_batch(batch_size: int, shape: InputShape, gen: torch.Generator) -> Batch:
+    """Random pixels and random class labels."""
+    pixels = torch.randn(batch_size, 3, shape.height, shape.width, generator=gen)
+    labels = torch.randint(0, NUM_CLASSES, (batch_size,), generator=gen)
+    return Batch(pixels, labels)
+
+
+def _timm_builder(timm_name: str):
+    def build(shape: InputShape) -> nn.Module:
+        import timm
+
+        kwargs: dict = {"pretrained": False, "num_classes": NUM_CLASSES}
+        try:  # transformers fix their position grid at build time; CNNs take any size
+            return timm.create_model(timm_name, img_size=(shape.height, shape.width), **kwargs)
+        except TypeError:
+            return timm.create_model(timm_name, **kwargs)
+
+    return build
+
+
+def classifier(name: str, timm_name: str, summary: str, rule: SizeRule) -> Workload:
+    """A timm classifier workload."""
+    return Workload(
+        name=name,
+        summary=f"{summary} (timm {timm_name})",
+        family="vision",
+        sample_unit="image",
+        build=_timm_builder(timm_name),
+        make_batch=classification_batch,
+        loss=cross_entropy,
+        size_rule=rule,
+    )
+
+
+def timm_workload(timm_name: str) -> Workload:
+    """Any model timm can build, by its timm name; its size limits are timm's own."""
+    import timm
+
+    if not timm.is_model(timm_name):
+        raise unknown_choice(
+            "--model", f"timm:{timm_name}", [f"timm:{n}" for n in timm.list_models()]
+        )
+    return classifier(f"timm:{timm_name}", timm_name, "timm model", SizeRule(minimum=8))
+
+
+for _name, _timm, _summary, _rule in (
+    ("resnet50", "resnet50", "ResNet-50", CNN_RULE),
+    ("convnext", "convnext_base", "ConvNeXt-Base", CNN_RULE),
+    ("vgg16", "vgg16", "VGG-16", CNN_RULE),
+    ("efficientnet_v2", "efficientnetv2_m", "EfficientNetV2-M", CNN_RULE),
+    ("mobilenet_v3", "mobilenetv3_large_100", "MobileNetV3-Large", CNN_RULE),
+    ("resnext50", "resnext50_32x4d", "ResNeXt-50 32x4d", CNN_RULE),
+    ("swin", "swin_base_patch4_window7_224", "Swin-B, window 7", SWIN_RULE),
+    ("vit", "vit_base_patch16_224", "ViT-B/16", PATCH16_RULE),
+):
+    register_workload(classifier(_name, _timm, _summary, _rule))

@@ -1,0 +1,34 @@
+"""`dlbench models`: what can be benchmarked, with its input and sample unit."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from dlbench.workloads import get_workload, list_workloads
+
+
+def show_workloads(pattern: str, count_params: bool) -> None:
+    """Print the registry as a table; building models to count parameters is opt-in (slow)."""
+    table = Table(title="dlbench workloads (also: timm:<any timm model>)")
+    for column in ("name", "family", "sample", "default input", "size rule", "description"):
+        table.add_column(column)
+    if count_params:
+        table.add_column("params (M)", justify="right")
+    for name in list_workloads(pattern):
+        w = get_workload(name)
+        shape = w.shape(None, None, 128)
+        if w.is_image:
+            size = f"3x{shape.height}x{shape.width}"
+            rule = f">= {w.size_rule.minimum}, x{w.size_rule.multiple}"
+        else:
+            size, rule = f"{shape.seq_len} tokens (--seq-len)", "-"
+        cells = [name, w.family, w.sample_unit, size, rule, w.summary]
+        if count_params:
+            import torch
+
+            with torch.device("meta"):
+                model = w.build(shape)
+            cells.append(f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}")
+        table.add_row(*cells)
+    Console().print(table)
