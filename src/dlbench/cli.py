@@ -1,4 +1,4 @@
-"""The command line: flags map one to one onto RunConfig; user mistakes exit 2 without a traceback."""
+"""The command line: flags map one to one onto RunConfig; user mistakes exit 2, no traceback."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SIGTERM (docker stop) becomes an exception, so runs unwind cleanly and nothing half-written stays."""
+"""SIGTERM (docker stop) becomes an exception, so a run unwinds and nothing stays half-written."""
 
 from __future__ import annotations
 

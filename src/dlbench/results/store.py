@@ -17,7 +17,7 @@ LOCK_TIMEOUT_S = 120
 
 
 class CsvStore:
-    """A dlbench CSV. Rows with new columns rewrite the file atomically with the union of columns."""
+    """A dlbench CSV; a row with new columns rewrites the file atomically with their union."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
