@@ -48,6 +48,13 @@ MaxNoise = Annotated[
 ]
 MaxTime = Annotated[float, typer.Option(help="Cap in seconds for --max-noise measuring.")]
 RunId = Annotated[str | None, typer.Option(help="Run id for the row (sweeps set it).")]
+Telemetry = Annotated[bool, typer.Option(help="Sample GPU power, clocks, heat; window energy.")]
+SampleInterval = Annotated[float, typer.Option(help="Telemetry sampling period in seconds.")]
+TelemetryLog = Annotated[Path | None, typer.Option(help="Write every telemetry sample here.")]
+Nvtx = Annotated[bool, typer.Option("--nvtx", help="NVTX ranges for Nsight Systems.")]
+Breakdown = Annotated[
+    bool, typer.Option("--breakdown", help="After the window: time copy/fwd/bwd/optimizer apart.")
+]
 
 
 @app.command("train", help="Benchmark a training loop (forward, loss, backward, optimizer).")
@@ -77,6 +84,11 @@ def bench(
     max_noise: MaxNoise = None,
     max_time: MaxTime = 60.0,
     run_id: RunId = None,
+    telemetry: Telemetry = True,
+    sample_interval: SampleInterval = 0.1,
+    telemetry_log: TelemetryLog = None,
+    nvtx: Nvtx = False,
+    breakdown: Breakdown = False,
 ) -> None:
     from dlbench.run import execute
 

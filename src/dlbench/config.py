@@ -61,6 +61,7 @@ class RunConfig:
     max_noise: float | None = None
     max_time: float = 60.0
     run_id: str | None = None
+    telemetry: bool = True
     sample_interval: float = 0.1
     telemetry_log: Path | None = None
     nvtx: bool = False

@@ -10,7 +10,7 @@ from rich.table import Table
 
 NOISY_SPREAD_PCT = 5.0
 
-stderr = Console(stderr=True, highlight=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _fmt(value: object, digits: int = 1) -> str:

@@ -12,7 +12,7 @@ def show_workloads(pattern: str, count_params: bool) -> None:
     """Print the registry as a table; building models to count parameters is opt-in (slow)."""
     table = Table(title="dlbench workloads (also: timm:<any timm model>)")
     for column in ("name", "family", "sample", "default input", "size rule", "description"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column != "description")
     if count_params:
         table.add_column("params (M)", justify="right")
     for name in list_workloads(pattern):
@@ -31,4 +31,4 @@ def show_workloads(pattern: str, count_params: bool) -> None:
                 model = w.build(shape)
             cells.append(f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}")
         table.add_row(*cells)
-    Console().print(table)
+    Console(width=max(Console().width, 140)).print(table)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 
 from dlbench.config import RunConfig
 from dlbench.engine.devices import DevicePlan, plan_devices
-from dlbench.engine.loop import LoopResult, LoopSettings, WindowObserver, run_measured_loop
+from dlbench.engine.loop import LoopResult, LoopSettings, run_measured_loop
 from dlbench.engine.precision import PrecisionPlan, plan_precision
 from dlbench.engine.session import create_fabric, open_session
+from dlbench.telemetry.monitor import open_monitor
 from dlbench.workloads import InputShape, Workload, get_workload
 
 
@@ -66,17 +68,30 @@ def loop_settings(config: RunConfig) -> LoopSettings:
     )
 
 
-def run_benchmark(plan: Plan, observer: WindowObserver | None = None, fabric=None) -> Measurement:
+def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     """Run the plan; every rank measures, and the slowest rank decides the global throughput."""
+    config = plan.config
     fabric = fabric or create_fabric(plan.devices, plan.precision)
-    session = open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)
+    session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
+    monitor = None
+    if config.telemetry:
+        monitor = open_monitor(session.device, config.sample_interval, config.telemetry_log)
     if session.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(session.device)
     fabric.barrier()
-    with session.context():
-        loop = run_measured_loop(session.step, session.device, loop_settings(plan.config), observer)
-    mine = torch.tensor([loop.window_s, loop.stats.median_s], dtype=torch.float64)
-    everyone = fabric.all_gather(mine.to(session.device)).reshape(-1, 2).cpu()
+    try:
+        with session.context():
+            loop = run_measured_loop(session.step, session.device, loop_settings(config), monitor)
+        telemetry = monitor.summary() if monitor else {}
+    finally:
+        if monitor:
+            monitor.close()
+    energy = telemetry.get("energy_j")
+    mine = torch.tensor(
+        [loop.window_s, loop.stats.median_s, math.nan if energy is None else energy],
+        dtype=torch.float64,
+    )
+    everyone = fabric.all_gather(mine.to(session.device)).reshape(-1, 3).cpu()
     allocated = reserved = None
     if session.device.type == "cuda":
         allocated = torch.cuda.max_memory_allocated(session.device) / 2**20
@@ -91,4 +106,18 @@ def run_benchmark(plan: Plan, observer: WindowObserver | None = None, fabric=Non
         slowest_median_step_s=float(everyone[:, 1].max()),
         peak_allocated_mb=allocated,
         peak_reserved_mb=reserved,
+        extra=_energy_columns(telemetry, float(everyone[:, 2].sum()), plan, loop.steps),
     )
+
+
+def _energy_columns(telemetry: dict, energy_all_ranks: float, plan: Plan, steps: int) -> dict:
+    """Telemetry columns, with energy summed over every rank's GPU and divided per sample."""
+    if math.isnan(energy_all_ranks):
+        return telemetry
+    samples = plan.config.batch_size * steps * plan.devices.world_size
+    columns = {**telemetry, "energy_j": energy_all_ranks}
+    columns["energy_per_sample_j"] = energy_all_ranks / samples
+    tokens = plan.workload.tokens_per_sample(plan.shape)
+    if tokens:
+        columns["energy_per_token_j"] = energy_all_ranks / (samples * tokens)
+    return columns

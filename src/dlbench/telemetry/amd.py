@@ -1,0 +1,84 @@
+"""AMD GPUs through amdsmi (ROCm), behind the same interface as NVML."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from dlbench.telemetry.base import Reading
+
+
+def _number(value: object) -> float | None:
+    """amdsmi reports 'N/A' for fields a part lacks."""
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+class AmdSmiBackend:
+    """Reads the ROCm GPUs this run uses, by position (HIP_VISIBLE_DEVICES is applied by torch)."""
+
+    name = "amdsmi"
+
+    def __init__(self, torch_indices: list[int], amdsmi: ModuleType | None = None) -> None:
+        self.smi = amdsmi or importlib.import_module("amdsmi")
+        self.smi.amdsmi_init()
+        every = self.smi.amdsmi_get_processor_handles()
+        self.handles = [every[i] for i in torch_indices]
+        self.device_names = [
+            str(self._try(self.smi.amdsmi_get_gpu_board_info, h, default={}).get("product_name"))
+            for h in self.handles
+        ]
+
+    def _try(self, fn, *args, default=None):
+        try:
+            return fn(*args)
+        except Exception:
+            return default
+
+    def _power_w(self, handle) -> float | None:
+        info = self._try(self.smi.amdsmi_get_power_info, handle, default={})
+        for key in ("socket_power", "current_socket_power", "average_socket_power"):
+            if _number(info.get(key)) is not None:
+                return _number(info[key])
+        return None
+
+    def read(self, device: int, t: float) -> Reading:
+        smi, h = self.smi, self.handles[device]
+        activity = self._try(smi.amdsmi_get_gpu_activity, h, default={})
+        vram = self._try(smi.amdsmi_get_gpu_vram_usage, h, default={})
+        temp = self._try(
+            smi.amdsmi_get_temp_metric,
+            h,
+            smi.AmdSmiTemperatureType.HOTSPOT,
+            smi.AmdSmiTemperatureMetric.CURRENT,
+        )
+        sm_clock = self._try(smi.amdsmi_get_clock_info, h, smi.AmdSmiClkType.GFX, default={})
+        mem_clock = self._try(smi.amdsmi_get_clock_info, h, smi.AmdSmiClkType.MEM, default={})
+        return Reading(
+            t=t,
+            device=device,
+            power_w=self._power_w(h),
+            temp_c=_number(temp),
+            gpu_util=_number(activity.get("gfx_activity")),
+            mem_util=_number(activity.get("umc_activity")),
+            mem_used_mb=_number(vram.get("vram_used")),
+            sm_clock_mhz=_number(sm_clock.get("clk")),
+            mem_clock_mhz=_number(mem_clock.get("clk")),
+        )
+
+    def energy_j(self, device: int) -> float | None:
+        """Energy accumulator x resolution (microjoules), in joules."""
+        count = self._try(self.smi.amdsmi_get_energy_count, self.handles[device], default={})
+        ticks = _number(count.get("energy_accumulator", count.get("power")))
+        resolution = _number(count.get("counter_resolution"))
+        return ticks * resolution / 1e6 if ticks is not None and resolution else None
+
+    def power_limit_w(self, device: int) -> float | None:
+        info = self._try(self.smi.amdsmi_get_power_info, self.handles[device], default={})
+        return _number(info.get("power_limit"))
+
+    def other_processes(self, device: int) -> int:
+        procs = self._try(self.smi.amdsmi_get_gpu_process_list, self.handles[device], default=[])
+        return max(0, len(procs) - 1)
+
+    def close(self) -> None:
+        self._try(self.smi.amdsmi_shut_down)

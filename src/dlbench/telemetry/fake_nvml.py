@@ -1,0 +1,186 @@
+"""A fake NVML with pynvml's function names, for machines without an NVIDIA GPU (tests, CI).
+
+Selected by DLBENCH_FAKE_NVML=<state.json>; the state file holds each fake GPU's settings, so
+separate processes (a sweep and its children) see the same GPUs, and tests can read back what a
+run changed (power limits). Power is constant per GPU; the energy counter integrates it over time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+
+DEFAULT_GPU = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "power_w": 300.0,
+    "temp_c": 55,
+    "util": 97,
+    "mem_util": 40,
+    "mem_used_mb": 20000,
+    "sm_clock": 1980,
+    "mem_clock": 2619,
+    "throttle": 0,
+    "limit_w": 700.0,
+    "min_limit_w": 200.0,
+    "max_limit_w": 700.0,
+    "energy_counter": True,
+    "processes": 0,
+}
+
+
+class NVMLError(Exception):
+    """Same name and role as pynvml.NVMLError."""
+
+
+class NVMLError_NotSupported(NVMLError):
+    """The query is not supported on this GPU."""
+
+
+class NVMLError_NoPermission(NVMLError):
+    """Setting needs root."""
+
+
+class _Util:
+    def __init__(self, gpu: int, memory: int) -> None:
+        self.gpu, self.memory = gpu, memory
+
+
+class _Memory:
+    def __init__(self, used: int, total: int) -> None:
+        self.used, self.total = used, total
+
+
+class _Process:
+    def __init__(self, pid: int) -> None:
+        self.pid, self.usedGpuMemory = pid, 0
+
+
+def write_state(path: Path, gpus: list[dict], **settings: object) -> None:
+    """Create a fake-NVML state file: GPU dicts override DEFAULT_GPU's keys."""
+    full = [{**DEFAULT_GPU, "uuid": f"GPU-fake-{i:04d}", **g} for i, g in enumerate(gpus)]
+    state = {"gpus": full, "started": time.time(), "can_set": True, **settings}
+    Path(path).write_text(json.dumps(state))
+
+
+def read_state(path: Path | None = None) -> dict:
+    """The current fake state (tests read power limits back from it)."""
+    return json.loads(Path(path or os.environ["DLBENCH_FAKE_NVML"]).read_text())
+
+
+def _state() -> dict:
+    return read_state()
+
+
+def _gpu(handle: int) -> dict:
+    return _state()["gpus"][handle]
+
+
+def nvmlInit() -> None:
+    if not os.environ.get("DLBENCH_FAKE_NVML"):
+        raise NVMLError("fake NVML has no state file (DLBENCH_FAKE_NVML)")
+
+
+def nvmlShutdown() -> None:
+    """Nothing to release."""
+
+
+def nvmlSystemGetDriverVersion() -> str:
+    return "999.99-fake"
+
+
+def nvmlDeviceGetCount() -> int:
+    return len(_state()["gpus"])
+
+
+def nvmlDeviceGetHandleByIndex(index: int) -> int:
+    if not 0 <= index < nvmlDeviceGetCount():
+        raise NVMLError(f"no GPU {index}")
+    return index
+
+
+def nvmlDeviceGetHandleByUUID(uuid: str | bytes) -> int:
+    uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+    for i, gpu in enumerate(_state()["gpus"]):
+        if gpu["uuid"] == uuid:
+            return i
+    raise NVMLError(f"no GPU with UUID {uuid}")
+
+
+def nvmlDeviceGetUUID(handle: int) -> str:
+    return _gpu(handle)["uuid"]
+
+
+def nvmlDeviceGetName(handle: int) -> str:
+    return _gpu(handle)["name"]
+
+
+def nvmlDeviceGetPowerUsage(handle: int) -> int:
+    return int(_gpu(handle)["power_w"] * 1000)
+
+
+def nvmlDeviceGetTotalEnergyConsumption(handle: int) -> int:
+    state = _state()
+    gpu = state["gpus"][handle]
+    if not gpu["energy_counter"]:
+        raise NVMLError_NotSupported("energy counter not supported")
+    return int(gpu["power_w"] * (time.time() - state["started"]) * 1000)
+
+
+def nvmlDeviceGetTemperature(handle: int, sensor: int) -> int:
+    return int(_gpu(handle)["temp_c"])
+
+
+def nvmlDeviceGetUtilizationRates(handle: int) -> _Util:
+    gpu = _gpu(handle)
+    return _Util(gpu["util"], gpu["mem_util"])
+
+
+def nvmlDeviceGetMemoryInfo(handle: int) -> _Memory:
+    return _Memory(int(_gpu(handle)["mem_used_mb"] * 2**20), 80 * 2**30)
+
+
+def nvmlDeviceGetClockInfo(handle: int, clock: int) -> int:
+    gpu = _gpu(handle)
+    return int(gpu["sm_clock"] if clock == NVML_CLOCK_SM else gpu["mem_clock"])
+
+
+def nvmlDeviceGetCurrentClocksEventReasons(handle: int) -> int:
+    return int(_gpu(handle)["throttle"])
+
+
+def nvmlDeviceGetEnforcedPowerLimit(handle: int) -> int:
+    return int(_gpu(handle)["limit_w"] * 1000)
+
+
+def nvmlDeviceGetPowerManagementLimit(handle: int) -> int:
+    return nvmlDeviceGetEnforcedPowerLimit(handle)
+
+
+def nvmlDeviceGetPowerManagementLimitConstraints(handle: int) -> tuple[int, int]:
+    gpu = _gpu(handle)
+    return int(gpu["min_limit_w"] * 1000), int(gpu["max_limit_w"] * 1000)
+
+
+def nvmlDeviceSetPowerManagementLimit(handle: int, limit_mw: int) -> None:
+    path = Path(os.environ["DLBENCH_FAKE_NVML"])
+    state = read_state(path)
+    if not state["can_set"]:
+        raise NVMLError_NoPermission("Insufficient Permissions")
+    gpu = state["gpus"][handle]
+    if not gpu["min_limit_w"] * 1000 <= limit_mw <= gpu["max_limit_w"] * 1000:
+        raise NVMLError(f"limit {limit_mw} mW out of range")
+    gpu["limit_w"] = limit_mw / 1000
+    gpu.setdefault("limit_history", []).append(limit_mw / 1000)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, path)
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[_Process]:
+    return [_Process(100000 + i) for i in range(int(_gpu(handle)["processes"]))]

@@ -1,0 +1,115 @@
+"""NVIDIA GPUs through NVML (nvidia-ml-py), mapped to torch devices by UUID."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+from dlbench.telemetry.base import Reading
+
+
+def load_pynvml() -> ModuleType:
+    """The real pynvml, or the fake one when DLBENCH_FAKE_NVML names a state file."""
+    if os.environ.get("DLBENCH_FAKE_NVML"):
+        return importlib.import_module("dlbench.telemetry.fake_nvml")
+    return importlib.import_module("pynvml")
+
+
+def visible_nvml_indices(count: int, visible: str | None) -> list[str | int]:
+    """NVML ids for torch devices 0..count-1 under CUDA_VISIBLE_DEVICES (indices or UUIDs)."""
+    if not visible:
+        return list(range(count))
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    return [int(e) if e.isdigit() else e for e in entries[:count]]
+
+
+class NvmlBackend:
+    """Reads the GPUs that this run uses; `uuids` come from torch, so containers map right."""
+
+    name = "nvml"
+
+    def __init__(
+        self,
+        torch_indices: list[int],
+        uuids: list[str] | None = None,
+        nvml: ModuleType | None = None,
+    ) -> None:
+        self.nvml = nvml or load_pynvml()
+        self.nvml.nvmlInit()
+        if uuids:
+            self.handles = [self.nvml.nvmlDeviceGetHandleByUUID(_nvml_uuid(u)) for u in uuids]
+        else:
+            ids = visible_nvml_indices(
+                max(torch_indices) + 1, os.environ.get("CUDA_VISIBLE_DEVICES")
+            )
+            self.handles = [self._handle(ids[i]) for i in torch_indices]
+        self.device_names = [_text(self.nvml.nvmlDeviceGetName(h)) for h in self.handles]
+        self._has_counter = [self._counter_mj(h) is not None for h in self.handles]
+
+    def _handle(self, nvml_id: str | int):
+        if isinstance(nvml_id, int):
+            return self.nvml.nvmlDeviceGetHandleByIndex(nvml_id)
+        return self.nvml.nvmlDeviceGetHandleByUUID(nvml_id)
+
+    def _counter_mj(self, handle) -> float | None:
+        try:
+            return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+        except self.nvml.NVMLError:
+            return None
+
+    def _try(self, fn, *args):
+        try:
+            return fn(*args)
+        except self.nvml.NVMLError:
+            return None
+
+    def read(self, device: int, t: float) -> Reading:
+        """One sample; each query may fail alone (None) without losing the others."""
+        n, h = self.nvml, self.handles[device]
+        power = self._try(n.nvmlDeviceGetPowerUsage, h)
+        util = self._try(n.nvmlDeviceGetUtilizationRates, h)
+        memory = self._try(n.nvmlDeviceGetMemoryInfo, h)
+        reasons = (
+            getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
+        return Reading(
+            t=t,
+            device=device,
+            power_w=power / 1000 if power is not None else None,
+            temp_c=self._try(n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU),
+            gpu_util=util.gpu if util else None,
+            mem_util=util.memory if util else None,
+            mem_used_mb=memory.used / 2**20 if memory else None,
+            sm_clock_mhz=self._try(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_SM),
+            mem_clock_mhz=self._try(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_MEM),
+            throttle_bits=self._try(reasons, h) or 0,
+        )
+
+    def energy_j(self, device: int) -> float | None:
+        """Total energy since driver load (Volta and newer), in joules."""
+        if not self._has_counter[device]:
+            return None
+        value = self._counter_mj(self.handles[device])
+        return value / 1000 if value is not None else None
+
+    def power_limit_w(self, device: int) -> float | None:
+        limit = self._try(self.nvml.nvmlDeviceGetEnforcedPowerLimit, self.handles[device])
+        return limit / 1000 if limit is not None else None
+
+    def other_processes(self, device: int) -> int:
+        procs = self._try(self.nvml.nvmlDeviceGetComputeRunningProcesses, self.handles[device])
+        return sum(1 for p in procs or [] if p.pid != os.getpid())
+
+    def close(self) -> None:
+        self._try(self.nvml.nvmlShutdown)
+
+
+def _nvml_uuid(torch_uuid: str) -> str:
+    text = str(torch_uuid)
+    return text if text.startswith("GPU-") else f"GPU-{text}"
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,74 @@
+"""The whole engine (real Lightning Fabric) on a workload whose step cost is known."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from dlbench.config import RunConfig
+from dlbench.engine.benchmark import make_plan, run_benchmark
+from dlbench.errors import UserError
+from dlbench.workloads import Batch, InputShape, Workload, register_workload
+from dlbench.workloads.base import cross_entropy
+
+STEP_S = 0.015
+WARMUP_S = 0.3
+
+
+class SlowModel(nn.Module):
+    """A model whose forward takes a known time; slower while warming up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        time.sleep(WARMUP_S if self.calls <= 2 else STEP_S)
+        return self.fc(x.flatten(1)[:, :4])
+
+
+def _batch(batch_size: int, shape: InputShape, gen: torch.Generator) -> Batch:
+    return Batch(torch.randn(batch_size, 3, 2, 2, generator=gen), torch.zeros(batch_size).long())
+
+
+register_workload(
+    Workload(
+        name="test_sleep",
+        summary="known step time",
+        family="vision",
+        sample_unit="image",
+        build=lambda shape: SlowModel(),
+        make_batch=_batch,
+        loss=cross_entropy,
+    )
+)
+
+
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_engine_measures_known_step_time_and_skips_warmup(mode):
+    config = RunConfig(
+        model="test_sleep", mode=mode, accelerator="cpu", batch_size=6, n_iters=8, warmup_steps=2
+    )
+    m = run_benchmark(make_plan(config))
+    assert m.loop.steps == 8
+    assert m.loop.stats.median_s == pytest.approx(STEP_S, rel=0.3)
+    assert max(m.loop.step_times_s) < WARMUP_S / 2
+    assert m.samples == 6 * 8
+    assert m.loop.warmup_s >= 2 * WARMUP_S
+
+
+def test_plan_refuses_what_the_device_cannot_run():
+    with pytest.raises(UserError, match="--precision"):
+        make_plan(RunConfig(model="resnet50", accelerator="cpu", precision="16-mixed"))
+    with pytest.raises(UserError, match="--devices"):
+        make_plan(RunConfig(model="resnet50", accelerator="cpu", devices="100000"))
+    with pytest.raises(UserError, match="--width"):
+        make_plan(RunConfig(model="vit", accelerator="cpu", width=200))
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="--accelerator"):
+            make_plan(RunConfig(model="resnet50", accelerator="gpu"))

@@ -1,0 +1,82 @@
+"""The measured loop must time what the step costs, and nothing of the warm-up."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from dlbench.engine.loop import LoopSettings, run_measured_loop
+
+CPU = torch.device("cpu")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def begin_window(self) -> None:
+        self.events.append("begin")
+
+    def end_window(self) -> None:
+        self.events.append("end")
+
+
+def sleeper(step_s: float, warmup_s: float, warmup_steps: int):
+    def step(i: int) -> None:
+        time.sleep(warmup_s if i < warmup_steps else step_s)
+
+    return step
+
+
+def test_known_step_time_is_measured_within_tolerance():
+    result = run_measured_loop(sleeper(0.02, 0.0, 0), CPU, LoopSettings(0, 10))
+    assert result.steps == 10
+    assert result.stats.median_s == pytest.approx(0.02, rel=0.25)
+    assert result.window_s == pytest.approx(sum(result.step_times_s), rel=0.01)
+
+
+def test_warmup_steps_are_not_counted():
+    result = run_measured_loop(sleeper(0.01, 0.2, 3), CPU, LoopSettings(3, 8))
+    assert result.steps == 8
+    assert max(result.step_times_s) < 0.1  # a 0.2 s warm-up step would show here
+    assert result.warmup_s >= 0.6
+    assert result.first_step_s == pytest.approx(0.2, rel=0.25)
+
+
+def test_observer_window_wraps_only_measured_steps():
+    seen: list[tuple[str, int]] = []
+    recorder = Recorder()
+
+    def step(i: int) -> None:
+        seen.append((recorder.events[-1] if recorder.events else "none", i))
+
+    run_measured_loop(step, CPU, LoopSettings(2, 3), recorder)
+    assert recorder.events == ["begin", "end"]
+    assert [s for s in seen if s[0] == "none"] == [("none", 0), ("none", 1)]
+    assert [i for state, i in seen if state == "begin"] == [2, 3, 4]
+
+
+def test_max_noise_keeps_measuring_until_spread_is_small():
+    calls = {"n": 0}
+
+    def noisy_then_steady(i: int) -> None:
+        calls["n"] += 1
+        time.sleep(0.05 if calls["n"] == 1 else 0.005)
+
+    result = run_measured_loop(noisy_then_steady, CPU, LoopSettings(0, 5, 30.0, 20.0))
+    assert result.noise_met is True
+    assert result.steps > 5 and result.steps % 5 == 0
+
+
+def test_max_time_caps_adaptive_measuring():
+    flip = {"n": 0}
+
+    def alternating(i: int) -> None:
+        flip["n"] += 1
+        time.sleep(0.001 if flip["n"] % 2 else 0.02)
+
+    result = run_measured_loop(alternating, CPU, LoopSettings(0, 4, 1.0, 0.3))
+    assert result.noise_met is False
+    assert result.wall_window_s < 2.0

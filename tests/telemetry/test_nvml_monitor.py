@@ -1,0 +1,184 @@
+"""Telemetry against the fake NVML (same function API as pynvml), in process and through the CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from dlbench.telemetry import fake_nvml
+from dlbench.telemetry.monitor import TelemetryMonitor, open_monitor
+from dlbench.telemetry.nvml import NvmlBackend, visible_nvml_indices
+from tests.conftest import TINY, cli_env, read_rows, run_cli
+
+
+@pytest.fixture
+def fake_gpus(tmp_path, monkeypatch):
+    def make(*gpus: dict) -> str:
+        path = tmp_path / "nvml.json"
+        fake_nvml.write_state(path, list(gpus) or [{}])
+        monkeypatch.setenv("DLBENCH_FAKE_NVML", str(path))
+        return str(path)
+
+    return make
+
+
+def _window(monitor: TelemetryMonitor, seconds: float) -> dict:
+    monitor.begin_window()
+    time.sleep(seconds)
+    monitor.end_window()
+    return monitor.summary()
+
+
+def test_window_energy_from_counter_matches_power_times_time(fake_gpus):
+    fake_gpus({"power_w": 250.0})
+    summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02), 0.5)
+    assert summary["energy_source"] == "nvml_counter"
+    assert summary["energy_j"] == pytest.approx(250.0 * 0.5, rel=0.1)
+    assert summary["energy_integral_j"] == pytest.approx(summary["energy_counter_j"], rel=0.1)
+    assert summary["avg_power_w"] == pytest.approx(250.0, rel=0.1)
+    assert summary["telemetry_samples"] >= 10
+
+
+def test_without_counter_energy_falls_back_to_power_integral(fake_gpus):
+    fake_gpus({"power_w": 100.0, "energy_counter": False})
+    summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02), 0.4)
+    assert summary["energy_source"] == "power_integral"
+    assert summary["energy_counter_j"] is None
+    assert summary["energy_j"] == pytest.approx(100.0 * 0.4, rel=0.15)
+
+
+def test_throttling_is_detected_and_named(fake_gpus):
+    fake_gpus({"throttle": 0x4 | 0x40, "sm_clock": 1400})
+    summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02), 0.1)
+    assert summary["throttle_pct"] == 100.0
+    assert summary["throttle_reasons"] == "hw_thermal sw_power_cap"
+    assert summary["sm_clock_min_mhz"] == 1400
+
+
+def test_other_processes_on_the_gpu_are_counted(fake_gpus):
+    fake_gpus({"processes": 2})
+    summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.05), 0.05)
+    assert summary["other_gpu_processes"] == 2
+
+
+def test_cuda_visible_devices_maps_torch_device_to_the_right_gpu(fake_gpus, monkeypatch):
+    fake_gpus({"name": "gpu-a"}, {"name": "gpu-b"}, {"name": "gpu-c"})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
+    assert NvmlBackend([0]).device_names == ["gpu-c"]
+    assert NvmlBackend([1]).device_names == ["gpu-a"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-fake-0001")
+    assert NvmlBackend([0]).device_names == ["gpu-b"]
+
+
+def test_torch_uuid_wins_over_index(fake_gpus, monkeypatch):
+    fake_gpus({"name": "gpu-a"}, {"name": "gpu-b"})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert NvmlBackend([0], uuids=["fake-0001"]).device_names == ["gpu-b"]
+
+
+def test_visible_indices_parsing():
+    assert visible_nvml_indices(2, None) == [0, 1]
+    assert visible_nvml_indices(1, "3, 1") == [3]
+    assert visible_nvml_indices(2, "GPU-x,GPU-y") == ["GPU-x", "GPU-y"]
+
+
+def test_missing_nvml_degrades_to_a_warning(monkeypatch, tmp_path, capsys):
+    import torch
+
+    monkeypatch.setenv("DLBENCH_FAKE_NVML", str(tmp_path / "missing.json"))
+    monitor = open_monitor(torch.device("cpu"), 0.1, None)
+    assert monitor.gpu is None
+    assert "telemetry unavailable" in capsys.readouterr().err
+    assert _window(monitor, 0.01).get("energy_j") is None
+
+
+def test_cli_row_carries_energy_per_sample_and_log(fake_gpus, csv_path, tmp_path):
+    fake_gpus({"power_w": 200.0})
+    log = tmp_path / "samples.csv"
+    out = run_cli(
+        "train",
+        "--model",
+        "timm:test_resnet",
+        *TINY,
+        "--n-iters",
+        "40",
+        "--warmup-steps",
+        "1",
+        "--sample-interval",
+        "0.01",
+        "--telemetry-log",
+        str(log),
+        "--output",
+        str(csv_path),
+        env=cli_env(),
+    )
+    assert out.returncode == 0, out.stderr
+    row = read_rows(csv_path)[0]
+    samples = 4 * 40
+    assert float(row["energy_per_sample_j"]) == pytest.approx(float(row["energy_j"]) / samples)
+    assert float(row["avg_power_w"]) == pytest.approx(200.0, rel=0.2)
+    assert row["energy_source"] == "nvml_counter" and row["power_limit_w"] == "700.0"
+    assert len(read_rows(log)) == int(row["telemetry_samples"])
+
+
+def test_cli_without_nvml_still_writes_the_row(csv_path, tmp_path):
+    env = {**cli_env(), "DLBENCH_FAKE_NVML": str(tmp_path / "absent.json")}
+    out = run_cli(
+        "infer",
+        "--model",
+        "timm:test_resnet",
+        *TINY,
+        "--n-iters",
+        "2",
+        "--warmup-steps",
+        "0",
+        "--output",
+        str(csv_path),
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "telemetry unavailable" in out.stderr
+    row = read_rows(csv_path)[0]
+    assert row["status"] == "ok" and row.get("energy_j", "") == ""
+
+
+def test_no_telemetry_flag_leaves_power_columns_out(fake_gpus, csv_path):
+    fake_gpus()
+    out = run_cli(
+        "infer",
+        "--model",
+        "timm:test_resnet",
+        *TINY,
+        "--n-iters",
+        "2",
+        "--warmup-steps",
+        "0",
+        "--no-telemetry",
+        "--json",
+        "--output",
+        str(csv_path),
+        env=cli_env(),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "energy_j" not in json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_throttle_warning_is_printed(fake_gpus, csv_path):
+    fake_gpus({"throttle": 0x20})
+    out = run_cli(
+        "infer",
+        "--model",
+        "timm:test_resnet",
+        *TINY,
+        "--n-iters",
+        "5",
+        "--warmup-steps",
+        "0",
+        "--output",
+        str(csv_path),
+        env=cli_env(),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "throttled" in out.stderr and "sw_thermal" in out.stderr

@@ -1,0 +1,138 @@
+"""The real CLI in real subprocesses: rows written, bad input refused with exit 2, signals."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.conftest import TINY, read_rows, run_cli
+
+
+def test_train_and_src_inference_append_one_row_each(csv_path):
+    base = ["--model", "timm:test_resnet", *TINY, "--n-iters", "3", "--warmup-steps", "1"]
+    first = run_cli("train", *base, "--output", str(csv_path))
+    assert first.returncode == 0, first.stderr
+    second = run_cli("src.inference", *base, "--output", str(csv_path))
+    assert second.returncode == 0, second.stderr
+    rows = read_rows(csv_path)
+    assert [r["mode"] for r in rows] == ["train", "infer"]
+    for row in rows:
+        assert row["status"] == "ok" and float(row["images_per_s"]) > 0
+        assert row["steps"] == "3" and row["width"] == "32" and row["height"] == "32"
+        assert row["torch"] and row["lightning"] and row["timm"]
+    assert "images/s" in first.stdout
+
+
+def test_json_prints_the_row(csv_path):
+    import json
+
+    out = run_cli(
+        "infer",
+        "--model",
+        "timm:test_resnet",
+        *TINY,
+        "--n-iters",
+        "2",
+        "--warmup-steps",
+        "0",
+        "--json",
+        "--output",
+        str(csv_path),
+    )
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    assert row["model"] == "timm:test_resnet" and row["samples_per_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--model", "resnet5"], "--model"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--n-iters", "-1"], "--n-iters"),
+        (["--warmup-steps", "-2"], "--warmup-steps"),
+        (["--model", "vit", "--width", "100"], "--width"),
+        (["--precision", "16-mixed"], "--precision"),
+        (["--precision", "fp8"], "--precision"),
+        (["--devices", "99999"], "--devices"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(csv_path, args, flag):
+    out = run_cli("train", "--accelerator", "cpu", *args, "--output", str(csv_path))
+    assert out.returncode == 2, out.stderr
+    assert flag in out.stderr and "Traceback" not in out.stderr
+    assert not csv_path.exists()
+
+
+def test_foreign_output_is_refused_untouched(tmp_path):
+    foreign = tmp_path / "other.csv"
+    foreign.write_text("a,b\n1,2\n")
+    out = run_cli("train", "--model", "timm:test_resnet", *TINY, "--output", str(foreign))
+    assert out.returncode == 2 and "not a dlbench CSV" in out.stderr
+    assert foreign.read_text() == "a,b\n1,2\n"
+
+
+def test_unwritable_output_is_refused(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    out = run_cli("train", *TINY, "--output", str(blocker / "x.csv"))
+    assert out.returncode == 2 and "--output" in out.stderr
+    assert blocker.read_text() == "not a folder"
+
+
+def test_sigterm_mid_run_exits_143_and_keeps_earlier_rows(csv_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_env
+
+    ok = run_cli(
+        "train",
+        "--model",
+        "timm:test_resnet",
+        *TINY,
+        "--n-iters",
+        "2",
+        "--warmup-steps",
+        "0",
+        "--output",
+        str(csv_path),
+    )
+    assert ok.returncode == 0
+    before = csv_path.read_text()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "train",
+            "--model",
+            "timm:test_resnet",
+            *TINY,
+            "--n-iters",
+            "100000",
+            "--warmup-steps",
+            "0",
+            "--output",
+            str(csv_path),
+        ],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(8)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "SIGTERM" in err
+    assert csv_path.read_text() == before
+
+
+def test_models_lists_the_registry():
+    out = run_cli("models")
+    assert out.returncode == 0
+    for name in ("resnet50", "unet_resnet50", "distilbert", "llm_tiny"):
+        assert name in out.stdout
