@@ -49,9 +49,13 @@ def result_table(row: dict[str, object]) -> Table:
         ("energy_per_sample_j", f"energy per {unit} (J)"),
         ("mfu", "MFU"),
         ("harness_ratio", "dlbench / bare loop"),
+        ("breakdown_hint", "breakdown (diagnostic pass)"),
     ):
         if row.get(key) not in (None, ""):
             table.add_row(label, _fmt(row[key], 3 if key in ("mfu", "harness_ratio") else 1))
+    for phase in ("h2d", "forward", "backward", "optimizer"):
+        if row.get(f"breakdown_{phase}_ms") is not None:
+            table.add_row(f"  {phase} (ms, diagnostic)", _fmt(row[f"breakdown_{phase}_ms"], 2))
     return table
 
 

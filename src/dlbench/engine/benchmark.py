@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dlbench.config import RunConfig
+from dlbench.engine.breakdown import run_breakdown
 from dlbench.engine.devices import DevicePlan, plan_devices
 from dlbench.engine.loop import LoopResult, LoopSettings, run_measured_loop
 from dlbench.engine.precision import PrecisionPlan, plan_precision
@@ -86,6 +87,7 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     finally:
         if monitor:
             monitor.close()
+    diagnostics = run_breakdown(session) if config.breakdown else {}
     energy = telemetry.get("energy_j")
     mine = torch.tensor(
         [loop.window_s, loop.stats.median_s, math.nan if energy is None else energy],
@@ -106,7 +108,10 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
         slowest_median_step_s=float(everyone[:, 1].max()),
         peak_allocated_mb=allocated,
         peak_reserved_mb=reserved,
-        extra=_energy_columns(telemetry, float(everyone[:, 2].sum()), plan, loop.steps),
+        extra={
+            **_energy_columns(telemetry, float(everyone[:, 2].sum()), plan, loop.steps),
+            **diagnostics,
+        },
     )
 
 

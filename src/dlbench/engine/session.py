@@ -30,16 +30,45 @@ class LossModule(nn.Module):
         return self.loss(self.model(inputs), targets)
 
 
+@dataclass(frozen=True)
+class Phases:
+    """The parts of one step, kept apart so that `--breakdown` can time each one."""
+
+    fetch: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+    forward: Callable[[torch.Tensor, torch.Tensor], Any]
+    backward: Callable[[torch.Tensor], None] | None
+    update: Callable[[], None] | None
+
+
 @dataclass
 class Session:
     """A ready-to-time run: the step, where it runs, and what it holds."""
 
     fabric: Any
     device: torch.device
-    step: Callable[[int], None]
+    phases: Phases
     context: Callable[[], AbstractContextManager]
     param_count: int
     batches: list[Batch]
+
+    def __post_init__(self) -> None:
+        self.step = _compose(self.phases)
+
+
+def _compose(p: Phases) -> Callable[[int], None]:
+    """One step from its phases; no host sync, nothing read back."""
+    if p.backward is None:
+
+        def infer_step(i: int) -> None:
+            p.forward(*p.fetch(i))
+
+        return infer_step
+
+    def train_step(i: int) -> None:
+        p.backward(p.forward(*p.fetch(i)))
+        p.update()
+
+    return train_step
 
 
 def make_optimizer(name: str, params) -> torch.optim.Optimizer:
@@ -114,27 +143,22 @@ def open_session(
 
     fetch = _fetcher(batches, fabric.device, on_device=config.data_on == "device")
     if config.mode == "train":
-        module, optimizer = fabric.setup(
-            LossModule(model, workload.loss), make_optimizer(config.optimizer, model.parameters())
-        )
+        optimizer = make_optimizer(config.optimizer, model.parameters())
+        module, optimizer = fabric.setup(LossModule(model, workload.loss), optimizer)
         module.train()
 
-        def step(i: int) -> None:
-            inputs, targets = fetch(i)
-            optimizer.zero_grad(set_to_none=True)
-            fabric.backward(module(inputs, targets))
+        def update() -> None:
             optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
 
+        phases = Phases(fetch, lambda x, y: module(x, y), fabric.backward, update)
         context = nullcontext
     else:
         module = fabric.setup_module(model)
         module.eval()
-
-        def step(i: int) -> None:
-            module(fetch(i)[0])
-
+        phases = Phases(fetch, lambda x, y: module(x), None, None)
         context = torch.inference_mode
-    return Session(fabric, fabric.device, step, context, param_count, batches)
+    return Session(fabric, fabric.device, phases, context, param_count, batches)
 
 
 def _fetcher(batches: list[Batch], device: torch.device, on_device: bool):
