@@ -33,6 +33,8 @@ Precision = Annotated[
 Width = Annotated[int | None, typer.Option(help="Image width (default: the model's, 224).")]
 Height = Annotated[int | None, typer.Option(help="Image height (default: the model's, 224).")]
 SeqLen = Annotated[int, typer.Option(help="Tokens per sequence for text workloads.")]
+PromptLen = Annotated[int, typer.Option(help="LLM generation: prompt tokens per sequence.")]
+NewTokens = Annotated[int, typer.Option(help="LLM generation: new tokens, no early stop.")]
 Accelerator = Annotated[str, typer.Option(help="auto, gpu or cpu.")]
 Devices = Annotated[str, typer.Option(help="Devices per node: a number or 'all'.")]
 NumNodes = Annotated[int, typer.Option(help="Nodes (torchrun or SLURM set the ranks).")]
@@ -71,6 +73,8 @@ def bench(
     width: Width = None,
     height: Height = None,
     seq_len: SeqLen = 128,
+    prompt_len: PromptLen = 128,
+    new_tokens: NewTokens = 128,
     accelerator: Accelerator = "auto",
     devices: Devices = "1",
     num_nodes: NumNodes = 1,

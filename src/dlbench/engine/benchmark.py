@@ -7,14 +7,17 @@ from dataclasses import dataclass, field
 
 import torch
 
+from dlbench.analysis.mfu import mfu_columns
 from dlbench.config import RunConfig
 from dlbench.engine.breakdown import run_breakdown
 from dlbench.engine.devices import DevicePlan, plan_devices
+from dlbench.engine.generation import measure_generation, open_generator
 from dlbench.engine.loop import LoopResult, LoopSettings, run_measured_loop
 from dlbench.engine.precision import PrecisionPlan, plan_precision
 from dlbench.engine.session import create_fabric, open_session
 from dlbench.telemetry.monitor import open_monitor
 from dlbench.workloads import InputShape, Workload, get_workload
+from dlbench.workloads.flops import flops_per_sample
 
 
 @dataclass(frozen=True)
@@ -69,60 +72,95 @@ def loop_settings(config: RunConfig) -> LoopSettings:
     )
 
 
+def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, object]]:
+    """Run the scenario the plan asks for: generation for decoder LLM inference, else steps."""
+    config = plan.config
+    if plan.workload.generative and config.mode == "infer":
+        generator, params = open_generator(
+            config, plan.workload, plan.shape, plan.precision, fabric
+        )
+        _reset_memory(fabric.device)
+        fabric.barrier()
+        loop, columns = measure_generation(generator, fabric.device, config, monitor)
+        return loop, params, columns
+    session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
+    _reset_memory(fabric.device)
+    fabric.barrier()
+    with session.context():
+        loop = run_measured_loop(session.step, session.device, loop_settings(config), monitor)
+    diagnostics = run_breakdown(session) if config.breakdown else {}
+    return loop, session.param_count, diagnostics
+
+
+def _reset_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
 def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     """Run the plan; every rank measures, and the slowest rank decides the global throughput."""
     config = plan.config
     fabric = fabric or create_fabric(plan.devices, plan.precision)
-    session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
     monitor = None
     if config.telemetry:
-        monitor = open_monitor(session.device, config.sample_interval, config.telemetry_log)
-    if session.device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(session.device)
-    fabric.barrier()
+        monitor = open_monitor(fabric.device, config.sample_interval, config.telemetry_log)
     try:
-        with session.context():
-            loop = run_measured_loop(session.step, session.device, loop_settings(config), monitor)
+        loop, param_count, columns = _measure(plan, fabric, monitor)
         telemetry = monitor.summary() if monitor else {}
     finally:
         if monitor:
             monitor.close()
-    diagnostics = run_breakdown(session) if config.breakdown else {}
     energy = telemetry.get("energy_j")
     mine = torch.tensor(
         [loop.window_s, loop.stats.median_s, math.nan if energy is None else energy],
         dtype=torch.float64,
     )
-    everyone = fabric.all_gather(mine.to(session.device)).reshape(-1, 3).cpu()
+    everyone = fabric.all_gather(mine.to(fabric.device)).reshape(-1, 3).cpu()
     allocated = reserved = None
-    if session.device.type == "cuda":
-        allocated = torch.cuda.max_memory_allocated(session.device) / 2**20
-        reserved = torch.cuda.max_memory_reserved(session.device) / 2**20
-    return Measurement(
+    if fabric.device.type == "cuda":
+        allocated = torch.cuda.max_memory_allocated(fabric.device) / 2**20
+        reserved = torch.cuda.max_memory_reserved(fabric.device) / 2**20
+    measurement = Measurement(
         plan=plan,
         loop=loop,
-        param_count=session.param_count,
+        param_count=param_count,
         world_size=fabric.world_size,
         global_rank=fabric.global_rank,
         slowest_window_s=float(everyone[:, 0].max()),
         slowest_median_step_s=float(everyone[:, 1].max()),
         peak_allocated_mb=allocated,
         peak_reserved_mb=reserved,
-        extra={
-            **_energy_columns(telemetry, float(everyone[:, 2].sum()), plan, loop.steps),
-            **diagnostics,
-        },
     )
+    measurement.extra = {
+        **columns,
+        **_energy_columns(telemetry, float(everyone[:, 2].sum()), plan, loop.steps, columns),
+        **_mfu(measurement, fabric.device),
+    }
+    return measurement
 
 
-def _energy_columns(telemetry: dict, energy_all_ranks: float, plan: Plan, steps: int) -> dict:
-    """Telemetry columns, with energy summed over every rank's GPU and divided per sample."""
+def _mfu(m: Measurement, device: torch.device) -> dict[str, object]:
+    """MFU for step scenarios on the rank's GPU; generation is bandwidth-bound and gets none."""
+    plan = m.plan
+    if plan.workload.generative and plan.config.mode == "infer":
+        return {}
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    per_device = m.samples / m.slowest_window_s / m.world_size
+    flops = flops_per_sample(plan.workload, plan.shape, plan.config.mode)
+    return mfu_columns(flops, per_device, gpu, plan.config.precision)
+
+
+def _energy_columns(
+    telemetry: dict, energy_all_ranks: float, plan: Plan, steps: int, scenario: dict
+) -> dict:
+    """Telemetry columns, with energy summed over every rank's GPU and divided per sample
+    (and per token: generated tokens for generation, sequence tokens otherwise)."""
     if math.isnan(energy_all_ranks):
         return telemetry
     samples = plan.config.batch_size * steps * plan.devices.world_size
     columns = {**telemetry, "energy_j": energy_all_ranks}
     columns["energy_per_sample_j"] = energy_all_ranks / samples
-    tokens = plan.workload.tokens_per_sample(plan.shape)
+    tokens = scenario.get("new_tokens") or plan.workload.tokens_per_sample(plan.shape)
     if tokens:
         columns["energy_per_token_j"] = energy_all_ranks / (samples * tokens)
     return columns

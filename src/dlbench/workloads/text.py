@@ -71,6 +71,23 @@ def llama_config(size: LlamaSize, max_positions: int):
     )
 
 
+def llama_flops(size: LlamaSize):
+    """Analytic FLOPs for a Llama shape; the input embedding is a lookup, not a matmul."""
+
+    def count(shape: InputShape, mode: str):
+        from dlbench.workloads.flops import palm_flops
+
+        head = 0 if size.tie_embeddings else size.vocab * size.hidden
+        kv = size.hidden * size.hidden * size.kv_heads // size.heads
+        attn = 2 * size.hidden * size.hidden + 2 * kv
+        mlp = 3 * size.hidden * size.intermediate
+        params = size.layers * (attn + mlp) + size.vocab * size.hidden + head
+        embedding = 0 if size.tie_embeddings else size.vocab * size.hidden
+        return palm_flops(params, embedding, size.layers, size.hidden, shape.seq_len, mode)
+
+    return count
+
+
 def llama_builder(size: LlamaSize):
     def build(shape: InputShape) -> nn.Module:
         from transformers import LlamaForCausalLM
@@ -104,5 +121,6 @@ for _name, _size in LLAMA_SIZES.items():
             make_batch=token_batch(_size.vocab, per_token_targets=True),
             loss=cross_entropy,
             generative=True,
+            analytic_flops=llama_flops(_size),
         )
     )

@@ -1,0 +1,71 @@
+"""Peak dense FLOP/s per GPU and precision, by exact device name, for MFU.
+
+Sources (vendor datasheets, dense figures, i.e. half the 'with sparsity' numbers):
+- H100 SXM / PCIe / NVL: NVIDIA H100 Tensor Core GPU datasheet (2023).
+- H200 SXM / NVL: NVIDIA H200 Tensor Core GPU datasheet (2024).
+- A100 SXM / PCIe: NVIDIA A100 Tensor Core GPU datasheet (2021).
+- L4: NVIDIA L4 datasheet (2023). L40S: NVIDIA L40S datasheet (2023).
+- RTX 4090: NVIDIA Ada Lovelace architecture whitepaper v1.03, FP32-accumulate tensor rates.
+- MI300X: AMD Instinct MI300X data sheet (2023).
+An unknown GPU gets no peak, so its MFU stays empty rather than wrong."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PeakFlops:
+    """Dense peak TFLOP/s of one GPU model; `fp32` is the non-tensor-core rate."""
+
+    fp32: float
+    tf32: float
+    fp16: float
+    bf16: float
+    source: str
+
+
+H100_SXM = PeakFlops(66.9, 494.7, 989.4, 989.4, "H100 datasheet, SXM5")
+H100_PCIE = PeakFlops(51.2, 378.0, 756.0, 756.0, "H100 datasheet, PCIe")
+H100_NVL = PeakFlops(60.0, 417.5, 835.5, 835.5, "H100 datasheet, NVL")
+H200_NVL = PeakFlops(60.0, 417.5, 835.5, 835.5, "H200 datasheet, NVL")
+A100 = PeakFlops(19.5, 156.0, 312.0, 312.0, "A100 datasheet")
+L4 = PeakFlops(30.3, 60.0, 121.0, 121.0, "L4 datasheet")
+L40S = PeakFlops(91.6, 183.0, 362.0, 362.0, "L40S datasheet")
+RTX_4090 = PeakFlops(82.6, 82.6, 165.2, 165.2, "Ada whitepaper, FP32 accumulate")
+MI300X = PeakFlops(163.4, 653.7, 1307.4, 1307.4, "MI300X data sheet")
+
+# Exact names as torch.cuda.get_device_name() reports them (case-insensitive).
+PEAKS: dict[str, PeakFlops] = {
+    "nvidia h100 80gb hbm3": H100_SXM,
+    "nvidia h100 sxm5 80gb": H100_SXM,
+    "nvidia h100 pcie": H100_PCIE,
+    "nvidia h100 nvl": H100_NVL,
+    "nvidia h200": PeakFlops(66.9, 494.7, 989.4, 989.4, "H200 datasheet, SXM"),
+    "nvidia h200 nvl": H200_NVL,
+    "nvidia a100-sxm4-80gb": A100,
+    "nvidia a100-sxm4-40gb": A100,
+    "nvidia a100-pcie-40gb": A100,
+    "nvidia a100 80gb pcie": A100,
+    "nvidia l4": L4,
+    "nvidia l40s": L40S,
+    "nvidia geforce rtx 4090": RTX_4090,
+    "amd instinct mi300x": MI300X,
+}
+
+_PRECISION_FIELD = {
+    "32": "fp32",
+    "tf32": "tf32",
+    "16-mixed": "fp16",
+    "16-true": "fp16",
+    "bf16-mixed": "bf16",
+    "bf16-true": "bf16",
+}
+
+
+def peak_tflops(gpu_name: str, precision: str) -> tuple[float, str] | None:
+    """(peak TFLOP/s, source) for an exactly known GPU name, else None."""
+    spec = PEAKS.get(gpu_name.strip().casefold())
+    if spec is None:
+        return None
+    return getattr(spec, _PRECISION_FIELD[precision]), spec.source
