@@ -25,6 +25,12 @@ INFER_NAMES = ("infer", "inference", "src.inference", "src.infer")
 
 Model = Annotated[str, typer.Option(help="Workload name (see `dlbench models`) or timm:NAME.")]
 BatchSize = Annotated[int, typer.Option(help="Samples per step per device.")]
+AutoBatchSize = Annotated[
+    str, typer.Option(help="Samples per step per device, or 'auto' (largest that fits).")
+]
+Tags = Annotated[
+    list[str] | None, typer.Option("--tag", help="KEY=VALUE recorded as an extra column.")
+]
 NIters = Annotated[int, typer.Option(help="Measured steps (at least; see --max-noise).")]
 Warmup = Annotated[int, typer.Option(help="Untimed steps first (autotune, compile, allocator).")]
 Precision = Annotated[
@@ -66,7 +72,7 @@ Breakdown = Annotated[
 def bench(
     ctx: typer.Context,
     model: Model = "resnet50",
-    batch_size: BatchSize = 32,
+    batch_size: AutoBatchSize = "32",
     n_iters: NIters = 50,
     warmup_steps: Warmup = 10,
     precision: Precision = "32",
@@ -93,12 +99,49 @@ def bench(
     telemetry_log: TelemetryLog = None,
     nvtx: Nvtx = False,
     breakdown: Breakdown = False,
+    tag: Tags = None,
 ) -> None:
     from dlbench.run import execute
 
     mode = "train" if ctx.info_name in TRAIN_NAMES else "infer"
-    config = _config(locals(), mode=mode)
+    extra = _tags(tag)
+    if batch_size == "auto":
+        batch_size = str(_auto_batch_size(ctx.info_name, output))
+        extra["batch_size_mode"] = "auto"
+    if not batch_size.lstrip("-").isdigit():
+        raise UserError(f"--batch-size: invalid value {batch_size!r}; a positive integer or auto")
+    flags = {**locals(), "batch_size": int(batch_size)}
+    config = _config(flags, mode=mode, extra=extra)
     raise typer.Exit(execute(config))
+
+
+def _tags(tags: list[str] | None) -> dict[str, str]:
+    """--tag KEY=VALUE pairs as extra row columns."""
+    pairs = {}
+    for item in tags or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise UserError(f"--tag: invalid value {item!r}; expected KEY=VALUE")
+        pairs[key] = value
+    return pairs
+
+
+def _auto_batch_size(command: str, output: Path) -> int:
+    """Probe in subprocesses with this same command line, batch size replaced."""
+    import tempfile
+
+    from dlbench.sweep.autobatch import find_batch_size
+
+    args, skip = [], False
+    for arg in sys.argv[sys.argv.index(command) + 1 :]:
+        if skip or arg.startswith("--batch-size"):
+            skip = arg == "--batch-size"
+            continue
+        args.append(arg)
+    with tempfile.TemporaryDirectory() as tmp:
+        found = find_batch_size([command, *args], str(Path(tmp) / "probe.csv"), 900, 8192)
+    stderr.print(f"--batch-size auto: {found} is the largest batch that fits")
+    return found
 
 
 def _config(flags: dict, **fixed: object) -> RunConfig:
@@ -133,6 +176,35 @@ def validate(
     if repeats <= 0:
         raise UserError(f"--repeats: invalid value {repeats}; must be a positive integer")
     raise typer.Exit(execute_validate(config, repeats))
+
+
+@app.command("sweep", help="Run a grid of isolated points (packaged plan name or YAML file).")
+def sweep(
+    plan: Annotated[str, typer.Argument(help="quick, default, or a path to a YAML plan.")],
+    output: Output = DEFAULT_OUTPUT,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points only.")] = False,
+    allow_power_changes: Annotated[
+        bool, typer.Option("--allow-power-changes", help="Let the sweep set GPU power limits.")
+    ] = False,
+    settle_s: Annotated[float, typer.Option(help="Wait after a power-limit change.")] = 10.0,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per point (plan's).")] = None,
+) -> None:
+    from rich.console import Console
+
+    from dlbench.sweep.plan import load_plan
+    from dlbench.sweep.runner import SweepRunner, summary_table
+
+    sweep_plan = load_plan(plan)
+    if timeout is not None:
+        sweep_plan.timeout_s = timeout
+    if dry_run:
+        for i, point in enumerate(sweep_plan.points(), 1):
+            print(f"{i:3d}  dlbench {' '.join(point.cli_args())}")
+        raise typer.Exit(0)
+    runner = SweepRunner(sweep_plan, output, allow_power_changes, settle_s)
+    outcome = runner.run()
+    Console(width=max(Console().width, 120)).print(summary_table(outcome))
+    raise typer.Exit(0)
 
 
 @app.command("models", help="List workloads: parameters, input, what a sample is.")

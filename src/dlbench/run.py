@@ -8,7 +8,7 @@ from dlbench.config import RunConfig
 from dlbench.console import show_result, stderr
 from dlbench.engine.benchmark import make_plan, run_benchmark
 from dlbench.results.environment import collect_environment
-from dlbench.results.row import failure_row, measurement_row
+from dlbench.results.row import config_columns, failure_row, measurement_row
 from dlbench.results.store import CsvStore
 
 EXIT_OK = 0
@@ -30,7 +30,8 @@ def execute(config: RunConfig) -> int:
     try:
         measurement = run_benchmark(plan)
     except torch.OutOfMemoryError as exc:
-        store.append(failure_row(config, "oom", last_line(exc), env))
+        columns = {**config_columns(config), "run_id": config.run_id}
+        store.append(failure_row(columns, "oom", last_line(exc), env))
         stderr.print(
             f"[red]out of memory:[/red] {config.model} {config.mode} batch {config.batch_size} "
             f"at {config.precision} does not fit; recorded as status=oom in {config.output}"

@@ -14,8 +14,8 @@ from dlbench.errors import UserError
 from dlbench.workloads import Batch, InputShape, Workload, register_workload
 from dlbench.workloads.base import cross_entropy
 
-STEP_S = 0.015
-WARMUP_S = 0.3
+STEP_S = 0.04
+WARMUP_S = 0.5
 
 
 class SlowModel(nn.Module):
@@ -56,8 +56,8 @@ def test_engine_measures_known_step_time_and_skips_warmup(mode):
     )
     m = run_benchmark(make_plan(config))
     assert m.loop.steps == 8
-    assert m.loop.stats.median_s == pytest.approx(STEP_S, rel=0.3)
-    assert max(m.loop.step_times_s) < WARMUP_S / 2
+    assert STEP_S <= m.loop.stats.median_s < STEP_S * 1.5  # a sleep is never shorter
+    assert max(m.loop.step_times_s) < WARMUP_S * 0.8
     assert m.samples == 6 * 8
     assert m.loop.warmup_s >= 2 * WARMUP_S
 

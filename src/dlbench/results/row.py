@@ -38,20 +38,23 @@ def config_columns(config: RunConfig) -> dict[str, object]:
     }
 
 
-def _identity(config: RunConfig, status: str) -> dict[str, object]:
+def _identity(run_id: str | None, status: str) -> dict[str, object]:
     return {
         "schema_version": SCHEMA_VERSION,
-        "run_id": config.run_id or new_run_id(),
+        "run_id": run_id or new_run_id(),
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "status": status,
     }
 
 
 def failure_row(
-    config: RunConfig, status: str, error: str, env: dict[str, object]
+    columns: dict[str, object], status: str, error: str, env: dict[str, object]
 ) -> dict[str, object]:
-    """A row that records a run that did not finish (oom, error, timeout, interrupted)."""
-    return {**_identity(config, status), "error": error, **config_columns(config), **env}
+    """A row for a run that did not finish (oom, error, timeout, interrupted): its settings
+    (`config_columns`, or a sweep point's flags, with `run_id`) and the last error line."""
+    settings = {k: v for k, v in columns.items() if k != "run_id"}
+    identity = _identity(columns.get("run_id"), status)  # type: ignore[arg-type]
+    return {**identity, "error": error, "run_kind": "benchmark", **settings, **env}
 
 
 def measurement_row(
@@ -62,7 +65,7 @@ def measurement_row(
     shape = plan.shape
     global_rate = m.samples / m.slowest_window_s
     row: dict[str, object] = {
-        **_identity(plan.config, "ok"),
+        **_identity(plan.config.run_id, "ok"),
         "run_kind": "benchmark",
         **config_columns(plan.config),
         "width": shape.width if plan.workload.is_image else None,

@@ -44,7 +44,18 @@ def get_workload(name: str) -> Workload:
     raise unknown_choice("--model", name, [*_REGISTRY, "timm:<any timm model>"])
 
 
+def load_plugins(names: str | None = None) -> None:
+    """Import the modules named in DLBENCH_PLUGINS (comma-separated); they register workloads."""
+    import importlib
+    import os
+
+    for module in filter(None, (names or os.environ.get("DLBENCH_PLUGINS", "")).split(",")):
+        importlib.import_module(module.strip())
+
+
 from dlbench.workloads import segmentation, text, vision  # noqa: E402,F401  (registers entries)
+
+load_plugins()
 
 __all__ = [
     "Batch",
@@ -54,5 +65,6 @@ __all__ = [
     "get_workload",
     "is_workload",
     "list_workloads",
+    "load_plugins",
     "register_workload",
 ]

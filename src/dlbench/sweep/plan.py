@@ -1,0 +1,125 @@
+"""Sweep plans: YAML files (or packaged names) that expand into a list of isolated points.
+
+A plan has `fixed` flags and one or more `runs`, each a block of axes crossed with each other:
+models, modes, batch_sizes (a number or "auto"), precisions, resolutions ([w, h]), devices,
+power_limits (watts). A block may carry its own `fixed` flags that override the plan's."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from dlbench.errors import UserError, unknown_choice
+
+AXES = ("models", "modes", "batch_sizes", "precisions", "resolutions", "devices", "power_limits")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One run of the grid: the CLI flags of a `dlbench train|infer` call plus a power limit."""
+
+    mode: str
+    flags: dict[str, object]
+    power_limit_w: float | None = None
+
+    @property
+    def label(self) -> str:
+        """Short human name for progress output."""
+        parts = [self.flags["model"], self.mode, f"bs{self.flags['batch_size']}"]
+        parts.append(str(self.flags.get("precision", "32")))
+        if self.power_limit_w:
+            parts.append(f"{self.power_limit_w:g}W")
+        return " ".join(str(p) for p in parts)
+
+    def cli_args(self) -> list[str]:
+        """`MODE --flag value ...`, booleans as --flag/--no-flag."""
+        args = [self.mode]
+        for key, value in self.flags.items():
+            flag = "--" + key.replace("_", "-")
+            if isinstance(value, bool):
+                args.append(flag if value else "--no-" + key.replace("_", "-"))
+            elif value is not None:
+                args += [flag, str(value)]
+        if self.power_limit_w is not None:
+            args += ["--tag", f"power_limit_request_w={self.power_limit_w:g}"]
+        return args
+
+
+@dataclass
+class SweepPlan:
+    """A named grid; `points()` expands it in a stable order."""
+
+    name: str
+    runs: list[dict]
+    fixed: dict[str, object] = field(default_factory=dict)
+    timeout_s: float = 900.0
+
+    def points(self) -> list[SweepPoint]:
+        points = []
+        for block in self.runs:
+            fixed = {**self.fixed, **block.get("fixed", {})}
+            axes = [block.get(a) or _DEFAULTS[a] for a in AXES]
+            for model, mode, batch, precision, res, devices, limit in itertools.product(*axes):
+                flags = {"model": model, "batch_size": batch, "precision": str(precision)}
+                if res:
+                    flags["width"], flags["height"] = res
+                flags["devices"] = str(devices)
+                points.append(SweepPoint(mode, {**fixed, **flags}, limit))
+        return points
+
+
+_DEFAULTS = {
+    "models": [],
+    "modes": ["train"],
+    "batch_sizes": [32],
+    "precisions": ["32"],
+    "resolutions": [None],
+    "devices": ["1"],
+    "power_limits": [None],
+}
+
+
+def packaged_plans() -> list[str]:
+    """Names of the plans shipped inside the package."""
+    folder = resources.files("dlbench.sweep") / "plans"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_plan(name_or_path: str) -> SweepPlan:
+    """A packaged plan by name, or a YAML file by path; a UserError if neither or malformed."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise UserError(f"PLAN: cannot read {path}: {exc.strerror}") from exc
+    elif name_or_path in packaged_plans():
+        text = (resources.files("dlbench.sweep") / "plans" / f"{name_or_path}.yaml").read_text()
+    else:
+        raise unknown_choice("PLAN", name_or_path, [*packaged_plans(), "<file.yaml>"])
+    return parse_plan(text, default_name=path.stem)
+
+
+def parse_plan(text: str, default_name: str = "plan") -> SweepPlan:
+    """Validate the YAML structure; unknown axes are named in the error."""
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise UserError(f"PLAN: not valid YAML: {exc}") from exc
+    runs = data.get("runs") or [{k: data[k] for k in AXES if k in data}]
+    for block in runs:
+        unknown = set(block) - {*AXES, "fixed"}
+        if unknown:
+            raise UserError(f"PLAN: unknown axis {sorted(unknown)}; allowed: {', '.join(AXES)}")
+        if not block.get("models"):
+            raise UserError("PLAN: every run block needs a non-empty `models` list")
+    return SweepPlan(
+        name=data.get("name", default_name),
+        runs=runs,
+        fixed=data.get("fixed", {}),
+        timeout_s=float(data.get("timeout_s", 900)),
+    )

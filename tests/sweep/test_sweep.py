@@ -1,0 +1,161 @@
+"""Sweeps with real child processes: failures isolated, resume, SIGTERM, auto batch size."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dlbench.errors import UserError
+from dlbench.sweep.autobatch import largest_fitting
+from dlbench.sweep.plan import load_plan, parse_plan
+from tests.conftest import ROOT, cli_env, read_rows, run_cli
+
+FAULT_ENV = {"DLBENCH_PLUGINS": "tests.fault_workloads", "DLBENCH_FAULT_MAX_BATCH": "16"}
+
+FAULT_PLAN = """
+name: faults
+timeout_s: 25
+fixed: {accelerator: cpu, n_iters: 2, warmup_steps: 1}
+runs:
+  - models: [fault_oom]
+    modes: [train, infer]
+    batch_sizes: [8, 32]
+  - models: [fault_crash, fault_hang]
+    batch_sizes: [4]
+  - models: [timm:test_resnet]
+    modes: [train, infer]
+    batch_sizes: [4]
+    resolutions: [[32, 32]]
+"""
+
+SMALL_PLAN = """
+name: small
+timeout_s: 120
+fixed: {accelerator: cpu, n_iters: 2, warmup_steps: 0}
+runs:
+  - models: [timm:test_resnet]
+    modes: [train, infer]
+    batch_sizes: [2, 4]
+    resolutions: [[32, 32]]
+"""
+
+
+def env_with(**extra: str) -> dict[str, str]:
+    env = cli_env()
+    env["PYTHONPATH"] = f"{ROOT}:{env['PYTHONPATH']}"
+    return {**env, **extra}
+
+
+def test_plan_expands_axes_and_blocks():
+    plan = parse_plan(FAULT_PLAN)
+    points = plan.points()
+    assert len(points) == 8
+    assert points[0].cli_args()[:1] == ["train"]
+    assert {p.flags["model"] for p in points} == {
+        "fault_oom",
+        "fault_crash",
+        "fault_hang",
+        "timm:test_resnet",
+    }
+    assert load_plan("quick").points() and load_plan("default").points()
+
+
+def test_bad_plans_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match="unknown axis"):
+        parse_plan("runs: [{models: [a], colours: [red]}]")
+    with pytest.raises(UserError, match="PLAN"):
+        load_plan("no_such_plan")
+    with pytest.raises(UserError, match="models"):
+        parse_plan("runs: [{modes: [train]}]")
+
+
+def test_one_failure_never_costs_the_others(tmp_path):
+    plan_file = tmp_path / "faults.yaml"
+    plan_file.write_text(FAULT_PLAN)
+    csv_path = tmp_path / "sweep.csv"
+    out = run_cli(
+        "sweep", str(plan_file), "--output", str(csv_path), env=env_with(**FAULT_ENV), timeout=400
+    )
+    assert out.returncode == 0, out.stderr
+    rows = read_rows(csv_path)
+    assert len(rows) == 8
+    by_point = {(r["model"], r["mode"], r["batch_size"]): r for r in rows}
+    assert by_point[("fault_oom", "train", "8")]["status"] == "ok"
+    assert by_point[("fault_oom", "train", "32")]["status"] == "oom"
+    assert by_point[("fault_oom", "infer", "32")]["status"] == "oom"
+    crash = by_point[("fault_crash", "train", "4")]
+    assert crash["status"] == "error" and "SIGKILL" in crash["error"]
+    assert by_point[("fault_hang", "train", "4")]["status"] == "timeout"
+    assert by_point[("timm:test_resnet", "infer", "4")]["status"] == "ok"
+    assert all(r["sweep"] == "faults" for r in rows)
+    assert "oom: 2" in out.stdout and "timeout: 1" in out.stdout
+
+
+def test_sigterm_mid_sweep_leaves_valid_csv_and_rerun_completes_the_rest(tmp_path):
+    plan_file = tmp_path / "small.yaml"
+    plan_file.write_text(SMALL_PLAN)
+    csv_path = tmp_path / "sweep.csv"
+    cmd = [sys.executable, "-m", "dlbench", "sweep", str(plan_file), "--output", str(csv_path)]
+    proc = subprocess.Popen(
+        cmd, env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline and not (csv_path.exists() and read_rows(csv_path)):
+        time.sleep(0.2)
+    time.sleep(1.5)  # the second point is in flight now
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    first = read_rows(csv_path)
+    assert 1 <= sum(r["status"] == "ok" for r in first) < 4
+    assert {r["status"] for r in first} <= {"ok", "interrupted"}
+
+    again = run_cli("sweep", str(plan_file), "--output", str(csv_path), env=env_with())
+    assert again.returncode == 0, again.stderr
+    rows = read_rows(csv_path)
+    ok = [(r["mode"], r["batch_size"]) for r in rows if r["status"] == "ok"]
+    assert sorted(ok) == sorted({("train", "2"), ("train", "4"), ("infer", "2"), ("infer", "4")})
+    assert "skipped" in again.stdout
+
+
+def test_largest_fitting_bisects_to_the_limit():
+    for limit in (1, 5, 16, 100, 1000):
+        probes: list[int] = []
+
+        def fits(n: int, limit=limit, probes=probes) -> bool:
+            probes.append(n)
+            return n <= limit
+
+        assert largest_fitting(fits, limit=4096) == limit
+        assert len(probes) <= 2 * limit.bit_length() + 2
+    assert largest_fitting(lambda n: False) == 0
+    assert largest_fitting(lambda n: True, limit=64) == 64
+
+
+def test_batch_size_auto_finds_and_records_the_largest_fit(tmp_path):
+    csv_path = tmp_path / "auto.csv"
+    out = run_cli(
+        "train",
+        "--model",
+        "fault_oom",
+        "--accelerator",
+        "cpu",
+        "--batch-size",
+        "auto",
+        "--n-iters",
+        "2",
+        "--warmup-steps",
+        "0",
+        "--output",
+        str(csv_path),
+        env=env_with(DLBENCH_PLUGINS="tests.fault_workloads", DLBENCH_FAULT_MAX_BATCH="3"),
+    )
+    assert out.returncode == 0, out.stderr
+    (row,) = read_rows(csv_path)
+    assert row["batch_size"] == "3" and row["batch_size_mode"] == "auto"
+    assert Path(csv_path).read_text().count("fault_oom") == 1  # probes went elsewhere
