@@ -18,9 +18,11 @@ from dlbench.telemetry.nvml import load_pynvml, visible_nvml_indices
 CAP_SYS_ADMIN = 21
 
 
-def has_admin_rights(status_file: Path = Path("/proc/self/status")) -> bool:
+def has_admin_rights(
+    status_file: Path = Path("/proc/self/status"), euid: int | None = None
+) -> bool:
     """Root, or CAP_SYS_ADMIN in the effective capability set (containers grant it per run)."""
-    if os.geteuid() == 0:
+    if (os.geteuid() if euid is None else euid) == 0:
         return True
     try:
         for line in status_file.read_text().splitlines():
