@@ -123,18 +123,20 @@ def test_sigterm_mid_sweep_leaves_valid_csv_and_rerun_completes_the_rest(tmp_pat
     assert "skipped" in again.stdout
 
 
-def test_largest_fitting_bisects_to_the_limit():
-    for limit in (1, 5, 16, 100, 1000):
+def test_largest_fitting_finds_the_limit_within_resolution():
+    for limit in (1, 3, 5, 16, 100, 1000, 1900):
         probes: list[int] = []
 
         def fits(n: int, limit=limit, probes=probes) -> bool:
             probes.append(n)
             return n <= limit
 
-        assert largest_fitting(fits, limit=4096) == limit
-        assert len(probes) <= 2 * limit.bit_length() + 2
+        found = largest_fitting(fits, limit=4096)
+        assert limit - max(1, limit // 16) <= found <= limit
+        assert len(probes) <= 16, (limit, probes)
     assert largest_fitting(lambda n: False) == 0
     assert largest_fitting(lambda n: True, limit=64) == 64
+    assert largest_fitting(lambda n: n <= 5, resolution=0) == 5
 
 
 def test_batch_size_auto_finds_and_records_the_largest_fit(tmp_path):

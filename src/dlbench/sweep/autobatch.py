@@ -1,7 +1,8 @@
 """`--batch-size auto`: the largest batch that fits, found by probing in subprocesses.
 
 Each probe is a short real run in its own process, so an OOM cannot poison the next probe's
-allocator. Doubling finds an upper bound, bisection the largest size that fits."""
+allocator. Doubling finds an upper bound, bisection the largest size that fits (to within 1/16:
+the row records the batch used and `batch_size_mode=auto`)."""
 
 from __future__ import annotations
 
@@ -11,23 +12,28 @@ from dlbench.errors import UserError
 from dlbench.run import EXIT_OK, EXIT_OOM
 from dlbench.sweep.child import run_child
 
-PROBE_FLAGS = ["--n-iters", "2", "--warmup-steps", "1", "--no-telemetry"]
+PROBE_FLAGS = ["--n-iters", "1", "--warmup-steps", "1", "--no-telemetry"]
 
 
-def largest_fitting(fits: Callable[[int], bool], start: int = 1, limit: int = 8192) -> int:
-    """Largest n in [start, limit] with fits(n), assuming fits is monotone; 0 if none fits."""
-    if not fits(start):
-        return 0
-    good, bad = start, None
-    while bad is None:
-        nxt = min(good * 2, limit)
-        if nxt == good:
+def largest_fitting(
+    fits: Callable[[int], bool], start: int = 16, limit: int = 8192, resolution: float = 1 / 16
+) -> int:
+    """Largest n <= limit with fits(n), for a monotone `fits`; 0 if not even 1 fits.
+
+    Doubles from `start` (or bisects below it), then bisects until the gap between the last
+    fit and the first failure is within `resolution` of the fit: each probe is a whole run,
+    so a few percent of batch size is not worth many more probes."""
+    start = min(start, limit)
+    if fits(start):
+        good, bad = start, None
+        while bad is None and good < limit:
+            nxt = min(good * 2, limit)
+            good, bad = (nxt, None) if fits(nxt) else (good, nxt)
+        if bad is None:
             return good
-        if fits(nxt):
-            good = nxt
-        else:
-            bad = nxt
-    while bad - good > 1:
+    else:
+        good, bad = 0, start
+    while bad - good > max(1, int(good * resolution)):
         middle = (good + bad) // 2
         good, bad = (middle, bad) if fits(middle) else (good, middle)
     return good
