@@ -14,8 +14,9 @@ from dlbench.errors import UserError
 from dlbench.workloads import Batch, InputShape, Workload, register_workload
 from dlbench.workloads.base import cross_entropy
 
-STEP_S = 0.04
-WARMUP_S = 0.5
+STEP_S = 0.1
+WARMUP_S = 0.8
+OVERHEAD_S = 0.06  # the tiny model's own step on a busy 2-core CI machine (seen: 23 ms)
 
 
 class SlowModel(nn.Module):
@@ -56,8 +57,8 @@ def test_engine_measures_known_step_time_and_skips_warmup(mode):
     )
     m = run_benchmark(make_plan(config))
     assert m.loop.steps == 8
-    assert STEP_S <= m.loop.stats.median_s < STEP_S * 1.5  # a sleep is never shorter
-    assert max(m.loop.step_times_s) < WARMUP_S * 0.8
+    assert STEP_S <= m.loop.stats.median_s < STEP_S + OVERHEAD_S  # a sleep is never shorter
+    assert max(m.loop.step_times_s) < WARMUP_S - 0.3  # no warm-up step counted
     assert m.samples == 6 * 8
     assert m.loop.warmup_s >= 2 * WARMUP_S
 
