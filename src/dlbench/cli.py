@@ -188,22 +188,62 @@ def sweep(
     ] = False,
     settle_s: Annotated[float, typer.Option(help="Wait after a power-limit change.")] = 10.0,
     timeout: Annotated[float | None, typer.Option(help="Seconds per point (plan's).")] = None,
+    shard: Annotated[
+        str, typer.Option(help="K/N: every N-th point from the K-th (one sweep per GPU).")
+    ] = "0/1",
 ) -> None:
     from rich.console import Console
 
-    from dlbench.sweep.plan import load_plan
+    from dlbench.sweep.plan import load_plan, parse_shard
     from dlbench.sweep.runner import SweepRunner, summary_table
 
     sweep_plan = load_plan(plan)
     if timeout is not None:
         sweep_plan.timeout_s = timeout
+    index, count = parse_shard(shard)
     if dry_run:
-        for i, point in enumerate(sweep_plan.points(), 1):
+        for i, point in enumerate(sweep_plan.points()[index::count], 1):
             print(f"{i:3d}  dlbench {' '.join(point.cli_args())}")
         raise typer.Exit(0)
-    runner = SweepRunner(sweep_plan, output, allow_power_changes, settle_s)
+    runner = SweepRunner(sweep_plan, output, allow_power_changes, settle_s, (index, count))
     outcome = runner.run()
     Console(width=max(Console().width, 120)).print(summary_table(outcome))
+    raise typer.Exit(0)
+
+
+RUN_FLAGS = set(RunConfig.__dataclass_fields__) - {"mode", "devices", "output"}
+
+
+@app.command("scaling", help="One run at 1, 2, 4 ... devices (isolated), then scaling efficiency.")
+def scaling(
+    model: Model = "resnet50",
+    mode: Annotated[str, typer.Option(help="train or infer.")] = "train",
+    batch_size: BatchSize = 32,
+    precision: Precision = "32",
+    devices: Annotated[str, typer.Option(help="Device counts, e.g. 1,2,4, or 'all'.")] = "all",
+    accelerator: Accelerator = "auto",
+    n_iters: NIters = 50,
+    warmup_steps: Warmup = 10,
+    width: Width = None,
+    height: Height = None,
+    seq_len: SeqLen = 128,
+    channels_last: ChannelsLast = True,
+    output: Output = DEFAULT_OUTPUT,
+    timeout: Annotated[float, typer.Option(help="Seconds per point.")] = 900.0,
+) -> None:
+    flags = {k: v for k, v in locals().items() if k in RUN_FLAGS and v is not None}
+    from rich.console import Console
+
+    from dlbench.console import show_scaling
+    from dlbench.sweep.runner import SweepRunner, summary_table
+    from dlbench.sweep.scaling import device_counts, record_scaling, scaling_plan
+
+    _config({**flags, "mode": mode, "output": output})  # the same checks as a single run
+    counts = device_counts(devices, accelerator)
+    runner = SweepRunner(scaling_plan(flags, mode, counts, timeout), output)
+    console = Console(width=max(Console().width, 120))
+    console.print(summary_table(runner.run()))
+    show_scaling(record_scaling(runner.store, model, mode))
     raise typer.Exit(0)
 
 

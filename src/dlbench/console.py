@@ -87,3 +87,22 @@ def show_result(row: dict[str, object], as_json: bool) -> None:
         Console(highlight=False).print(result_table(row))
     for note in warnings_for(row):
         stderr.print(f"[yellow]warning:[/yellow] {note}")
+
+
+def show_scaling(table) -> None:
+    """Throughput and efficiency per world size (a pandas frame from `scaling_table`)."""
+    out = Table(title="scaling efficiency = samples/s(N) / (N x samples/s(1))")
+    headers = ("model", "mode", "batch/device", "world size", "samples/s", "per device", "eff.")
+    for column in headers:
+        out.add_column(column, justify="left" if column in ("model", "mode") else "right")
+    for line in table.to_dict("records"):
+        out.add_row(
+            str(line["model"]),
+            str(line["mode"]),
+            str(line["batch_size"]),
+            str(line["world_size"]),
+            _fmt(float(line["samples_per_s"])),
+            _fmt(float(line["samples_per_s_per_device"])),
+            _fmt(float(line["scaling_efficiency"]), 3),
+        )
+    Console(highlight=False, width=max(Console().width, 100)).print(out)

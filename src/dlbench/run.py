@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from dlbench.config import RunConfig
 from dlbench.console import show_result, stderr
 from dlbench.engine.benchmark import make_plan, run_benchmark
 from dlbench.results.environment import collect_environment
-from dlbench.results.row import config_columns, failure_row, measurement_row
+from dlbench.results.row import config_columns, failure_row, measurement_row, per_rank_rows
 from dlbench.results.store import CsvStore
 
 EXIT_OK = 0
@@ -19,6 +21,11 @@ def last_line(exc: BaseException) -> str:
     """The first line of an exception message, for the `error` column."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def per_rank_path(output: Path) -> Path:
+    """The side file beside the results CSV: `bench.csv` -> `bench.per_rank.csv`."""
+    return output.with_name(f"{output.stem}.per_rank.csv")
 
 
 def execute(config: RunConfig) -> int:
@@ -40,6 +47,10 @@ def execute(config: RunConfig) -> int:
     if measurement.global_rank != 0:
         return EXIT_OK
     row = measurement_row(measurement, env)
+    if measurement.world_size > 1:
+        side = per_rank_path(config.output)
+        row["per_rank_file"] = side.name
+        CsvStore(side).append_many(per_rank_rows(measurement, str(row["run_id"])))
     store.append(row)
     show_result(row, config.json)
     return EXIT_OK

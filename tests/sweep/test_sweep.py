@@ -65,6 +65,19 @@ def test_plan_expands_axes_and_blocks():
     assert load_plan("quick").points() and load_plan("default").points()
 
 
+def test_shards_split_a_plan_into_disjoint_parts_that_cover_it():
+    listed = []
+    for k in range(3):
+        out = run_cli("sweep", "default", "--dry-run", "--shard", f"{k}/3")
+        assert out.returncode == 0, out.stderr
+        listed += [line.split(None, 1)[1] for line in out.stdout.splitlines()]
+    everything = run_cli("sweep", "default", "--dry-run").stdout.splitlines()
+    assert sorted(listed) == sorted(line.split(None, 1)[1] for line in everything)
+    assert len(set(listed)) == len(listed) == len(load_plan("default").points())
+    bad = run_cli("sweep", "default", "--dry-run", "--shard", "3/3")
+    assert bad.returncode == 2 and "--shard" in bad.stderr
+
+
 def test_bad_plans_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="unknown axis"):
         parse_plan("runs: [{models: [a], colours: [red]}]")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -44,6 +45,8 @@ class Measurement:
     slowest_median_step_s: float
     peak_allocated_mb: float | None
     peak_reserved_mb: float | None
+    launcher: str = ""
+    per_rank: list[dict[str, float]] = field(default_factory=list)
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -103,19 +106,15 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     fabric = fabric or create_fabric(plan.devices, plan.precision)
     monitor = None
     if config.telemetry:
-        monitor = open_monitor(fabric.device, config.sample_interval, config.telemetry_log)
+        log = _rank_log(config.telemetry_log, fabric.global_rank, fabric.world_size)
+        monitor = open_monitor(fabric.device, config.sample_interval, log, fabric.local_rank)
     try:
         loop, param_count, columns = _measure(plan, fabric, monitor)
         telemetry = monitor.summary() if monitor else {}
     finally:
         if monitor:
             monitor.close()
-    energy = telemetry.get("energy_j")
-    mine = torch.tensor(
-        [loop.window_s, loop.stats.median_s, math.nan if energy is None else energy],
-        dtype=torch.float64,
-    )
-    everyone = fabric.all_gather(mine.to(fabric.device)).reshape(-1, 3).cpu()
+    per_rank = _gather_ranks(fabric, loop, telemetry)
     allocated = reserved = None
     if fabric.device.type == "cuda":
         allocated = torch.cuda.max_memory_allocated(fabric.device) / 2**20
@@ -126,17 +125,63 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
         param_count=param_count,
         world_size=fabric.world_size,
         global_rank=fabric.global_rank,
-        slowest_window_s=float(everyone[:, 0].max()),
-        slowest_median_step_s=float(everyone[:, 1].max()),
+        slowest_window_s=max(r["window_s"] for r in per_rank),
+        slowest_median_step_s=max(r["median_step_s"] for r in per_rank),
         peak_allocated_mb=allocated,
         peak_reserved_mb=reserved,
+        launcher=_launcher(fabric),
+        per_rank=per_rank,
     )
+    energies = [r["energy_j"] for r in per_rank]
+    energy_all_ranks = math.nan if any(math.isnan(e) for e in energies) else sum(energies)
     measurement.extra = {
         **columns,
-        **_energy_columns(telemetry, float(everyone[:, 2].sum()), plan, loop.steps, columns),
+        **_energy_columns(telemetry, energy_all_ranks, plan, loop.steps, columns),
         **_mfu(measurement, fabric.device),
     }
     return measurement
+
+
+RANK_FIELDS = (
+    "window_s",
+    "median_step_s",
+    "energy_j",
+    "avg_power_w",
+    "peak_power_w",
+    "temp_max_c",
+    "throttle_pct",
+    "device_index",
+)
+
+
+def _launcher(fabric) -> str:
+    """Who set the ranks: Lightning's own launcher, torchrun (TorchElastic) or SLURM."""
+    environment = getattr(fabric.strategy, "cluster_environment", None)
+    if environment is None:
+        return "single"
+    return type(environment).__name__.removesuffix("Environment")
+
+
+def _rank_log(path: Path | None, rank: int, world_size: int) -> Path | None:
+    """Each rank samples its own GPU into its own file: `log.csv` -> `log.rank1.csv`."""
+    if path is None or world_size == 1:
+        return path
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
+def _gather_ranks(fabric, loop: LoopResult, telemetry: dict) -> list[dict[str, float]]:
+    """Every rank's window, median step and power, on every rank (one all_gather after the
+    window, so it costs the measurement nothing); missing telemetry travels as NaN."""
+
+    def number(key: str) -> float:
+        value = telemetry.get(key)
+        return math.nan if value is None else float(value)
+
+    index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
+    mine = [loop.window_s, loop.stats.median_s, *map(number, RANK_FIELDS[2:7]), float(index)]
+    local = torch.tensor(mine, dtype=torch.float64, device=fabric.device)
+    everyone = fabric.all_gather(local).reshape(-1, len(RANK_FIELDS)).cpu().tolist()
+    return [dict(zip(RANK_FIELDS, values)) for values in everyone]
 
 
 def _mfu(m: Measurement, device: torch.device) -> dict[str, object]:

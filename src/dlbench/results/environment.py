@@ -34,6 +34,13 @@ def gpu_driver_version() -> str:
         return ""
 
 
+def _nccl_version() -> str:
+    try:
+        return ".".join(map(str, torch.cuda.nccl.version()))
+    except (AttributeError, RuntimeError):
+        return ""
+
+
 def collect_environment(device_type: str) -> dict[str, object]:
     """Hardware and software versions of this host, as result-row columns."""
     cuda = device_type == "cuda"
@@ -53,6 +60,7 @@ def collect_environment(device_type: str) -> dict[str, object]:
         "gpu_memory_mb": torch.cuda.get_device_properties(0).total_memory // 2**20 if cuda else "",
         "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(0))) if cuda else "",
         "driver": gpu_driver_version() if cuda else "",
+        "nccl": _nccl_version() if cuda else "",
     }
     for package in _PACKAGES:
         env[package.replace("-", "_")] = _version(package)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from datetime import datetime, timezone
 
@@ -38,7 +39,8 @@ def config_columns(config: RunConfig) -> dict[str, object]:
     }
 
 
-def _identity(run_id: str | None, status: str) -> dict[str, object]:
+def identity(run_id: str | None, status: str) -> dict[str, object]:
+    """The columns every row starts with (a new run id when none is given)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id or new_run_id(),
@@ -53,8 +55,8 @@ def failure_row(
     """A row for a run that did not finish (oom, error, timeout, interrupted): its settings
     (`config_columns`, or a sweep point's flags, with `run_id`) and the last error line."""
     settings = {k: v for k, v in columns.items() if k != "run_id"}
-    identity = _identity(columns.get("run_id"), status)  # type: ignore[arg-type]
-    return {**identity, "error": error, "run_kind": "benchmark", **settings, **env}
+    first = identity(columns.get("run_id"), status)  # type: ignore[arg-type]
+    return {**first, "error": error, "run_kind": "benchmark", **settings, **env}
 
 
 def measurement_row(
@@ -65,7 +67,7 @@ def measurement_row(
     shape = plan.shape
     global_rate = m.samples / m.slowest_window_s
     row: dict[str, object] = {
-        **_identity(plan.config.run_id, "ok"),
+        **identity(plan.config.run_id, "ok"),
         "run_kind": "benchmark",
         **config_columns(plan.config),
         "width": shape.width if plan.workload.is_image else None,
@@ -75,6 +77,7 @@ def measurement_row(
         "sample_unit": plan.workload.sample_unit,
         "accelerator": plan.devices.accelerator,
         "world_size": m.world_size,
+        "launcher": m.launcher,
         "steps": loop.steps,
         "noise_met": loop.noise_met,
         "window_s": m.slowest_window_s,
@@ -84,6 +87,7 @@ def measurement_row(
         "batches_per_s": loop.steps / m.slowest_window_s,
         **loop.stats.as_row(),
         "slowest_rank_median_step_ms": m.slowest_median_step_s * 1e3,
+        "slowest_rank": max(range(len(m.per_rank)), key=lambda r: m.per_rank[r]["window_s"]),
         "warmup_s": loop.warmup_s,
         "first_step_s": loop.first_step_s,
         "param_count": m.param_count,
@@ -98,3 +102,29 @@ def measurement_row(
     if tokens:
         row["tokens_per_s"] = global_rate * tokens
     return {**row, **m.extra, **(extra or {}), **env}
+
+
+def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:
+    """One row per rank for the side file: its own window, throughput and power, so that a
+    straggler or a hot GPU shows up by name (the main row carries the sums and the slowest)."""
+    per_device = m.plan.devices.count
+    rows = []
+    for rank, r in enumerate(m.per_rank):
+        values = {k: (None if math.isnan(v) else v) for k, v in r.items()}
+        rows.append(
+            {
+                **identity(run_id, "ok"),
+                "run_kind": "per_rank",
+                "model": m.plan.config.model,
+                "mode": m.plan.config.mode,
+                "rank": rank,
+                "node_rank": rank // per_device,
+                "device_index": int(r["device_index"]),
+                "window_s": r["window_s"],
+                "median_step_ms": r["median_step_s"] * 1e3,
+                "samples_per_s": m.plan.config.batch_size * m.loop.steps / r["window_s"],
+                **{k: values[k] for k in ("energy_j", "avg_power_w", "peak_power_w")},
+                **{k: values[k] for k in ("temp_max_c", "throttle_pct")},
+            }
+        )
+    return rows

@@ -56,16 +56,20 @@ class CsvStore:
 
     def append(self, row: dict[str, object]) -> None:
         """Add one row; concurrent writers serialise on the lock, so no tearing, one header."""
+        self.append_many([row])
+
+    def append_many(self, new: list[dict[str, object]]) -> None:
+        """Add rows together under one lock (a run's per-rank rows stay adjacent)."""
         self.check_writable()
+        keys = [k for row in new for k in row]
         with self._lock:
             header = self.header() if self.path.exists() else []
             if not header:
-                self._write_new(_ordered(row.keys()), [row])
-            elif set(row) <= set(header):
-                self._append_line(header, row)
+                self._write_new(_ordered(keys), new)
+            elif set(keys) <= set(header):
+                self._append_lines(header, new)
             else:
-                rows = self.rows()
-                self._write_new(_ordered([*header, *row.keys()]), [*rows, row])
+                self._write_new(_ordered([*header, *keys]), [*self.rows(), *new])
 
     def rows(self) -> list[dict[str, str]]:
         """All rows as dicts of strings (analysis reads the file with pandas instead)."""
@@ -75,9 +79,9 @@ class CsvStore:
         with self.path.open(newline="", encoding="utf-8") as f:
             return list(csv.DictReader(f))
 
-    def _append_line(self, header: list[str], row: dict[str, object]) -> None:
+    def _append_lines(self, header: list[str], rows: list[dict[str, object]]) -> None:
         buf = io.StringIO()
-        csv.DictWriter(buf, fieldnames=header, lineterminator="\n").writerow(row)
+        csv.DictWriter(buf, fieldnames=header, lineterminator="\n").writerows(rows)
         data = buf.getvalue().encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         try:

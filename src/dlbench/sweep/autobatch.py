@@ -6,8 +6,10 @@ the row records the batch used and `batch_size_mode=auto`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
+from dlbench.console import stderr
 from dlbench.errors import UserError
 from dlbench.run import EXIT_OK, EXIT_OOM
 from dlbench.sweep.child import run_child
@@ -44,7 +46,10 @@ def find_batch_size(mode_args: list[str], probe_output: str, timeout_s: float, l
 
     def fits(n: int) -> bool:
         args = [*mode_args, "--batch-size", str(n), *PROBE_FLAGS, "--output", probe_output]
+        start = time.monotonic()
         result = run_child(args, timeout_s)
+        verdict = {EXIT_OK: "fits", EXIT_OOM: "out of memory"}.get(result.returncode, "failed")
+        stderr.print(f"--batch-size auto: probe {n}: {verdict} ({time.monotonic() - start:.0f} s)")
         if result.returncode == EXIT_OK:
             return True
         if result.returncode == EXIT_OOM:

@@ -83,6 +83,14 @@ _DEFAULTS = {
 }
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """`K/N` -> (K, N) with 0 <= K < N; a UserError otherwise."""
+    index, sep, count = text.partition("/")
+    if sep and index.isdigit() and count.isdigit() and 0 <= int(index) < int(count):
+        return int(index), int(count)
+    raise UserError(f"--shard: invalid value {text!r}; K/N with 0 <= K < N, e.g. 1/4")
+
+
 def packaged_plans() -> list[str]:
     """Names of the plans shipped inside the package."""
     folder = resources.files("dlbench.sweep") / "plans"

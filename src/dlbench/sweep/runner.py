@@ -49,8 +49,8 @@ def point_matches(point: SweepPoint, row: dict[str, str]) -> bool:
             expected = "" if point.power_limit_w is None else f"{point.power_limit_w:g}"
             if row.get(key, "") != expected:
                 return False
-        elif key in wanted and key in row and row[key] != str(wanted[key]):
-            return False
+        elif key in wanted and row.get(key, "") != "" and row[key] != str(wanted[key]):
+            return False  # an empty value: the key does not apply (seq_len of an image model)
     return True
 
 
@@ -63,9 +63,10 @@ class SweepRunner:
         output: Path,
         allow_power_changes: bool = False,
         settle_s: float = 10.0,
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
         self.plan, self.store = plan, CsvStore(output)
-        self.points = plan.points()
+        self.points = plan.points()[shard[0] :: shard[1]]
         self.allow_power_changes = allow_power_changes
         self.settle_s = settle_s
         self.env = collect_environment("cpu")
@@ -76,7 +77,12 @@ class SweepRunner:
             )
 
     def _done(self, point: SweepPoint) -> bool:
-        return any(r.get("status") == "ok" and point_matches(point, r) for r in self.store.rows())
+        return any(
+            r.get("status") == "ok"
+            and r.get("run_kind", "benchmark") in ("", "benchmark")
+            and point_matches(point, r)
+            for r in self.store.rows()
+        )
 
     def _fail(self, point: SweepPoint, run_id: str, status: str, error: str) -> None:
         if any(r.get("run_id") == run_id for r in self.store.rows()):

@@ -1,0 +1,59 @@
+"""Read dlbench CSVs into one pandas frame for analysis; refuse files that are not ours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from dlbench.errors import UserError
+from dlbench.results.store import CsvStore
+
+# What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
+RUN_KEY = (
+    "model",
+    "mode",
+    "precision",
+    "batch_size",
+    "width",
+    "height",
+    "seq_len",
+    "prompt_len",
+    "new_tokens",
+    "channels_last",
+    "compile",
+    "optimizer",
+    "data_on",
+)
+
+
+def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
+    """All rows of the given dlbench CSVs, with `source` (file name) added; numbers as numbers."""
+    if not paths:
+        raise UserError(f"{argument}: give at least one dlbench CSV")
+    frames = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise UserError(f"{argument}: {path} does not exist or is not a file")
+        CsvStore(Path(path)).header()  # a UserError for foreign or unreadable files
+        frame = pd.read_csv(path, low_memory=False)
+        frame["source"] = Path(path).name
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True, sort=False)
+
+
+def benchmark_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Finished benchmark runs only (no validate, scaling, per-rank or failure rows)."""
+    kind = rows.get("run_kind", pd.Series("benchmark", index=rows.index)).fillna("benchmark")
+    return rows[(rows["status"] == "ok") & (kind == "benchmark")].copy()
+
+
+def key_columns(rows: pd.DataFrame, key: tuple[str, ...] | list[str] = RUN_KEY) -> list[str]:
+    """The key columns this frame has."""
+    return [c for c in key if c in rows.columns]
+
+
+def latest(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """The newest row of each group (reruns of a point replace older ones)."""
+    ordered = rows.sort_values("timestamp", kind="stable")
+    return ordered.groupby(by, dropna=False, sort=False).tail(1)

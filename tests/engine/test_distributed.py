@@ -1,0 +1,156 @@
+"""DDP on the CPU with gloo, through Lightning's launcher and through torchrun: one row per run,
+written by rank 0, with every rank's window and power in the side file."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from dlbench.analysis.scaling import scaling_table
+from dlbench.errors import UserError
+from dlbench.sweep.scaling import device_counts
+from dlbench.telemetry import fake_nvml
+from tests.conftest import TINY, cli_env, read_rows, run_cli
+
+RUN = ["--model", "timm:test_resnet", *TINY, "--n-iters", "20", "--warmup-steps", "1"]
+
+
+def test_two_cpu_ranks_write_one_row_and_a_per_rank_power_file(csv_path, tmp_path):
+    state = tmp_path / "nvml.json"
+    fake_nvml.write_state(state, [{"power_w": 200.0}, {"power_w": 300.0}])
+    env = {**cli_env(), "DLBENCH_FAKE_NVML": str(state)}
+    out = run_cli(
+        "train",
+        *RUN,
+        "--devices",
+        "2",
+        "--sample-interval",
+        "0.01",
+        "--output",
+        str(csv_path),
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(csv_path)
+    assert row["world_size"] == "2" and row["launcher"] == "Lightning"
+    ranks = read_rows(csv_path.with_name("bench.per_rank.csv"))
+    assert [r["rank"] for r in ranks] == ["0", "1"]
+    assert {r["run_id"] for r in ranks} == {row["run_id"]}
+    assert float(ranks[0]["avg_power_w"]) == pytest.approx(200.0, rel=0.2)
+    assert float(ranks[1]["avg_power_w"]) == pytest.approx(300.0, rel=0.2)
+    total = sum(float(r["energy_j"]) for r in ranks)
+    assert float(row["energy_j"]) == pytest.approx(total)
+    slowest = max(float(r["window_s"]) for r in ranks)
+    assert float(row["window_s"]) == pytest.approx(slowest)
+    assert float(row["samples_per_s"]) == pytest.approx(2 * 4 * 20 / slowest)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_torchrun_two_node_ranks_on_localhost_write_one_row(csv_path):
+    endpoint = f"127.0.0.1:{_free_port()}"
+    launch = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-id",
+        "dlbench-test",
+        "-m",
+        "dlbench",
+        "train",
+        *RUN,
+        "--devices",
+        "1",
+        "--num-nodes",
+        "2",
+        "--output",
+        str(csv_path),
+    ]
+    nodes = [
+        subprocess.Popen(
+            launch, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(2)
+    ]
+    logs = [node.communicate(timeout=240)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], logs
+    [row] = read_rows(csv_path)
+    assert (row["world_size"], row["num_nodes"], row["launcher"]) == ("2", "2", "TorchElastic")
+    assert [r["node_rank"] for r in read_rows(csv_path.with_name("bench.per_rank.csv"))] == [
+        "0",
+        "1",
+    ]
+
+
+def test_scaling_command_records_efficiency_and_reruns_add_nothing(csv_path):
+    args = ["scaling", *RUN, "--accelerator", "cpu", "--devices", "1,2", "--output", str(csv_path)]
+    out = run_cli(*args)
+    assert out.returncode == 0, out.stderr
+    rows = read_rows(csv_path)
+    runs = {r["world_size"]: r for r in rows if r["run_kind"] == "benchmark"}
+    [scaling] = [r for r in rows if r["run_kind"] == "scaling"]
+    expected = float(runs["2"]["samples_per_s"]) / (2 * float(runs["1"]["samples_per_s"]))
+    assert float(scaling["scaling_efficiency"]) == pytest.approx(expected)
+    assert scaling["benchmark_run_id"] == runs["2"]["run_id"]
+    assert scaling["baseline_run_id"] == runs["1"]["run_id"]
+    assert "eff." in out.stdout
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert len(read_rows(csv_path)) == len(rows)
+
+
+def _run(gpu: str, world: int, rate: float, run_id: str) -> dict:
+    return {
+        "status": "ok",
+        "run_kind": "benchmark",
+        "model": "vit",
+        "mode": "train",
+        "precision": "bf16-mixed",
+        "batch_size": 256,
+        "gpu_name": gpu,
+        "world_size": world,
+        "samples_per_s": rate,
+        "samples_per_s_per_device": rate / world,
+        "timestamp": run_id,
+        "run_id": run_id,
+    }
+
+
+def test_scaling_table_compares_each_gpu_with_its_own_single_device_run():
+    rows = pd.DataFrame(
+        [
+            _run("H200", 1, 1000.0, "a"),
+            _run("H200", 2, 1900.0, "b"),
+            _run("H200", 4, 3600.0, "c"),
+            _run("H100", 2, 1500.0, "d"),  # no one-GPU H100 run: no efficiency for it
+        ]
+    )
+    table = scaling_table(rows)
+    assert table["gpu_name"].tolist() == ["H200"] * 3
+    assert table["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95, 0.9])
+    assert table["baseline_run_id"].tolist() == ["a"] * 3
+
+
+def test_device_counts_add_the_baseline_and_refuse_too_many():
+    assert device_counts("2", "cpu") == [1, 2]
+    assert device_counts("all", "cpu")[0] == 1
+    with pytest.raises(UserError, match="--devices"):
+        device_counts("1,100000", "cpu")
+    with pytest.raises(UserError, match="--devices"):
+        device_counts("two", "cpu")
