@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from dlbench import cli_analysis
 from dlbench.config import DEFAULT_OUTPUT, RunConfig
 from dlbench.console import stderr
 from dlbench.errors import UserError
@@ -255,6 +256,9 @@ def models(
     from dlbench.workloads_table import show_workloads
 
     show_workloads(pattern, count_params=params)
+
+
+cli_analysis.register(app)
 
 
 def main() -> None:

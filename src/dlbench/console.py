@@ -106,3 +106,13 @@ def show_scaling(table) -> None:
             _fmt(float(line["scaling_efficiency"]), 3),
         )
     Console(highlight=False, width=max(Console().width, 100)).print(out)
+
+
+def show_frame(frame, title: str) -> None:
+    """Any small pandas frame as a rich table (analysis commands)."""
+    out = Table(title=title)
+    for column in frame.columns:
+        out.add_column(str(column))
+    for values in frame.itertuples(index=False):
+        out.add_row(*(_fmt(v, 2) for v in values))
+    Console(highlight=False, width=max(Console().width, 160)).print(out)

@@ -57,3 +57,10 @@ def latest(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """The newest row of each group (reruns of a point replace older ones)."""
     ordered = rows.sort_values("timestamp", kind="stable")
     return ordered.groupby(by, dropna=False, sort=False).tail(1)
+
+
+def machine_labels(rows: pd.DataFrame) -> pd.Series:
+    """What ran the row: the GPU model, or `CPU <processor>` for CPU runs."""
+    gpu = rows.get("gpu_name", pd.Series("", index=rows.index)).fillna("").astype(str)
+    cpu = rows.get("cpu", pd.Series("", index=rows.index)).fillna("").astype(str)
+    return gpu.where(gpu != "", "CPU " + cpu)

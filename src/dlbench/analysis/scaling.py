@@ -18,8 +18,9 @@ SCALING_COLUMNS = [
 
 
 def scaling_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """One line per configuration and world size that has a world-size-1 run to compare with
-    (same GPU model too); efficiency = samples_per_s(N) / (N x samples_per_s(1))."""
+    """One line per world size of each configuration run on more than one device that has a
+    world-size-1 run to compare with (same GPU model too);
+    efficiency = samples_per_s(N) / (N x samples_per_s(1))."""
     runs = benchmark_rows(rows)
     if runs.empty or "world_size" not in runs:
         return pd.DataFrame(columns=SCALING_COLUMNS)
@@ -34,5 +35,6 @@ def scaling_table(rows: pd.DataFrame) -> pd.DataFrame:
     merged["scaling_efficiency"] = merged["samples_per_s"] / (
         merged["world_size"] * merged["baseline_samples_per_s"]
     )
-    ordered = merged.sort_values([*key, "world_size"])
+    spans = merged.groupby(key, dropna=False)["world_size"].transform("max")
+    ordered = merged[spans > 1].sort_values([*key, "world_size"])
     return ordered[[*key, *SCALING_COLUMNS]].reset_index(drop=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import socket
 from importlib import metadata
+from pathlib import Path
 
 import torch
 
@@ -34,6 +35,17 @@ def gpu_driver_version() -> str:
         return ""
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo), else what the platform module knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _nccl_version() -> str:
     try:
         return ".".join(map(str, torch.cuda.nccl.version()))
@@ -48,7 +60,7 @@ def collect_environment(device_type: str) -> dict[str, object]:
         "hostname": socket.gethostname(),
         "os": platform.platform(),
         "python": platform.python_version(),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
         "cpu_count": torch.get_num_threads(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda or "",

@@ -1,0 +1,124 @@
+"""The report's plots, one function each: a pandas frame in, a matplotlib figure out (or None
+when the rows hold nothing to plot). Measured points only, never interpolated curves."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+
+WIDE = (10, 4.5)
+
+
+def _label(row: pd.Series) -> str:
+    return f"{row['model']} {row['mode']}"
+
+
+def throughput_vs_batch(runs: pd.DataFrame) -> Figure | None:
+    """Samples/s against batch size, one line per machine and precision, a panel per workload."""
+    groups = [(k, g) for k, g in runs.groupby(["model", "mode"]) if g["batch_size"].nunique() > 1]
+    if not groups:
+        return None
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 4), squeeze=False)
+    for ax, ((model, mode), g) in zip(axes[0], groups):
+        for (machine, precision), line in g.groupby(["machine", "precision"]):
+            line = line.sort_values("batch_size")
+            ax.plot(line["batch_size"], line["samples_per_s"], "o-", label=f"{machine} {precision}")
+        ax.set(title=f"{model} {mode}", xlabel="batch size per device", ylabel="samples/s")
+        ax.set_xscale("log", base=2)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def speedups(table: pd.DataFrame, baseline: str) -> Figure | None:
+    """Speed-up of each machine over the baseline machine, per workload."""
+    if table.empty:
+        return None
+    pivot = table.pivot_table(index="workload", columns="machine", values="speedup")
+    ax = pivot.plot.barh(figsize=(10, max(3, 0.3 * len(pivot) + 1.2)))
+    ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set(xlabel=f"speed-up vs {baseline} (samples/s ratio)", ylabel="")
+    ax.invert_yaxis()
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def samples_per_joule(runs: pd.DataFrame) -> Figure | None:
+    """Samples (images or sequences) per joule of GPU energy, per workload and machine."""
+    rows = runs.dropna(subset=["energy_per_sample_j"]) if "energy_per_sample_j" in runs else None
+    if rows is None or rows.empty:
+        return None
+    rows = rows.assign(workload=rows.apply(_label, axis=1), per_j=1 / rows["energy_per_sample_j"])
+    pivot = rows.pivot_table(index="workload", columns="machine", values="per_j", aggfunc="max")
+    ax = pivot.plot.barh(figsize=(10, max(3, 0.3 * len(pivot) + 1.2)))
+    ax.set(xlabel="samples per joule (GPU energy)", ylabel="")
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def step_percentiles(runs: pd.DataFrame) -> Figure | None:
+    """Median, p90 and p99 step time of every run, to show tails and jitter."""
+    columns = ["step_time_median_ms", "step_time_p90_ms", "step_time_p99_ms"]
+    if runs.empty or any(c not in runs for c in columns):
+        return None
+    labels = runs.apply(lambda r: f"{_label(r)} bs{r['batch_size']} · {r['machine']}", axis=1)
+    frame = runs[columns].set_axis(["p50", "p90", "p99"], axis=1).set_index(labels)
+    ax = frame.plot.barh(figsize=(10, max(3, 0.28 * len(frame) + 1)))
+    ax.set(xlabel="step time (ms)", ylabel="")
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def scaling(table: pd.DataFrame) -> Figure | None:
+    """Scaling efficiency against world size, ideal = 1."""
+    if table.empty or table["world_size"].nunique() < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for (model, mode, machine), line in table.groupby(["model", "mode", "machine"]):
+        ax.plot(
+            line["world_size"],
+            line["scaling_efficiency"],
+            "o-",
+            label=f"{model} {mode} · {machine}",
+        )
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set(xlabel="GPUs (world size)", ylabel="scaling efficiency", ylim=(0, 1.1))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def power_curves(points: pd.DataFrame, picks: pd.DataFrame) -> Figure | None:
+    """Throughput and energy per sample against the power limit; the recommendation marked."""
+    if picks.empty:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=WIDE)
+    for _, pick in picks.iterrows():
+        curve = points[(points["model"] == pick["model"]) & (points["mode"] == pick["mode"])]
+        curve = curve.sort_values("limit_w")
+        name = f"{pick['model']} {pick['mode']}"
+        axes[0].plot(curve["limit_w"], curve["samples_per_s"], "o-", label=name)
+        axes[1].plot(curve["limit_w"], curve["energy_per_sample_j"], "o-", label=name)
+        chosen = curve[curve["limit_w"] == pick["within_slowdown_w"]]
+        axes[1].plot(
+            chosen["limit_w"],
+            chosen["energy_per_sample_j"],
+            "*",
+            ms=16,
+            color="red",
+            label=f"recommended {pick['within_slowdown_w']:g} W",
+        )
+    axes[0].set(xlabel="power limit (W)", ylabel="samples/s")
+    axes[1].set(xlabel="power limit (W)", ylabel="energy per sample (J)")
+    for ax in axes:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,236 @@
+"""`dlbench report`: one self-contained HTML file (plots embedded), the PNGs, a Markdown summary."""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from dlbench.analysis import figures
+from dlbench.analysis.compare import ENVIRONMENT, markdown_table
+from dlbench.analysis.load import benchmark_rows, load_rows, machine_labels
+from dlbench.analysis.power import power_points, recommend_power
+from dlbench.analysis.scaling import scaling_table
+from dlbench.errors import UserError
+
+SUMMARY_COLUMNS = {
+    "model": "model",
+    "mode": "mode",
+    "precision": "precision",
+    "batch_size": "batch",
+    "world_size": "GPUs",
+    "machine": "machine",
+    "samples_per_s": "samples/s",
+    "step_time_median_ms": "p50 ms",
+    "step_time_p99_ms": "p99 ms",
+    "step_time_stdev_pct": "spread %",
+    "energy_per_sample_j": "J/sample",
+    "mfu": "MFU",
+}
+
+
+@dataclass
+class Section:
+    """A titled part of the report: text, a table, and at most one figure."""
+
+    title: str
+    text: str = ""
+    table: pd.DataFrame | None = None
+    figure: str | None = None  # PNG file name
+
+
+@dataclass
+class Report:
+    """What `build_report` wrote."""
+
+    html: Path
+    markdown: Path
+    pngs: list[Path] = field(default_factory=list)
+
+
+def pick_baseline(runs: pd.DataFrame, wanted: str | None) -> str:
+    """The machine to compare against: matched by GPU name, source file or run id."""
+    machines = sorted(runs["machine"].unique())
+    if not wanted:
+        return machines[0]
+    needle = wanted.lower()
+    for column in ("machine", "source", "run_id"):
+        hits = runs[runs[column].astype(str).str.lower().str.contains(needle, regex=False)]
+        if not hits.empty:
+            return str(hits["machine"].iloc[0])
+    raise UserError(
+        f"--baseline: {wanted!r} matches no GPU, file or run; machines: {', '.join(machines)}"
+    )
+
+
+def speedup_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Each machine's samples/s over the baseline's, on the same model, mode, precision, batch
+    and world size (best row of each)."""
+    key = [c for c in (*SHAPE_KEY, "world_size") if c in runs]
+    best = runs.groupby([*key, "machine"], dropna=False)["samples_per_s"].max().reset_index()
+    base = best[best["machine"] == baseline].drop(columns="machine")
+    merged = best.merge(base, on=key, suffixes=("", "_baseline"))
+    merged["speedup"] = merged["samples_per_s"] / merged["samples_per_s_baseline"]
+    merged["workload"] = (
+        merged["model"]
+        + " "
+        + merged["mode"]
+        + " "
+        + merged["precision"]
+        + " bs"
+        + merged["batch_size"].astype(str)
+    )
+    return merged[merged["machine"] != baseline].reset_index(drop=True)
+
+
+SHAPE_KEY = ("model", "mode", "precision", "batch_size", "width", "height", "seq_len")
+
+
+def _workload(row: pd.Series) -> str:
+    size = f" {row['width']:.0f}x{row['height']:.0f}" if not pd.isna(row.get("width")) else ""
+    return f"{row['model']} {row['mode']} {row['precision']} bs{row['batch_size']}{size}"
+
+
+def environment_notes(runs: pd.DataFrame, baseline: str) -> str:
+    """Where the compared machines' rows differ in software, so ratios are read with care."""
+    notes = []
+    base = runs[runs["machine"] == baseline]
+    for machine, rows in runs[runs["machine"] != baseline].groupby("machine"):
+        diffs = []
+        for column in (c for c in ENVIRONMENT if c in runs and c != "gpu_name"):
+            a = ", ".join(sorted(base[column].dropna().astype(str).unique()))
+            b = ", ".join(sorted(rows[column].dropna().astype(str).unique()))
+            if a != b:
+                diffs.append(f"{column}: {a or '-'} vs {b or '-'}")
+        if diffs:
+            notes.append(f"{machine} vs {baseline} differ in " + "; ".join(diffs))
+    return "\n".join(notes)
+
+
+def _sections(rows: pd.DataFrame, baseline_wanted: str | None, max_slowdown: float):
+    runs = benchmark_rows(rows)
+    if runs.empty:
+        raise UserError("CSV: no finished benchmark rows (status ok) to report on")
+    runs["machine"] = machine_labels(runs)
+    rows = rows.assign(machine=machine_labels(rows))
+    baseline = pick_baseline(runs, baseline_wanted)
+    summary = runs[[c for c in SUMMARY_COLUMNS if c in runs]].rename(columns=SUMMARY_COLUMNS)
+    speed = speedup_table(runs, baseline)
+    scale = scaling_table(rows)
+    if not scale.empty:
+        scale["machine"] = scale["gpu_name"].fillna("CPU") if "gpu_name" in scale else "CPU"
+    points = power_points(rows)
+    picks = recommend_power(rows, max_slowdown)
+    failures = rows[rows["status"] != "ok"]
+    yield (
+        Section(
+            "Runs", f"{len(runs)} finished runs from {rows['source'].nunique()} file(s).", summary
+        ),
+        None,
+    )
+    yield (
+        Section(
+            "Speed-up against the baseline",
+            f"Baseline: {baseline}. Same model, mode, precision, batch, input size and GPU count.\n"
+            + environment_notes(runs, baseline),
+            speed[["workload", "machine", "samples_per_s", "samples_per_s_baseline", "speedup"]]
+            if not speed.empty
+            else None,
+        ),
+        figures.speedups(speed, baseline),
+    )
+    yield Section("Throughput against batch size"), figures.throughput_vs_batch(runs)
+    yield (
+        Section("Energy efficiency", "GPU energy over the measured window."),
+        (figures.samples_per_joule(runs)),
+    )
+    yield Section("Step-time percentiles"), figures.step_percentiles(runs)
+    yield (
+        Section(
+            "Scaling efficiency",
+            "samples/s(N) / (N x samples/s(1)).",
+            scale if not scale.empty else None,
+        ),
+        figures.scaling(scale),
+    )
+    yield (
+        Section(
+            "Power limits",
+            f"Recommended: least energy per sample within a {max_slowdown:g}% slowdown (red star).",
+            picks if not picks.empty else None,
+        ),
+        figures.power_curves(points, picks),
+    )
+    if not failures.empty:
+        cols = [c for c in ("model", "mode", "batch_size", "status", "error") if c in failures]
+        yield Section("Runs that did not finish", table=failures[cols]), None
+
+
+def build_report(
+    paths: list[Path], out_dir: Path, baseline: str | None = None, max_slowdown: float = 10.0
+) -> Report:
+    """Read the CSVs, draw what they hold, write report.html, report.md and the PNGs."""
+    rows = load_rows(paths)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sections, pngs = [], []
+    for section, figure in _sections(rows, baseline, max_slowdown):
+        if figure is not None:
+            png = out_dir / f"{len(pngs) + 1:02d}-{_slug(section.title)}.png"
+            figure.savefig(png, dpi=110)
+            plt.close(figure)
+            section.figure = png.name
+            pngs.append(png)
+        if section.text or section.table is not None or section.figure:
+            sections.append(section)
+    sources = sorted(rows["source"].unique())
+    report = Report(out_dir / "report.html", out_dir / "report.md", pngs)
+    report.html.write_text(_html(sections, sources, out_dir), encoding="utf-8")
+    report.markdown.write_text(_markdown(sections, sources), encoding="utf-8")
+    return report
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _slug(title: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+
+
+def _html(sections: list[Section], sources: list[str], folder: Path) -> str:
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>dlbench report</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
+        "padding:2px 6px;text-align:right}img{max-width:100%}</style></head><body>",
+        f"<h1>dlbench report</h1><p>Sources: {html.escape(', '.join(sources))}</p>",
+    ]
+    for s in sections:
+        parts.append(f"<h2>{html.escape(s.title)}</h2>")
+        parts += [f"<p>{html.escape(line)}</p>" for line in s.text.splitlines() if line]
+        if s.figure:
+            data = base64.b64encode((folder / s.figure).read_bytes()).decode()
+            parts.append(f"<img alt='{html.escape(s.title)}' src='data:image/png;base64,{data}'>")
+        if s.table is not None:
+            parts.append(
+                s.table.to_html(index=False, float_format=lambda v: f"{v:,.3g}", na_rep="")
+            )
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _markdown(sections: list[Section], sources: list[str]) -> str:
+    parts = ["# dlbench report", "", f"Sources: {', '.join(sources)}", ""]
+    for s in sections:
+        parts += [f"## {s.title}", ""]
+        parts += [line + "  " for line in s.text.splitlines() if line]
+        if s.figure:
+            parts += ["", f"![{s.title}]({s.figure})"]
+        if s.table is not None:
+            parts += ["", markdown_table(s.table, digits=3)]
+        parts.append("")
+    return "\n".join(parts)

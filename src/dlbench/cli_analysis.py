@@ -1,0 +1,89 @@
+"""The analysis commands: report, compare (the CI regression gate), recommend-power."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Csvs = Annotated[list[Path], typer.Argument(help="dlbench CSV files.")]
+Baseline = Annotated[
+    str | None, typer.Option(help="GPU name, CSV file or run id to compare against.")
+]
+MaxSlowdown = Annotated[
+    float, typer.Option(help="Power: least energy within this % slowdown of the fastest limit.")
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the analysis commands to the CLI."""
+    app.command("report", help="HTML (self-contained), PNGs and Markdown from result CSVs.")(report)
+    app.command("compare", help="Baseline vs candidate rows; exit 1 on a regression.")(compare)
+    app.command("recommend-power", help="Most efficient power limit from power-sweep rows.")(
+        recommend_power
+    )
+
+
+def report(
+    csv: Csvs,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the report.")] = Path(
+        "benchmarks/report"
+    ),
+    baseline: Baseline = None,
+    max_slowdown: MaxSlowdown = 10.0,
+) -> None:
+    from dlbench.analysis.report import build_report
+
+    written = build_report(csv, out, baseline, max_slowdown)
+    print(f"wrote {written.html} ({len(written.pngs)} plots embedded), {written.markdown}")
+
+
+def compare(
+    baseline: Annotated[Path, typer.Argument(help="Baseline CSV (e.g. committed reference).")],
+    candidate: Annotated[Path, typer.Argument(help="Candidate CSV (this build's run).")],
+    threshold: Annotated[float, typer.Option(help="Allowed slowdown in % before failing.")] = 5.0,
+    key: Annotated[str, typer.Option(help="Columns that identify a configuration.")] = (
+        "model,mode,precision,batch_size"
+    ),
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Markdown for CI summaries.")
+    ] = False,
+) -> None:
+    from dlbench.analysis.compare import compare_runs, markdown_table
+    from dlbench.analysis.load import load_rows
+    from dlbench.console import show_frame
+    from dlbench.errors import UserError
+
+    if threshold < 0:
+        raise UserError(f"--threshold: invalid value {threshold}; must be >= 0")
+    result = compare_runs(
+        load_rows([baseline], "BASELINE"),
+        load_rows([candidate], "CANDIDATE"),
+        [k.strip() for k in key.split(",") if k.strip()],
+        threshold,
+    )
+    bad = len(result.regressions)
+    verdict = (
+        f"{bad} regression(s) beyond {threshold:g}%"
+        if bad
+        else f"no regression beyond {threshold:g}%"
+    )
+    if markdown:
+        print(f"### dlbench compare: {verdict}\n\n{markdown_table(result.table)}")
+    else:
+        show_frame(result.table, f"candidate vs baseline: {verdict}")
+    raise typer.Exit(1 if bad else 0)
+
+
+def recommend_power(csv: Csvs, max_slowdown: MaxSlowdown = 10.0) -> None:
+    from dlbench.analysis.load import load_rows
+    from dlbench.analysis.power import require_recommendations
+    from dlbench.console import show_frame
+
+    table = require_recommendations(load_rows(csv), max_slowdown)
+    show_frame(
+        table,
+        "power-limit recommendations (W): least energy, least energy x delay, "
+        f"least energy within {max_slowdown:g}% slowdown",
+    )

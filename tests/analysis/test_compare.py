@@ -1,0 +1,77 @@
+"""`dlbench compare`: the CI regression gate, exit codes and verdicts from real CSV files."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from dlbench.analysis.compare import compare_runs
+from dlbench.analysis.load import load_rows
+from tests.analysis.rows import benchmark_row, write_rows
+from tests.conftest import run_cli
+
+MODELS = ("resnet50", "vit", "convnext")
+
+
+def _csv(path, rates, spread=2.0, steps=50, **env):
+    rows = [
+        benchmark_row(model=m, samples_per_s=r, step_time_stdev_pct=spread, steps=steps, **env)
+        for m, r in zip(MODELS, rates)
+    ]
+    return write_rows(path, rows)
+
+
+def test_a_20_percent_slowdown_exits_1_and_names_the_row(tmp_path):
+    base = _csv(tmp_path / "base.csv", [1000, 500, 300])
+    cand = _csv(tmp_path / "cand.csv", [1000, 400, 301])
+    out = run_cli("compare", str(base), str(cand), "--threshold", "5", "--markdown")
+    assert out.returncode == 1, out.stderr
+    assert "1 regression(s)" in out.stdout
+    vit = next(line for line in out.stdout.splitlines() if "| vit" in line)
+    assert "regression" in vit and "-20.0" in vit
+
+
+def test_changes_within_noise_or_threshold_exit_0(tmp_path):
+    base = _csv(tmp_path / "base.csv", [1000, 500, 300])
+    small = _csv(tmp_path / "small.csv", [990, 497, 302])  # within 1 % of the baseline
+    assert run_cli("compare", str(base), str(small)).returncode == 0
+    # 8 % slower, but the candidate's steps spread by 60 % over 10 steps: inside the noise band
+    noisy = _csv(tmp_path / "noisy.csv", [920, 460, 276], spread=60.0, steps=10)
+    table = compare_runs(load_rows([base]), load_rows([noisy]), threshold_pct=5).table
+    assert set(table["verdict"]) == {"same"}
+    assert run_cli("compare", str(base), str(noisy), "--threshold", "5").returncode == 0
+
+
+def test_verdicts_and_environment_differences():
+    b = pd.DataFrame(
+        [benchmark_row(model=m, samples_per_s=r) for m, r in zip(MODELS, [100, 100, 100])]
+    )
+    c = pd.DataFrame(
+        [
+            benchmark_row(model=m, samples_per_s=r, torch="2.14.1")
+            for m, r in zip(MODELS, [130, 97, 90])
+        ]
+    )
+    table = compare_runs(b, c, threshold_pct=5).table.set_index("model")
+    assert table.loc["resnet50", "verdict"] == "faster"
+    assert table.loc["vit", "verdict"] == "slower"  # 3 %: beyond noise, within the threshold
+    assert table.loc["convnext", "verdict"] == "regression"
+    assert table.loc["vit", "change_pct"] == pytest.approx(-3.0)
+    assert table.loc["vit", "differs"] == "torch 2.11.0 -> 2.14.1"
+
+
+def test_bad_input_exits_2(tmp_path):
+    base = _csv(tmp_path / "base.csv", [1000, 500, 300])
+    foreign = tmp_path / "foreign.csv"
+    foreign.write_text("a,b\n1,2\n")
+    other = write_rows(tmp_path / "other.csv", [benchmark_row(model="swin")])
+    for args in (
+        [str(base), str(tmp_path / "missing.csv")],
+        [str(base), str(foreign)],
+        [str(base), str(other)],  # nothing matches on the key
+        [str(base), str(base), "--key", "model,colour"],
+    ):
+        out = run_cli("compare", *args)
+        assert out.returncode == 2, (args, out.stdout, out.stderr)
+        assert "error:" in out.stderr
+    assert foreign.read_text() == "a,b\n1,2\n"

@@ -1,0 +1,70 @@
+"""recommend-power on a constructed curve, and the report built from the committed reference
+rows: every plot it references is embedded, nothing is fetched from elsewhere."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+
+from dlbench.analysis.load import load_rows
+from dlbench.analysis.power import recommend_power
+from tests.analysis.rows import benchmark_row, write_rows
+from tests.conftest import ROOT, run_cli
+
+# limit W: (samples/s, J per sample). Least energy: 400 W; least energy x delay: 500 W;
+# least energy within 10 % of the fastest: 500 W; within 20 %: 400 W.
+CURVE = {300: (600, 0.50), 400: (850, 0.47), 500: (950, 0.50), 600: (990, 0.56), 700: (1000, 0.63)}
+
+
+def _power_csv(path):
+    rows = [
+        benchmark_row(model="vit", samples_per_s=rate, energy_per_sample_j=joules, power_limit_w=w)
+        for w, (rate, joules) in CURVE.items()
+    ]
+    rows.append(benchmark_row(model="resnet50", energy_per_sample_j=0.2, power_limit_w=700))
+    return write_rows(path, rows)
+
+
+def test_recommend_power_picks_each_criterion_on_a_known_curve(tmp_path):
+    rows = load_rows([_power_csv(tmp_path / "power.csv")])
+    [pick] = recommend_power(rows, max_slowdown_pct=10).to_dict("records")  # resnet50: 1 limit
+    assert (pick["model"], pick["limits_measured"]) == ("vit", 5)
+    assert pick["least_energy_w"] == 400
+    assert pick["least_edp_w"] == 500
+    assert pick["within_slowdown_w"] == 500
+    assert pick["within_slowdown_energy_saved_pct"] == pytest.approx(100 * (1 - 0.50 / 0.63))
+    [loose] = recommend_power(rows, max_slowdown_pct=20).to_dict("records")
+    assert loose["within_slowdown_w"] == 400
+
+
+def test_recommend_power_cli_and_its_errors(tmp_path):
+    out = run_cli("recommend-power", str(_power_csv(tmp_path / "power.csv")))
+    assert out.returncode == 0, out.stderr
+    assert "vit" in out.stdout and "500" in out.stdout
+    plain = write_rows(tmp_path / "plain.csv", [benchmark_row()])
+    out = run_cli("recommend-power", str(plain))
+    assert out.returncode == 2 and "power limits" in out.stderr
+
+
+def test_report_embeds_every_plot_and_says_where_environments_differ(tmp_path):
+    sources = sorted((ROOT / "benchmarks" / "reference").glob("h*-*.csv"))
+    sources.append(_power_csv(tmp_path / "power.csv"))
+    out_dir = tmp_path / "report"
+    out = run_cli("report", *map(str, sources), "-o", str(out_dir), "--baseline", "H100")
+    assert out.returncode == 0, out.stderr
+    pngs = sorted(out_dir.glob("*.png"))
+    page = (out_dir / "report.html").read_text()
+    images = re.findall(r"<img [^>]*src='([^']+)'", page)
+    assert len(images) == len(pngs) >= 5
+    embedded = [base64.b64decode(src.split(",", 1)[1]) for src in images]
+    assert embedded == [p.read_bytes() for p in pngs]
+    assert not re.search(r"(src|href)=['\"](?!data:)", page)  # opens offline
+    for title in ("Speed-up against the baseline", "Scaling efficiency", "Power limits"):
+        assert f"<h2>{title}</h2>" in page
+    assert "differ in cpu_count" in page
+    summary = (out_dir / "report.md").read_text()
+    for name in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", summary):
+        assert (out_dir / name).is_file()
+    assert "| vit" in summary
