@@ -28,8 +28,14 @@ def main() -> None:
     parser.add_argument("--long-steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    config = RunConfig(model=args.model, batch_size=args.batch_size, precision="bf16-mixed",
-                       n_iters=args.steps, warmup_steps=10, accelerator="gpu")
+    config = RunConfig(
+        model=args.model,
+        batch_size=args.batch_size,
+        precision="bf16-mixed",
+        n_iters=args.steps,
+        warmup_steps=10,
+        accelerator="gpu",
+    )
     plan = make_plan(config)
     fabric = create_fabric(plan.devices, plan.precision)
     session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
@@ -38,12 +44,13 @@ def main() -> None:
     rates: dict[str, list[float]] = {"on": [], "off": []}
     with session.context():
         for r in range(args.repeats):
-            for variant in (("on", "off") if r % 2 == 0 else ("off", "on")):
+            for variant in ("on", "off") if r % 2 == 0 else ("off", "on"):
                 observer = monitor if variant == "on" else None
                 loop = run_measured_loop(session.step, session.device, settings, observer)
                 rates[variant].append(args.batch_size * loop.steps / loop.window_s)
-        long = run_measured_loop(session.step, session.device, LoopSettings(10, args.long_steps),
-                                 monitor)
+        long = run_measured_loop(
+            session.step, session.device, LoopSettings(10, args.long_steps), monitor
+        )
     summary = monitor.summary()
     on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
     counter, integral = summary["energy_counter_j"], summary["energy_integral_j"]

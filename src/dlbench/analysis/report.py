@@ -193,7 +193,10 @@ def build_report(
     return report
 
 
-def _number(value: float) -> str:
+def _number(value: object) -> object:
+    """Floats as a reader wants them: 4,694 and 0.137, not 4.69e+03."""
+    if not isinstance(value, float) or pd.isna(value):
+        return value
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
@@ -216,9 +219,7 @@ def _html(sections: list[Section], sources: list[str], folder: Path) -> str:
             data = base64.b64encode((folder / s.figure).read_bytes()).decode()
             parts.append(f"<img alt='{html.escape(s.title)}' src='data:image/png;base64,{data}'>")
         if s.table is not None:
-            parts.append(
-                s.table.to_html(index=False, float_format=lambda v: f"{v:,.3g}", na_rep="")
-            )
+            parts.append(s.table.map(_number).to_html(index=False, na_rep=""))
     parts.append("</body></html>")
     return "\n".join(parts)
 
