@@ -23,7 +23,7 @@ def cli_env() -> dict[str, str]:
 
 
 def run_cli(
-    *args: str, timeout: float = 240, env: dict[str, str] | None = None
+    *args: str, timeout: float = 240, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess:
     """`python -m dlbench ARGS` in a fresh process, as a user would run it."""
     return subprocess.run(
@@ -32,6 +32,7 @@ def run_cli(
         text=True,
         timeout=timeout,
         env=env or cli_env(),
+        cwd=cwd,
     )
 
 

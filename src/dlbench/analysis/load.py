@@ -28,11 +28,13 @@ RUN_KEY = (
 
 
 def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
-    """All rows of the given dlbench CSVs, with `source` (file name) added; numbers as numbers."""
-    if not paths:
-        raise UserError(f"{argument}: give at least one dlbench CSV")
+    """All rows of the given dlbench CSVs (a folder means every CSV in it), with `source` (file
+    name) added; numbers as numbers."""
+    files = [f for p in paths for f in (sorted(Path(p).glob("*.csv")) if Path(p).is_dir() else [p])]
+    if not files:
+        raise UserError(f"{argument}: give at least one dlbench CSV (or a folder holding some)")
     frames = []
-    for path in paths:
+    for path in files:
         if not Path(path).is_file():
             raise UserError(f"{argument}: {path} does not exist or is not a file")
         CsvStore(Path(path)).header()  # a UserError for foreign or unreadable files

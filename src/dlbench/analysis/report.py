@@ -68,22 +68,14 @@ def pick_baseline(runs: pd.DataFrame, wanted: str | None) -> str:
 
 
 def speedup_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """Each machine's samples/s over the baseline's, on the same model, mode, precision, batch
-    and world size (best row of each)."""
+    """Each machine's samples/s over the baseline's, on the same model, mode, precision, batch,
+    input size and world size (best row of each)."""
     key = [c for c in (*SHAPE_KEY, "world_size") if c in runs]
     best = runs.groupby([*key, "machine"], dropna=False)["samples_per_s"].max().reset_index()
     base = best[best["machine"] == baseline].drop(columns="machine")
     merged = best.merge(base, on=key, suffixes=("", "_baseline"))
     merged["speedup"] = merged["samples_per_s"] / merged["samples_per_s_baseline"]
-    merged["workload"] = (
-        merged["model"]
-        + " "
-        + merged["mode"]
-        + " "
-        + merged["precision"]
-        + " bs"
-        + merged["batch_size"].astype(str)
-    )
+    merged["workload"] = [_workload(row) for _, row in merged.iterrows()]
     return merged[merged["machine"] != baseline].reset_index(drop=True)
 
 

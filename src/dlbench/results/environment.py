@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 from importlib import metadata
@@ -73,6 +74,7 @@ def collect_environment(device_type: str) -> dict[str, object]:
         "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(0))) if cuda else "",
         "driver": gpu_driver_version() if cuda else "",
         "nccl": _nccl_version() if cuda else "",
+        "nccl_env": " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k[:5] == "NCCL_"),
     }
     for package in _PACKAGES:
         env[package.replace("-", "_")] = _version(package)

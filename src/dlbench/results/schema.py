@@ -133,6 +133,7 @@ COLUMNS: dict[str, str] = {
     "gpu_capability": "environment: compute capability",
     "driver": "environment: NVIDIA driver version",
     "nccl": "environment: NCCL version torch was built with",
+    "nccl_env": "environment: NCCL_* variables set for the run (they change collectives)",
     "lightning": "environment: Lightning version",
     "timm": "environment: timm version",
     "transformers": "environment: transformers version",

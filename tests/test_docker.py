@@ -1,0 +1,178 @@
+"""Images, compose and launchers, checked without a Docker engine: hadolint, `docker compose
+config` (the real Compose v2 binary), and every command line they give run for real on a CPU."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, read_rows, run_cli
+
+DOCKERFILES = ["Dockerfile.cuda12", "Dockerfile.cuda118", "Dockerfile.rocm"]
+BIN = Path(sys.executable).parent
+COMPOSE = next(
+    Path(p) / "compose" / "docker-compose"
+    for p in sys.path
+    if (Path(p) / "compose" / "docker-compose").is_file()
+)
+# Appended to each command line: a tiny CPU run (for a repeated option the last value wins).
+TINY_RUN = [
+    "--accelerator",
+    "cpu",
+    "--model",
+    "timm:test_resnet",
+    "--width",
+    "32",
+    "--height",
+    "32",
+    "--n-iters",
+    "2",
+    "--warmup-steps",
+    "0",
+    "--devices",
+    "1",
+    "--num-nodes",
+    "1",
+    "--precision",
+    "32",  # the README's 16-mixed example is for GPUs; the CPU refuses it with exit 2
+]
+
+
+def _hadolint() -> str:
+    return shutil.which("hadolint", path=str(BIN)) or shutil.which("hadolint")
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_dockerfile_is_hadolint_clean_and_builds_the_documented_image(dockerfile):
+    out = subprocess.run([_hadolint(), dockerfile], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == "", out.stdout
+    text = (ROOT / dockerfile).read_text()
+    assert 'ENTRYPOINT ["dlbench"]' in text and "WORKDIR /workdir" in text
+    assert re.search(r"^USER 1000:1000$", text, re.M)  # not root; any --user works too
+    assert "HF_HUB_OFFLINE=1" in text and "org.opencontainers.image.version" in text
+    for source in re.findall(r"^COPY (.+) \S+$", text, re.M):
+        assert all((ROOT / part).exists() for part in source.split())
+
+
+def _compose(*files: str) -> dict:
+    args = [str(COMPOSE)] + [a for f in files for a in ("-f", f)] + ["config", "--format", "json"]
+    out = subprocess.run(
+        args,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["services"]
+
+
+def test_compose_file_validates_with_gpu_reservation_and_results_volume():
+    services = _compose("docker-compose.yml")
+    assert set(services) == {"train", "inference", "sweep", "report"}
+    for name in ("train", "inference", "sweep"):
+        service = services[name]
+        [device] = service["deploy"]["resources"]["reservations"]["devices"]
+        assert device["capabilities"] == ["gpu"] and device["count"] == -1  # all
+        assert service["ipc"] == "host" and service["ulimits"]["memlock"] == -1
+    for service in services.values():
+        assert [v["target"] for v in service["volumes"]] == ["/workdir/benchmarks"]
+        assert service["user"] == "1000:1000"
+    assert services["sweep"]["command"][:2] == ["sweep", "default"]
+
+
+def test_rocm_override_swaps_the_gpu_reservation_for_amd_devices():
+    services = _compose("docker-compose.yml", "docker-compose.rocm.yml")
+    for name in ("train", "inference", "sweep"):
+        assert not services[name].get("deploy")
+        assert [d["source"] for d in services[name]["devices"]] == ["/dev/kfd", "/dev/dri"]
+        assert services[name]["image"] == "dlbench:rocm"
+
+
+def _readme_docker_runs() -> list[list[str]]:
+    runs = []
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("docker run "):
+            words = shlex.split(line.replace('"$(id -u):$(id -g)"', "1000:1000"))
+            image = next(i for i, w in enumerate(words) if w.startswith("dlbench:"))
+            runs.append(words[image + 1 :])
+    return runs
+
+
+def _sbatch_run() -> list[str]:
+    text = (ROOT / "docker" / "slurm" / "dlbench.sbatch").read_text()
+    command = text[text.index("dlbench train") :].replace("\\\n", " ")
+    command = re.sub(r'"\$\w+"', "1", command).replace('"slurm_job=$SLURM_JOB_ID"', "slurm_job=1")
+    return shlex.split(command)[1:]
+
+
+def _pytorchjob_run() -> list[str]:
+    job = yaml.safe_load((ROOT / "docker" / "kubernetes" / "pytorchjob.yaml").read_text())
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    assert job["kind"] == "PyTorchJob" and set(specs) == {"Master", "Worker"}
+    [container] = specs["Master"]["template"]["spec"]["containers"]
+    assert container["command"] == ["torchrun"] and "--rdzv-backend=c10d" in container["args"]
+    args = container["args"]
+    return args[args.index("dlbench") + 1 :]
+
+
+COMMAND_LINES = {
+    "compose train": lambda: _compose("docker-compose.yml")["train"]["command"],
+    "compose inference": lambda: _compose("docker-compose.yml")["inference"]["command"],
+    "README docker run 1": lambda: _readme_docker_runs()[0],
+    "README docker run 2": lambda: _readme_docker_runs()[1],
+    "sbatch": _sbatch_run,
+    "PyTorchJob": _pytorchjob_run,
+}
+
+
+@pytest.mark.parametrize("name", COMMAND_LINES)
+def test_each_documented_command_line_runs_as_the_image_would(name, tmp_path):
+    args = COMMAND_LINES[name]()
+    assert args[0] in ("src.train", "src.inference", "train", "infer")
+    (tmp_path / "benchmarks").mkdir()  # the image's WORKDIR holds the mounted results folder
+    out = run_cli(*args, *TINY_RUN, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    [csv] = (tmp_path / "benchmarks").glob("*.csv")
+    [row] = read_rows(csv)
+    assert row["status"] == "ok" and row["mode"] == ("train" if "train" in args[0] else "infer")
+
+
+def test_compose_sweep_and_report_services_run_as_the_image_would(tmp_path):
+    services = _compose("docker-compose.yml")
+    (tmp_path / "benchmarks").mkdir()
+    sweep = run_cli(*services["sweep"]["command"], "--dry-run", cwd=tmp_path)
+    assert sweep.returncode == 0, sweep.stderr
+    assert len(sweep.stdout.splitlines()) == 23  # the default plan, listed
+    run = run_cli("train", *TINY_RUN, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    report = run_cli(*services["report"]["command"], cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "benchmarks" / "report" / "report.html").is_file()
+
+
+def test_workflows_run_the_readme_command_and_gate_on_compare():
+    ci = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    assert [s.get("run") for s in ci["jobs"]["test"]["steps"]][-1] == ".ci/run"
+    gpu = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
+    job = gpu["jobs"]["benchmark"]
+    assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
+    runs = "\n".join(s.get("run", "") for s in job["steps"])
+    for needed in (
+        "docker build -f Dockerfile.cuda12",
+        "sweep quick",
+        "compare",
+        "--markdown",
+        "GITHUB_STEP_SUMMARY",
+        "report benchmarks",
+    ):
+        assert needed in runs
+    assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in job["steps"])

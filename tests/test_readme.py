@@ -1,0 +1,67 @@
+"""The README says what the code does: same test command as CI, every column, real numbers,
+and its quick-start benchmark runs."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pandas as pd
+
+from dlbench.results.schema import COLUMNS
+from tests.conftest import ROOT, read_rows, run_cli
+
+README = (ROOT / "README.md").read_text()
+
+
+def _code_after(heading: str) -> str:
+    """The first fenced bash block after a line containing `heading`."""
+    start = README.index(heading)
+    return re.search(r"```bash\n(.*?)\n```", README[start:], re.S).group(1).strip()
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    ci_lines = [
+        line for line in (ROOT / ".ci" / "run").read_text().splitlines() if "pytest" in line
+    ]
+    assert ci_lines == [_code_after("Run the tests")]
+
+
+def test_quick_start_installs_with_the_pinned_torch_and_runs_a_real_cpu_benchmark(tmp_path):
+    command = _code_after("Try it on a CPU")
+    assert "-c constraints.txt" in command and "--accelerator cpu" in command
+    dlbench = shlex.split(command.split("&&")[-1])
+    assert dlbench[0].endswith("/dlbench")
+    out = run_cli(*dlbench[1:], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(tmp_path / "benchmarks" / "benchmark.csv")
+    assert row["model"] == "mobilenet_v3" and float(row["images_per_s"]) > 0
+
+
+def test_every_result_column_is_documented():
+    missing = [c for c in COLUMNS if f"`{c}`" not in README]
+    assert not missing
+
+
+def test_reference_table_numbers_come_from_the_committed_csvs():
+    sources = {
+        gpu: pd.read_csv(ROOT / "benchmarks" / "reference" / f"{gpu}-default.csv")
+        for gpu in ("h100", "h200")
+    }
+    rows = re.findall(
+        r"^\| (\w+) \| (train|infer) \| (\d+) \| ([\w-]+) \| \w+ \| ([\d,.]+) \| "
+        r"([\d,.]+) \|",
+        README,
+        re.M,
+    )
+    assert len(rows) == len(sources["h100"]) == 23
+    for model, mode, batch, precision, h100, h200 in rows:
+        for gpu, shown in (("h100", h100), ("h200", h200)):
+            frame = sources[gpu]
+            match = frame[
+                (frame["model"] == model)
+                & (frame["mode"] == mode)
+                & (frame["batch_size"] == int(batch))
+                & (frame["precision"] == precision)
+            ]
+            assert float(shown.replace(",", "")) == round(match["samples_per_s"].item(), 1)
