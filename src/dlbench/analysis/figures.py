@@ -54,12 +54,7 @@ def samples_per_joule(runs: pd.DataFrame) -> Figure | None:
         return None
     rows = rows.assign(workload=rows.apply(_label, axis=1), per_j=1 / rows["energy_per_sample_j"])
     pivot = rows.pivot_table(index="workload", columns="machine", values="per_j", aggfunc="max")
-    ax = pivot.plot.barh(figsize=(10, max(3, 0.3 * len(pivot) + 1.2)))
-    ax.set(xlabel="samples per joule (GPU energy)", ylabel="")
-    ax.set_xscale("log")
-    ax.invert_yaxis()
-    ax.figure.tight_layout()
-    return ax.figure
+    return _bars(pivot, "samples per joule (GPU energy)")
 
 
 def step_percentiles(runs: pd.DataFrame) -> Figure | None:
@@ -69,8 +64,13 @@ def step_percentiles(runs: pd.DataFrame) -> Figure | None:
         return None
     labels = runs.apply(lambda r: f"{_label(r)} bs{r['batch_size']} · {r['machine']}", axis=1)
     frame = runs[columns].set_axis(["p50", "p90", "p99"], axis=1).set_index(labels)
-    ax = frame.plot.barh(figsize=(10, max(3, 0.28 * len(frame) + 1)))
-    ax.set(xlabel="step time (ms)", ylabel="")
+    return _bars(frame, "step time (ms)")
+
+
+def _bars(frame: pd.DataFrame, xlabel: str) -> Figure:
+    """Horizontal bars, one row per label, log scale (values span orders of magnitude)."""
+    ax = frame.plot.barh(figsize=(10, max(3, 0.3 * len(frame) + 1.2)))
+    ax.set(xlabel=xlabel, ylabel="")
     ax.set_xscale("log")
     ax.invert_yaxis()
     ax.figure.tight_layout()

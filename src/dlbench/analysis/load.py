@@ -6,24 +6,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench.config import CONFIG_KEY
 from dlbench.errors import UserError
 from dlbench.results.store import CsvStore
 
 # What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
 RUN_KEY = (
-    "model",
-    "mode",
-    "precision",
-    "batch_size",
-    "width",
-    "height",
-    "seq_len",
+    *(k for k in CONFIG_KEY if k not in ("devices", "num_nodes")),
     "prompt_len",
     "new_tokens",
-    "channels_last",
-    "compile",
-    "optimizer",
-    "data_on",
 )
 
 
