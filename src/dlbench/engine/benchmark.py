@@ -41,13 +41,26 @@ class Measurement:
     param_count: int
     world_size: int
     global_rank: int
-    slowest_window_s: float
-    slowest_median_step_s: float
+    per_rank: list[dict[str, float]]  # every rank's RANK_FIELDS, in rank order
     peak_allocated_mb: float | None
     peak_reserved_mb: float | None
     launcher: str = ""
-    per_rank: list[dict[str, float]] = field(default_factory=list)
     extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def slowest_rank(self) -> int:
+        """The rank whose window was longest: it sets the global throughput."""
+        return max(range(len(self.per_rank)), key=lambda r: self.per_rank[r]["window_s"])
+
+    @property
+    def slowest_window_s(self) -> float:
+        """The longest window over all ranks."""
+        return self.per_rank[self.slowest_rank]["window_s"]
+
+    @property
+    def slowest_median_step_s(self) -> float:
+        """The largest median step time over all ranks."""
+        return max(r["median_step_s"] for r in self.per_rank)
 
     @property
     def samples(self) -> int:
@@ -104,17 +117,19 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     """Run the plan; every rank measures, and the slowest rank decides the global throughput."""
     config = plan.config
     fabric = fabric or create_fabric(plan.devices, plan.precision)
+    # The GPU this rank uses; CPU ranks (tests against the fake NVML) count by local rank.
+    device_index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
     monitor = None
     if config.telemetry:
         log = _rank_log(config.telemetry_log, fabric.global_rank, fabric.world_size)
-        monitor = open_monitor(fabric.device, config.sample_interval, log, fabric.local_rank)
+        monitor = open_monitor(fabric.device, config.sample_interval, log, device_index)
     try:
         loop, param_count, columns = _measure(plan, fabric, monitor)
         telemetry = monitor.summary() if monitor else {}
     finally:
         if monitor:
             monitor.close()
-    per_rank = _gather_ranks(fabric, loop, telemetry)
+    per_rank = _gather_ranks(fabric, rank_values(loop, telemetry, device_index))
     allocated = reserved = None
     if fabric.device.type == "cuda":
         allocated = torch.cuda.max_memory_allocated(fabric.device) / 2**20
@@ -125,12 +140,10 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
         param_count=param_count,
         world_size=fabric.world_size,
         global_rank=fabric.global_rank,
-        slowest_window_s=max(r["window_s"] for r in per_rank),
-        slowest_median_step_s=max(r["median_step_s"] for r in per_rank),
+        per_rank=per_rank,
         peak_allocated_mb=allocated,
         peak_reserved_mb=reserved,
         launcher=_launcher(fabric),
-        per_rank=per_rank,
     )
     energies = [r["energy_j"] for r in per_rank]
     energy_all_ranks = math.nan if any(math.isnan(e) for e in energies) else sum(energies)
@@ -169,16 +182,20 @@ def _rank_log(path: Path | None, rank: int, world_size: int) -> Path | None:
     return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
-def _gather_ranks(fabric, loop: LoopResult, telemetry: dict) -> list[dict[str, float]]:
-    """Every rank's window, median step and power, on every rank (one all_gather after the
-    window, so it costs the measurement nothing); missing telemetry travels as NaN."""
+def rank_values(loop: LoopResult, telemetry: dict, device_index: int) -> list[float]:
+    """One rank's RANK_FIELDS as numbers; missing telemetry is NaN."""
 
     def number(key: str) -> float:
         value = telemetry.get(key)
         return math.nan if value is None else float(value)
 
-    index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
-    mine = [loop.window_s, loop.stats.median_s, *map(number, RANK_FIELDS[2:7]), float(index)]
+    telemetry_values = [number(key) for key in RANK_FIELDS[2:7]]
+    return [loop.window_s, loop.stats.median_s, *telemetry_values, float(device_index)]
+
+
+def _gather_ranks(fabric, mine: list[float]) -> list[dict[str, float]]:
+    """Every rank's window, median step and power, on every rank (one all_gather after the
+    window, so it costs the measurement nothing)."""
     local = torch.tensor(mine, dtype=torch.float64, device=fabric.device)
     everyone = fabric.all_gather(local).reshape(-1, len(RANK_FIELDS)).cpu().tolist()
     return [dict(zip(RANK_FIELDS, values)) for values in everyone]

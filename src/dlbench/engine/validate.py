@@ -7,7 +7,7 @@ import statistics
 from dlbench.config import RunConfig
 from dlbench.console import show_result
 from dlbench.engine.bare import BareLoop
-from dlbench.engine.benchmark import Measurement, loop_settings, make_plan
+from dlbench.engine.benchmark import RANK_FIELDS, Measurement, loop_settings, make_plan, rank_values
 from dlbench.engine.loop import LoopResult, run_measured_loop
 from dlbench.engine.session import create_fabric, open_session
 from dlbench.results.environment import collect_environment
@@ -41,8 +41,7 @@ def compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[fl
         param_count=session.param_count,
         world_size=1,
         global_rank=0,
-        slowest_window_s=chosen.window_s,
-        slowest_median_step_s=chosen.stats.median_s,
+        per_rank=[dict(zip(RANK_FIELDS, rank_values(chosen, {}, 0)))],
         peak_allocated_mb=None,
         peak_reserved_mb=None,
     )

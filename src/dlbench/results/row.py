@@ -87,7 +87,7 @@ def measurement_row(
         "batches_per_s": loop.steps / m.slowest_window_s,
         **loop.stats.as_row(),
         "slowest_rank_median_step_ms": m.slowest_median_step_s * 1e3,
-        "slowest_rank": max(range(len(m.per_rank)), key=lambda r: m.per_rank[r]["window_s"]),
+        "slowest_rank": m.slowest_rank,
         "warmup_s": loop.warmup_s,
         "first_step_s": loop.first_step_s,
         "param_count": m.param_count,
