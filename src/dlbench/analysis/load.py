@@ -16,6 +16,8 @@ RUN_KEY = (
     "prompt_len",
     "new_tokens",
 )
+# The workload and its input, without layout or optimizer: what a speed-up or power curve is of.
+SHAPE_KEY = ("model", "mode", "precision", "batch_size", "width", "height", "seq_len")
 
 
 def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
@@ -56,4 +58,4 @@ def machine_labels(rows: pd.DataFrame) -> pd.Series:
     """What ran the row: the GPU model, or `CPU <processor>` for CPU runs."""
     gpu = rows.get("gpu_name", pd.Series("", index=rows.index)).fillna("").astype(str)
     cpu = rows.get("cpu", pd.Series("", index=rows.index)).fillna("").astype(str)
-    return gpu.where(gpu != "", "CPU " + cpu)
+    return gpu.where(gpu != "", ("CPU " + cpu).str.strip())

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.analysis.load import benchmark_rows, key_columns
+from dlbench.analysis.load import SHAPE_KEY, benchmark_rows, key_columns
 from dlbench.errors import UserError
 
-GROUP = ("gpu_name", "model", "mode", "precision", "batch_size", "width", "height", "seq_len")
+GROUP = ("gpu_name", *SHAPE_KEY)
 
 
 def power_points(rows: pd.DataFrame) -> pd.DataFrame:

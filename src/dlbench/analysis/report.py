@@ -12,7 +12,7 @@ import pandas as pd
 
 from dlbench.analysis import figures
 from dlbench.analysis.compare import ENVIRONMENT, markdown_table
-from dlbench.analysis.load import benchmark_rows, load_rows, machine_labels
+from dlbench.analysis.load import SHAPE_KEY, benchmark_rows, load_rows, machine_labels
 from dlbench.analysis.power import power_points, recommend_power
 from dlbench.analysis.scaling import scaling_table
 from dlbench.errors import UserError
@@ -79,9 +79,6 @@ def speedup_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     return merged[merged["machine"] != baseline].reset_index(drop=True)
 
 
-SHAPE_KEY = ("model", "mode", "precision", "batch_size", "width", "height", "seq_len")
-
-
 def _workload(row: pd.Series) -> str:
     size = f" {row['width']:.0f}x{row['height']:.0f}" if not pd.isna(row.get("width")) else ""
     return f"{row['model']} {row['mode']} {row['precision']} bs{row['batch_size']}{size}"
@@ -113,8 +110,7 @@ def _sections(rows: pd.DataFrame, baseline_wanted: str | None, max_slowdown: flo
     summary = runs[[c for c in SUMMARY_COLUMNS if c in runs]].rename(columns=SUMMARY_COLUMNS)
     speed = speedup_table(runs, baseline)
     scale = scaling_table(rows)
-    if not scale.empty:
-        scale["machine"] = scale["gpu_name"].fillna("CPU") if "gpu_name" in scale else "CPU"
+    scale["machine"] = machine_labels(scale)
     points = power_points(rows)
     picks = recommend_power(rows, max_slowdown)
     failures = rows[rows["status"] != "ok"]

@@ -164,17 +164,17 @@ def _mean(values: list[float]) -> float | None:
 
 
 def open_monitor(
-    device: torch.device, interval_s: float, log_path: Path | None, local_rank: int = 0
+    device: torch.device, interval_s: float, log_path: Path | None, index: int | None = None
 ) -> TelemetryMonitor:
     """Pick the backend for the device; what cannot be opened becomes one warning, not a failure.
-    Each rank watches its own GPU (the device's index; the local rank where the device has none,
-    as for CPU ranks against the fake NVML)."""
+    `index` is the GPU to watch (default: the device's own); each DDP rank passes its own."""
     gpu: GpuBackend | None = None
+    if index is None:
+        index = device.index or 0
     try:
         if os.environ.get("DLBENCH_FAKE_NVML") or (device.type == "cuda" and not torch.version.hip):
             from dlbench.telemetry.nvml import NvmlBackend
 
-            index = device.index if device.index is not None else local_rank
             uuids = None
             if device.type == "cuda":
                 uuids = [str(torch.cuda.get_device_properties(index).uuid)]
@@ -182,7 +182,7 @@ def open_monitor(
         elif device.type == "cuda":
             from dlbench.telemetry.amd import AmdSmiBackend
 
-            gpu = AmdSmiBackend([device.index if device.index is not None else local_rank])
+            gpu = AmdSmiBackend([index])
     except Exception as exc:
         stderr.print(
             f"[yellow]warning:[/yellow] GPU telemetry unavailable ({exc}); "
