@@ -40,7 +40,7 @@ def main() -> None:
     fabric = create_fabric(plan.devices, plan.precision)
     session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
     monitor = open_monitor(session.device, 0.1, None)
-    settings = loop_settings(config)
+    settings = loop_settings(config.replace(min_time=0.0), session.device.type)
     rates: dict[str, list[float]] = {"on": [], "off": []}
     with session.context():
         for r in range(args.repeats):

@@ -56,6 +56,12 @@ MaxNoise = Annotated[
     float | None, typer.Option(help="Keep measuring until the step-time spread is under PCT %.")
 ]
 MaxTime = Annotated[float, typer.Option(help="Cap in seconds for --max-noise measuring.")]
+MinTime = Annotated[
+    float | None,
+    typer.Option(
+        help="Measure at least this many seconds (default: 5 with GPU telemetry, else 0)."
+    ),
+]
 RunId = Annotated[str | None, typer.Option(help="Run id for the row (sweeps set it).")]
 Telemetry = Annotated[bool, typer.Option(help="Sample GPU power, clocks, heat; window energy.")]
 SampleInterval = Annotated[float, typer.Option(help="Telemetry sampling period in seconds.")]
@@ -94,6 +100,7 @@ def bench(
     seed: Seed = 0,
     max_noise: MaxNoise = None,
     max_time: MaxTime = 60.0,
+    min_time: MinTime = None,
     run_id: RunId = None,
     telemetry: Telemetry = True,
     sample_interval: SampleInterval = 0.1,

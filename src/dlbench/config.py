@@ -14,6 +14,9 @@ ACCELERATORS = ("auto", "gpu", "cpu")
 OPTIMIZERS = ("sgd", "adamw", "adam")
 DATA_LOCATIONS = ("device", "host")
 DEFAULT_OUTPUT = Path("benchmarks/benchmark.csv")
+# With GPU telemetry on, the window lasts at least this long: NVML's energy counter moves in
+# steps (tens of ms), and a 0.3 s window read 0.3-0.67x or 1.4x of the true energy.
+DEFAULT_MIN_TIME_S = 5.0
 
 # The fields that decide what was measured: two rows with equal keys are the same experiment.
 CONFIG_KEY = (
@@ -60,6 +63,7 @@ class RunConfig:
     seed: int = 0
     max_noise: float | None = None
     max_time: float = 60.0
+    min_time: float | None = None
     run_id: str | None = None
     telemetry: bool = True
     sample_interval: float = 0.1
@@ -91,8 +95,17 @@ class RunConfig:
             raise invalid("--max-noise", self.max_noise, "must be a percentage between 0 and 100")
         if self.max_time <= 0:
             raise invalid("--max-time", self.max_time, "must be a positive number of seconds")
+        if self.min_time is not None and self.min_time < 0:
+            raise invalid("--min-time", self.min_time, "must be 0 or more seconds")
         if self.sample_interval <= 0:
             raise invalid("--sample-interval", self.sample_interval, "must be positive seconds")
+
+    def min_time_s(self, device_type: str) -> float:
+        """The window's minimum length: as given, else DEFAULT_MIN_TIME_S where GPU telemetry
+        reads energy, else none."""
+        if self.min_time is not None:
+            return self.min_time
+        return DEFAULT_MIN_TIME_S if self.telemetry and device_type == "cuda" else 0.0
 
     def replace(self, **changes: object) -> RunConfig:
         """A copy with some fields changed, validated again."""

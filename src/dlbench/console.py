@@ -73,6 +73,9 @@ def warnings_for(row: dict[str, object]) -> list[str]:
             f"the GPU throttled for {row['throttle_pct']}% of samples: "
             f"{row.get('throttle_reasons')}"
         )
+    quality = row.get("energy_quality")
+    if quality not in (None, "", "ok"):
+        notes.append(f"no energy figure: {quality}")
     if row.get("other_gpu_processes") not in (None, "", 0):
         notes.append(f"{row['other_gpu_processes']} other process(es) used the GPU meanwhile")
     return notes

@@ -13,7 +13,7 @@ import pytest
 from dlbench.analysis.scaling import scaling_table
 from dlbench.errors import UserError
 from dlbench.sweep.scaling import device_counts
-from dlbench.telemetry import fake_nvml
+from tests import fake_nvml
 from tests.conftest import TINY, cli_env, read_rows, run_cli
 
 RUN = ["--model", "timm:test_resnet", *TINY, "--n-iters", "20", "--warmup-steps", "1"]
@@ -22,7 +22,7 @@ RUN = ["--model", "timm:test_resnet", *TINY, "--n-iters", "20", "--warmup-steps"
 def test_two_cpu_ranks_write_one_row_and_a_per_rank_power_file(csv_path, tmp_path):
     state = tmp_path / "nvml.json"
     fake_nvml.write_state(state, [{"power_w": 200.0}, {"power_w": 300.0}])
-    env = {**cli_env(), "DLBENCH_FAKE_NVML": str(state)}
+    env = {**cli_env(), **fake_nvml.environment(state)}
     out = run_cli(
         "train",
         *RUN,
@@ -154,3 +154,39 @@ def test_device_counts_add_the_baseline_and_refuse_too_many():
         device_counts("1,100000", "cpu")
     with pytest.raises(UserError, match="--devices"):
         device_counts("two", "cpu")
+
+
+def test_max_noise_under_ddp_stops_all_ranks_together(csv_path):
+    # rank 0 meets a 20 % spread at once, rank 1 never does: both must stop at --max-time with
+    # the same steps, and the row's rate must count every rank's steps.
+    env = {**cli_env(), "DLBENCH_PLUGINS": "tests.rank_workloads"}
+    out = run_cli(
+        "infer",
+        "--model",
+        "uneven_ranks",
+        "--accelerator",
+        "cpu",
+        "--devices",
+        "2",
+        "--batch-size",
+        "4",
+        "--n-iters",
+        "6",
+        "--warmup-steps",
+        "1",
+        "--max-noise",
+        "20",
+        "--max-time",
+        "1.5",
+        "--output",
+        str(csv_path),
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(csv_path)
+    ranks = read_rows(csv_path.with_name("bench.per_rank.csv"))
+    assert ranks[0]["steps"] == ranks[1]["steps"] == row["steps"]
+    assert int(row["steps"]) > 6 and row["noise_met"] == "False"
+    assert float(row["samples_per_s"]) == pytest.approx(
+        2 * 4 * int(row["steps"]) / float(row["window_s"])
+    )

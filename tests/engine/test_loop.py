@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from dlbench.engine.loop import LoopSettings, run_measured_loop
+from dlbench.engine.loop import LoopSettings, next_chunk_steps, run_measured_loop
 
 CPU = torch.device("cpu")
 
@@ -81,3 +81,38 @@ def test_max_time_caps_adaptive_measuring():
     result = run_measured_loop(alternating, CPU, LoopSettings(0, 4, 1.0, 0.3))
     assert result.noise_met is False
     assert result.wall_window_s < 2.0
+
+
+def test_min_time_keeps_stepping_until_the_window_is_long_enough():
+    result = run_measured_loop(sleeper(0.01, 0.0, 0), CPU, LoopSettings(0, 3, min_time_s=0.4))
+    assert result.steps > 3
+    assert 0.4 <= result.wall_window_s < 0.4 * 1.05 + 0.15  # sized from the rate, not overshot
+
+
+def test_the_stop_decision_follows_the_noisiest_rank():
+    # This rank is steady (its own spread is met at once); another rank reports 50 % spread,
+    # so every rank keeps measuring until --max-time, and all of them stop together.
+    def other_rank_is_noisy(values: list[float]) -> list[float]:
+        return [max(values[0], 50.0), values[1]]
+
+    settings = LoopSettings(0, 4, max_noise_pct=30.0, max_time_s=0.3)
+    alone = run_measured_loop(sleeper(0.01, 0.0, 0), CPU, settings)
+    agreed = run_measured_loop(sleeper(0.01, 0.0, 0), CPU, settings, agree=other_rank_is_noisy)
+    assert alone.noise_met is True and alone.steps == 4
+    assert agreed.noise_met is False and agreed.steps > 4 and agreed.wall_window_s >= 0.3
+
+
+def test_chunks_hold_whole_units():
+    settings = LoopSettings(0, 4, min_time_s=0.2, steps_per_unit=4)
+    result = run_measured_loop(sleeper(0.005, 0.0, 0), CPU, settings)
+    assert result.steps % 4 == 0 and result.steps > 4
+
+
+def test_next_chunk_is_sized_from_the_rate_and_agreed_numbers():
+    settings = LoopSettings(0, 10, min_time_s=5.0)
+    assert next_chunk_steps(settings, 0.0, 1.0, 10) == 42  # 4 s more at 10 steps/s, +5 %
+    assert next_chunk_steps(settings, 0.0, 5.0, 50) == 0
+    noisy = LoopSettings(0, 10, max_noise_pct=2.0, max_time_s=3.0)
+    assert next_chunk_steps(noisy, 5.0, 1.0, 10) == 10
+    assert next_chunk_steps(noisy, 5.0, 3.5, 30) == 0  # max time spent
+    assert next_chunk_steps(noisy, 1.0, 1.0, 10) == 0  # spread met

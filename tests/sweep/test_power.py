@@ -13,7 +13,7 @@ from dlbench.errors import UserError
 from dlbench.sweep.plan import parse_plan
 from dlbench.sweep.power import PowerLimiter, has_admin_rights
 from dlbench.sweep.runner import SweepRunner
-from dlbench.telemetry import fake_nvml
+from tests import fake_nvml
 from tests.conftest import read_rows, run_cli
 from tests.sweep.test_sweep import env_with
 
@@ -38,7 +38,8 @@ runs:
 def fake_gpu(tmp_path, monkeypatch):
     state = tmp_path / "nvml.json"
     fake_nvml.write_state(state, [{"limit_w": ORIGINAL_W, "min_limit_w": 200.0}])
-    monkeypatch.setenv("DLBENCH_FAKE_NVML", str(state))
+    for key, value in fake_nvml.environment(state).items():
+        monkeypatch.setenv(key, value)
     monkeypatch.setenv("DLBENCH_PLUGINS", "tests.fault_workloads")
     return state
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
 
-from dlbench.telemetry import fake_nvml
-from dlbench.telemetry.monitor import TelemetryMonitor, open_monitor
+from dlbench.telemetry.monitor import TelemetryMonitor, counter_update_period, open_monitor
 from dlbench.telemetry.nvml import NvmlBackend, visible_nvml_indices
+from tests import fake_nvml
 from tests.conftest import TINY, cli_env, read_rows, run_cli
 
 
@@ -18,7 +19,8 @@ def fake_gpus(tmp_path, monkeypatch):
     def make(*gpus: dict) -> str:
         path = tmp_path / "nvml.json"
         fake_nvml.write_state(path, list(gpus) or [{}])
-        monkeypatch.setenv("DLBENCH_FAKE_NVML", str(path))
+        for key, value in fake_nvml.environment(path).items():
+            monkeypatch.setenv(key, value)
         return str(path)
 
     return make
@@ -43,7 +45,8 @@ def test_window_energy_from_counter_matches_power_times_time(fake_gpus):
 
 def test_without_counter_energy_falls_back_to_power_integral(fake_gpus):
     fake_gpus({"power_w": 100.0, "energy_counter": False})
-    summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02), 0.4)
+    monitor = TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02, min_integral_s=0.3)
+    summary = _window(monitor, 0.4)
     assert summary["energy_source"] == "power_integral"
     assert summary["energy_counter_j"] is None
     assert summary["energy_j"] == pytest.approx(100.0 * 0.4, rel=0.15)
@@ -87,7 +90,8 @@ def test_visible_indices_parsing():
 def test_missing_nvml_degrades_to_a_warning(monkeypatch, tmp_path, capsys):
     import torch
 
-    monkeypatch.setenv("DLBENCH_FAKE_NVML", str(tmp_path / "missing.json"))
+    for key, value in fake_nvml.environment(tmp_path / "missing.json").items():
+        monkeypatch.setenv(key, value)
     monitor = open_monitor(torch.device("cpu"), 0.1, None)
     assert monitor.gpu is None
     assert "telemetry unavailable" in capsys.readouterr().err
@@ -124,7 +128,7 @@ def test_cli_row_carries_energy_per_sample_and_log(fake_gpus, csv_path, tmp_path
 
 
 def test_cli_without_nvml_still_writes_the_row(csv_path, tmp_path):
-    env = {**cli_env(), "DLBENCH_FAKE_NVML": str(tmp_path / "absent.json")}
+    env = {**cli_env(), **fake_nvml.environment(tmp_path / "absent.json")}
     out = run_cli(
         "infer",
         "--model",
@@ -182,3 +186,48 @@ def test_throttle_warning_is_printed(fake_gpus, csv_path):
     )
     assert out.returncode == 0, out.stderr
     assert "throttled" in out.stderr and "sw_thermal" in out.stderr
+
+
+def test_counter_update_period_is_measured_before_the_window(fake_gpus):
+    fake_gpus({"energy_period_s": 0.05})
+    backend = NvmlBackend([0])
+    assert counter_update_period(lambda: backend.energy_j(0)) == pytest.approx(0.05, rel=0.3)
+
+
+def test_a_window_short_for_the_counter_gives_no_energy_figure(fake_gpus):
+    # 0.5 s against a counter that steps every 50 ms: one step at each edge is 20 % of the window
+    fake_gpus({"power_w": 300.0, "energy_period_s": 0.05})
+    summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02), 0.5)
+    quality = re.fullmatch(
+        r"short window: ([\d.]+) s < ([\d.]+) s needed by nvml_counter \(use --min-time\)",
+        summary["energy_quality"],
+    )
+    assert quality and float(quality[1]) == pytest.approx(0.5, abs=0.05)
+    assert float(quality[2]) == pytest.approx(40 * 0.05, rel=0.3)
+    assert summary["energy_j"] is None and summary["avg_power_w"] is None
+    assert summary["energy_counter_j"] is not None  # the raw reading stays in the row
+
+
+def test_a_long_enough_window_is_trusted_and_agrees_with_the_integral(fake_gpus):
+    fake_gpus({"power_w": 300.0, "energy_period_s": 0.01})
+    summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02), 0.6)
+    assert summary["energy_quality"] == "ok"
+    assert summary["energy_j"] == pytest.approx(300.0 * 0.6, rel=0.05)
+    assert summary["energy_integral_j"] == pytest.approx(summary["energy_j"], rel=0.05)
+    assert summary["telemetry_window_s"] == pytest.approx(0.6, abs=0.05)
+
+
+def test_min_time_stretches_the_window_until_the_counter_can_be_trusted(fake_gpus, csv_path):
+    fake_gpus({"power_w": 200.0, "energy_period_s": 0.01})  # needs 0.4 s
+    args = ["--model", "timm:test_resnet", *TINY, "--n-iters", "2", "--warmup-steps", "1"]
+    out = run_cli("infer", *args, "--min-time", "0.6", "--output", str(csv_path), env=cli_env())
+    assert out.returncode == 0, out.stderr
+    row = read_rows(csv_path)[0]
+    assert float(row["min_time_s"]) == 0.6 and int(row["steps"]) > 2
+    assert float(row["telemetry_window_s"]) >= 0.6 and row["energy_quality"] == "ok"
+    assert float(row["avg_power_w"]) == pytest.approx(200.0, rel=0.1)
+    short = run_cli("infer", *args, "--output", str(csv_path), env=cli_env())
+    assert short.returncode == 0, short.stderr
+    row = read_rows(csv_path)[1]
+    assert float(row["min_time_s"]) == 0.0  # a CPU run: the GPU default does not apply
+    assert row["energy_quality"].startswith("short window") and row["energy_j"] == ""

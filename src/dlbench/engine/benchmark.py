@@ -15,6 +15,7 @@ from dlbench.engine.devices import DevicePlan, plan_devices
 from dlbench.engine.generation import measure_generation, open_generator
 from dlbench.engine.loop import LoopResult, LoopSettings, run_measured_loop
 from dlbench.engine.precision import PrecisionPlan, plan_precision
+from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session
 from dlbench.telemetry.monitor import open_monitor
 from dlbench.workloads import InputShape, Workload, get_workload
@@ -77,13 +78,14 @@ def make_plan(config: RunConfig) -> Plan:
     return Plan(config, workload, shape, devices, precision)
 
 
-def loop_settings(config: RunConfig) -> LoopSettings:
+def loop_settings(config: RunConfig, device_type: str) -> LoopSettings:
     """The loop's share of the config."""
     return LoopSettings(
         warmup_steps=config.warmup_steps,
         n_iters=config.n_iters,
         max_noise_pct=config.max_noise,
         max_time_s=config.max_time,
+        min_time_s=config.min_time_s(device_type),
         nvtx=config.nvtx,
     )
 
@@ -103,7 +105,8 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
     _reset_memory(fabric.device)
     fabric.barrier()
     with session.context():
-        loop = run_measured_loop(session.step, session.device, loop_settings(config), monitor)
+        settings = loop_settings(config, session.device.type)
+        loop = run_measured_loop(session.step, session.device, settings, monitor, agree_max(fabric))
     diagnostics = run_breakdown(session) if config.breakdown else {}
     return loop, session.param_count, diagnostics
 
@@ -129,7 +132,7 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     finally:
         if monitor:
             monitor.close()
-    per_rank = _gather_ranks(fabric, rank_values(loop, telemetry, device_index))
+    per_rank = gather_ranks(fabric, rank_values(loop, telemetry, device_index))
     allocated = reserved = None
     if fabric.device.type == "cuda":
         allocated = torch.cuda.max_memory_allocated(fabric.device) / 2**20
@@ -155,18 +158,6 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     return measurement
 
 
-RANK_FIELDS = (
-    "window_s",
-    "median_step_s",
-    "energy_j",
-    "avg_power_w",
-    "peak_power_w",
-    "temp_max_c",
-    "throttle_pct",
-    "device_index",
-)
-
-
 def _launcher(fabric) -> str:
     """Who set the ranks: Lightning's own launcher, torchrun (TorchElastic) or SLURM."""
     environment = getattr(fabric.strategy, "cluster_environment", None)
@@ -180,25 +171,6 @@ def _rank_log(path: Path | None, rank: int, world_size: int) -> Path | None:
     if path is None or world_size == 1:
         return path
     return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
-
-
-def rank_values(loop: LoopResult, telemetry: dict, device_index: int) -> list[float]:
-    """One rank's RANK_FIELDS as numbers; missing telemetry is NaN."""
-
-    def number(key: str) -> float:
-        value = telemetry.get(key)
-        return math.nan if value is None else float(value)
-
-    telemetry_values = [number(key) for key in RANK_FIELDS[2:7]]
-    return [loop.window_s, loop.stats.median_s, *telemetry_values, float(device_index)]
-
-
-def _gather_ranks(fabric, mine: list[float]) -> list[dict[str, float]]:
-    """Every rank's window, median step and power, on every rank (one all_gather after the
-    window, so it costs the measurement nothing)."""
-    local = torch.tensor(mine, dtype=torch.float64, device=fabric.device)
-    everyone = fabric.all_gather(local).reshape(-1, len(RANK_FIELDS)).cpu().tolist()
-    return [dict(zip(RANK_FIELDS, values)) for values in everyone]
 
 
 def _mfu(m: Measurement, device: torch.device) -> dict[str, object]:

@@ -1,7 +1,15 @@
-"""The measured loop every workload shares: warm-up outside, device-timed window, no host sync."""
+"""The measured loop every workload shares: warm-up outside, device-timed window, no host sync.
+
+The window is measured in chunks. Between chunks (never inside one) the loop decides whether to
+go on: for a spread target (`--max-noise`) and a minimum window (`--min-time`, so that energy
+counters see enough of it). Under DDP every rank takes the same decision from the same agreed
+numbers (the largest spread and the longest elapsed time over the ranks), so all ranks run the
+same steps and no collective is left unmatched."""
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -12,6 +20,10 @@ import torch
 
 from dlbench.analysis.stats import StepStats
 from dlbench.engine.timer import StepTimer, synchronize
+
+# Elementwise maximum over all ranks of a few numbers; identity for a single process.
+Agreement = Callable[[list[float]], list[float]]
+MIN_TIME_OVERSHOOT = 1.05  # size the last chunk a little past --min-time rather than short of it
 
 
 class WindowObserver(Protocol):
@@ -24,12 +36,18 @@ class WindowObserver(Protocol):
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """How long to measure: fixed steps, or until the spread is under a target (nvbench-style)."""
+    """How long to measure: `n_iters` steps at least, then more while the spread is over its
+    target (up to `max_time_s`) or the window is shorter than `min_time_s`.
+
+    `steps_per_unit` groups steps into units that belong together (a generation round is one
+    prefill and its decode steps): chunks hold whole units and the spread is over unit times."""
 
     warmup_steps: int
     n_iters: int
     max_noise_pct: float | None = None
     max_time_s: float = 60.0
+    min_time_s: float = 0.0
+    steps_per_unit: int = 1
     nvtx: bool = False
 
 
@@ -55,8 +73,46 @@ class LoopResult:
         return StepStats.from_values(self.step_times_s)
 
 
+def unit_times(step_times: list[float], steps_per_unit: int) -> list[float]:
+    """Step times summed into whole units (rounds), in order."""
+    if steps_per_unit == 1:
+        return list(step_times)
+    n = len(step_times) // steps_per_unit
+    return [sum(step_times[k * steps_per_unit : (k + 1) * steps_per_unit]) for k in range(n)]
+
+
 def _nvtx(name: str, enabled: bool):
     return torch.cuda.nvtx.range(name) if enabled else nullcontext()
+
+
+def _single(values: list[float]) -> list[float]:
+    return values
+
+
+@dataclass
+class _Window:
+    """Running totals of the measured chunks."""
+
+    times: list[float]
+    device_s: float = 0.0
+    wall_s: float = 0.0
+
+
+def next_chunk_steps(
+    settings: LoopSettings, spread_pct: float, elapsed_s: float, steps_done: int
+) -> int:
+    """Steps of the next chunk (0: stop), from numbers every rank agrees on.
+
+    Goes on while the spread is over target and `max_time_s` is not spent, and while the window
+    is shorter than `min_time_s`; the latter sizes the chunk from the rate so far."""
+    unit = settings.steps_per_unit
+    noisy = settings.max_noise_pct is not None and spread_pct > settings.max_noise_pct
+    steps = settings.n_iters if noisy and elapsed_s < settings.max_time_s else 0
+    if elapsed_s < settings.min_time_s:
+        rate = steps_done / elapsed_s if elapsed_s > 0 else 0.0
+        missing = (settings.min_time_s - elapsed_s) * MIN_TIME_OVERSHOOT
+        steps = max(steps, math.ceil(missing * rate) if rate else settings.n_iters, 1)
+    return math.ceil(steps / unit) * unit
 
 
 def run_measured_loop(
@@ -64,8 +120,9 @@ def run_measured_loop(
     device: torch.device,
     settings: LoopSettings,
     observer: WindowObserver | None = None,
+    agree: Agreement = _single,
 ) -> LoopResult:
-    """Warm up, then time `n_iters` steps (repeated while `max_noise_pct` is unmet)."""
+    """Warm up, then time chunks of steps until `next_chunk_steps` says stop."""
     nvtx = settings.nvtx and device.type == "cuda"
     started = time.perf_counter()
     first_step_s = None
@@ -78,32 +135,49 @@ def run_measured_loop(
         synchronize(device)
     warmup_s = time.perf_counter() - started
 
-    times: list[float] = []
-    window_s = wall_s = 0.0
-    next_step = settings.warmup_steps
-    noise_met = None
+    window = _Window(times=[])
+    next_step, chunk, noise_met = settings.warmup_steps, settings.n_iters, None
     if observer:
         observer.begin_window()
     window_started = time.perf_counter()
     with _nvtx("dlbench.measured_window", nvtx):
-        while True:
-            timer = StepTimer(device, settings.n_iters)
-            chunk_started = time.perf_counter()
-            timer.mark()
-            for i in range(next_step, next_step + settings.n_iters):
-                with _nvtx(f"step {i}", nvtx):
-                    step(i)
-                timer.mark()
-            synchronize(device)
-            wall_s += time.perf_counter() - chunk_started
-            next_step += settings.n_iters
-            times += timer.step_times_s()
-            window_s += timer.window_s()
-            if settings.max_noise_pct is None:
-                break
-            noise_met = StepStats.from_values(times).stdev_pct <= settings.max_noise_pct
-            if noise_met or time.perf_counter() - window_started >= settings.max_time_s:
-                break
+        while chunk:
+            _time_chunk(step, device, range(next_step, next_step + chunk), window, nvtx)
+            next_step += chunk
+            spread = _spread(window.times, settings)
+            spread, elapsed = agree([spread, time.perf_counter() - window_started])
+            if settings.max_noise_pct is not None:
+                noise_met = spread <= settings.max_noise_pct
+            chunk = next_chunk_steps(settings, spread, elapsed, len(window.times))
     if observer:
         observer.end_window()
-    return LoopResult(times, window_s, wall_s, warmup_s, first_step_s, noise_met)
+    return LoopResult(
+        window.times, window.device_s, window.wall_s, warmup_s, first_step_s, noise_met
+    )
+
+
+def _time_chunk(
+    step: Callable[[int], None], device: torch.device, steps: range, window: _Window, nvtx: bool
+) -> None:
+    """One chunk: an event (or clock) mark before the first step and after each one."""
+    timer = StepTimer(device, len(steps))
+    chunk_started = time.perf_counter()
+    timer.mark()
+    for i in steps:
+        with _nvtx(f"step {i}", nvtx):
+            step(i)
+        timer.mark()
+    synchronize(device)
+    window.wall_s += time.perf_counter() - chunk_started
+    window.times += timer.step_times_s()
+    window.device_s += timer.window_s()
+
+
+def _spread(times: list[float], settings: LoopSettings) -> float:
+    """Stdev % of the mean over whole units; 0 when no spread target is set."""
+    if settings.max_noise_pct is None:
+        return 0.0
+    units = unit_times(times, settings.steps_per_unit)
+    if len(units) < 2:
+        return math.inf
+    return 100.0 * statistics.stdev(units) / statistics.fmean(units)

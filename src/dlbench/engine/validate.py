@@ -7,8 +7,9 @@ import statistics
 from dlbench.config import RunConfig
 from dlbench.console import show_result
 from dlbench.engine.bare import BareLoop
-from dlbench.engine.benchmark import RANK_FIELDS, Measurement, loop_settings, make_plan, rank_values
+from dlbench.engine.benchmark import Measurement, loop_settings, make_plan
 from dlbench.engine.loop import LoopResult, run_measured_loop
+from dlbench.engine.ranks import RANK_FIELDS, rank_values
 from dlbench.engine.session import create_fabric, open_session
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import measurement_row
@@ -21,7 +22,7 @@ def compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[fl
     fabric = create_fabric(plan.devices, plan.precision)
     session = open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)
     bare = BareLoop(plan.workload, plan.shape, plan.config, plan.precision, session.device)
-    settings = loop_settings(plan.config)
+    settings = loop_settings(plan.config.replace(min_time=0.0), session.device.type)
     bare_rates: list[float] = []
     loops: list[LoopResult] = []
     for r in range(repeats):

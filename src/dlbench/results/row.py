@@ -79,6 +79,7 @@ def measurement_row(
         "world_size": m.world_size,
         "launcher": m.launcher,
         "steps": loop.steps,
+        "min_time_s": plan.config.min_time_s(plan.devices.device_type),
         "noise_met": loop.noise_met,
         "window_s": m.slowest_window_s,
         "wall_window_s": loop.wall_window_s,
@@ -122,7 +123,8 @@ def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:
                 "device_index": int(r["device_index"]),
                 "window_s": r["window_s"],
                 "median_step_ms": r["median_step_s"] * 1e3,
-                "samples_per_s": m.plan.config.batch_size * m.loop.steps / r["window_s"],
+                "steps": int(r["steps"]),
+                "samples_per_s": m.plan.config.batch_size * r["steps"] / r["window_s"],
                 **{k: values[k] for k in ("energy_j", "avg_power_w", "peak_power_w")},
                 **{k: values[k] for k in ("temp_max_c", "throttle_pct")},
             }

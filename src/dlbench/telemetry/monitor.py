@@ -1,12 +1,18 @@
-"""A measurement window for the hardware: energy counters at the edges, a sampler in between."""
+"""A measurement window for the hardware: energy counters at the edges, a sampler in between.
+
+Energy is only as good as its window. NVML's energy counter moves in steps (its update period,
+measured here once before any window), so each edge can be off by one step: a window of at least
+COUNTER_PERIODS steps keeps that under 5 %. NVML's power reading is a trailing 1 s average on
+recent GPUs, so integrating it needs a window of seconds. A row whose window is shorter says so in
+`energy_quality` and carries no energy figure, only the raw readings."""
 
 from __future__ import annotations
 
 import csv
-import os
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from itertools import pairwise
 from pathlib import Path
@@ -15,7 +21,47 @@ import torch
 
 from dlbench.console import stderr
 from dlbench.telemetry.base import GpuBackend, Reading, throttle_names
+from dlbench.telemetry.nvml import NvmlBackend, nvml_module_override
 from dlbench.telemetry.rapl import RaplReader
+
+COUNTER_PERIODS = 40  # edge error <= 2 periods: <= 5 % of the window
+MIN_INTEGRAL_WINDOW_S = 5.0  # NVML power is a trailing ~1 s average on Ampere and newer
+PERIOD_PROBE_S = 0.5  # longest time spent finding the counter's update period (before the window)
+PERIOD_POLL_S = 0.001
+
+
+def counter_update_period(read: Callable[[], float | None], budget_s: float = PERIOD_PROBE_S):
+    """Seconds between changes of a cumulative counter, by polling it (median of the gaps
+    between changes); `budget_s` as a lower bound if it did not change twice; None if unreadable."""
+    first = read()
+    if first is None:
+        return None
+    changes: list[float] = []
+    last, started = first, time.monotonic()
+    while time.monotonic() - started < budget_s and len(changes) < 5:
+        time.sleep(PERIOD_POLL_S)
+        value = read()
+        if value is not None and value != last:
+            changes.append(time.monotonic())
+            last = value
+    if len(changes) < 2:
+        return budget_s
+    return statistics.median(b - a for a, b in pairwise(changes))
+
+
+def energy_quality(
+    window_s: float, source: str, counter_period_s: float | None, min_integral_s: float
+) -> str:
+    """'ok', or why the window is too short for the energy source to be trusted."""
+    if source == "power_integral":
+        needed = min_integral_s
+    elif counter_period_s is not None:
+        needed = COUNTER_PERIODS * counter_period_s
+    else:
+        return "ok"
+    if window_s >= needed:
+        return "ok"
+    return f"short window: {window_s:.2f} s < {needed:.2f} s needed by {source} (use --min-time)"
 
 
 class TelemetryMonitor:
@@ -28,8 +74,10 @@ class TelemetryMonitor:
         cpu: RaplReader | None,
         interval_s: float = 0.1,
         log_path: Path | None = None,
+        min_integral_s: float = MIN_INTEGRAL_WINDOW_S,
     ) -> None:
         self.gpu, self.cpu = gpu, cpu
+        self.min_integral_s = min_integral_s
         self.interval_s = interval_s
         self.log_path = log_path
         self.devices = list(range(len(gpu.device_names))) if gpu else []
@@ -41,6 +89,9 @@ class TelemetryMonitor:
         self._energy1: list[float | None] = []
         self._procs = 0
         self._cpu_j: float | None = None
+        self.counter_period_s = None
+        if gpu and self.devices:
+            self.counter_period_s = counter_update_period(lambda: gpu.energy_j(0))
 
     def _sample_all(self) -> None:
         now = time.monotonic()
@@ -52,31 +103,35 @@ class TelemetryMonitor:
             self._sample_all()
 
     def begin_window(self) -> None:
-        """Read counters and start sampling; called right after the device synchronized."""
+        """Start sampling, then read the counters last, the window's start time beside them;
+        called right after the device synchronized."""
         self.readings.clear()
         if self.gpu:
             self._procs = max(self.gpu.other_processes(d) for d in self.devices)
-            self._energy0 = [self.gpu.energy_j(d) for d in self.devices]
             self._sample_all()
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="dlbench-telemetry", daemon=True)
             self._thread.start()
         if self.cpu:
             self.cpu.begin()
+        if self.gpu:
+            self._energy0 = [self.gpu.energy_j(d) for d in self.devices]
         self._t0 = time.monotonic()
 
     def end_window(self) -> None:
-        """Stop sampling and read counters; called right after the closing synchronize."""
+        """Read the counters first, the window's end time beside them, then stop sampling;
+        called right after the closing synchronize."""
         self._t1 = time.monotonic()
         if self.gpu:
             self._energy1 = [self.gpu.energy_j(d) for d in self.devices]
+        if self.cpu:
+            self._cpu_j = self.cpu.end_j()
+        if self.gpu:
             self._stop.set()
             if self._thread:
                 self._thread.join()
             self._sample_all()
             self._procs = max(self._procs, *(self.gpu.other_processes(d) for d in self.devices))
-        if self.cpu:
-            self._cpu_j = self.cpu.end_j()
         if self.log_path and self.readings:
             self._write_log()
 
@@ -121,14 +176,19 @@ class TelemetryMonitor:
         throttled = [r for r in self.readings if throttle_names(r.throttle_bits)]
         reasons = sorted({n for r in throttled for n in throttle_names(r.throttle_bits)})
         sm = values("sm_clock_mhz")
+        quality = energy_quality(duration, source, self.counter_period_s, self.min_integral_s)
+        trusted = energy if quality == "ok" else None
         row.update(
             telemetry_backend=self.gpu.name,
             telemetry_samples=len(self.readings),
-            energy_j=energy,
+            telemetry_window_s=duration,
+            energy_j=trusted,
             energy_source=source,
+            energy_quality=quality if energy is not None else "",
             energy_counter_j=counter,
+            energy_counter_period_s=self.counter_period_s,
             energy_integral_j=integral,
-            avg_power_w=energy / duration if energy is not None and duration > 0 else None,
+            avg_power_w=trusted / duration if trusted is not None and duration > 0 else None,
             peak_power_w=max(power_by_time.values()) if power_by_time else None,
             power_limit_w=self.gpu.power_limit_w(0),
             temp_max_c=max(values("temp_c"), default=None),
@@ -172,9 +232,7 @@ def open_monitor(
     if index is None:
         index = device.index or 0
     try:
-        if os.environ.get("DLBENCH_FAKE_NVML") or (device.type == "cuda" and not torch.version.hip):
-            from dlbench.telemetry.nvml import NvmlBackend
-
+        if nvml_module_override() or (device.type == "cuda" and not torch.version.hip):
             uuids = None
             if device.type == "cuda":
                 uuids = [str(torch.cuda.get_device_properties(index).uuid)]

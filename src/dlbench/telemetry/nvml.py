@@ -8,12 +8,17 @@ from types import ModuleType
 
 from dlbench.telemetry.base import Reading
 
+NVML_MODULE_VARIABLE = "DLBENCH_NVML_MODULE"
+
+
+def nvml_module_override() -> str | None:
+    """A module with pynvml's interface to use instead of pynvml (the tests' fake NVML)."""
+    return os.environ.get(NVML_MODULE_VARIABLE) or None
+
 
 def load_pynvml() -> ModuleType:
-    """The real pynvml, or the fake one when DLBENCH_FAKE_NVML names a state file."""
-    if os.environ.get("DLBENCH_FAKE_NVML"):
-        return importlib.import_module("dlbench.telemetry.fake_nvml")
-    return importlib.import_module("pynvml")
+    """pynvml, or the module DLBENCH_NVML_MODULE names (same functions, e.g. a fake in tests)."""
+    return importlib.import_module(nvml_module_override() or "pynvml")
 
 
 def visible_nvml_indices(count: int, visible: str | None) -> list[str | int]:

@@ -1,8 +1,10 @@
 """A fake NVML with pynvml's function names, for machines without an NVIDIA GPU (tests, CI).
 
-Selected by DLBENCH_FAKE_NVML=<state.json>; the state file holds each fake GPU's settings, so
-separate processes (a sweep and its children) see the same GPUs, and tests can read back what a
-run changed (power limits). Power is constant per GPU; the energy counter integrates it over time.
+dlbench loads it in place of pynvml when DLBENCH_NVML_MODULE=tests.fake_nvml; DLBENCH_FAKE_NVML
+names the state file that holds each fake GPU's settings, so separate processes (a sweep and its
+children, DDP ranks) see the same GPUs, and tests can read back what a run changed (power
+limits). Power is constant per GPU; the energy counter integrates it over time, in steps of
+`energy_period_s` as real counters update (0: continuously).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ DEFAULT_GPU = {
     "min_limit_w": 200.0,
     "max_limit_w": 700.0,
     "energy_counter": True,
+    "energy_period_s": 0.0,
     "processes": 0,
 }
 
@@ -59,6 +62,11 @@ class _Memory:
 class _Process:
     def __init__(self, pid: int) -> None:
         self.pid, self.usedGpuMemory = pid, 0
+
+
+def environment(state: Path) -> dict[str, str]:
+    """The variables that make dlbench (and its child processes) use this fake."""
+    return {"DLBENCH_NVML_MODULE": __name__, "DLBENCH_FAKE_NVML": str(state)}
 
 
 def write_state(path: Path, gpus: list[dict], **settings: object) -> None:
@@ -129,7 +137,10 @@ def nvmlDeviceGetTotalEnergyConsumption(handle: int) -> int:
     gpu = state["gpus"][handle]
     if not gpu["energy_counter"]:
         raise NVMLError_NotSupported("energy counter not supported")
-    return int(gpu["power_w"] * (time.time() - state["started"]) * 1000)
+    elapsed = time.time() - state["started"]
+    if gpu["energy_period_s"]:
+        elapsed -= elapsed % gpu["energy_period_s"]
+    return int(gpu["power_w"] * elapsed * 1000)
 
 
 def nvmlDeviceGetTemperature(handle: int, sensor: int) -> int:
