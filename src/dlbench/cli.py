@@ -47,7 +47,10 @@ Devices = Annotated[str, typer.Option(help="Devices per node: a number or 'all'.
 NumNodes = Annotated[int, typer.Option(help="Nodes (torchrun or SLURM set the ranks).")]
 ChannelsLast = Annotated[bool, typer.Option(help="channels_last layout for image models.")]
 Compile = Annotated[bool, typer.Option("--compile", help="torch.compile the model.")]
-Optimizer = Annotated[str, typer.Option(help="sgd, adamw or adam.")]
+Optimizer = Annotated[
+    str | None,
+    typer.Option(help="sgd, adamw or adam (default: adamw for transformers, sgd for CNNs)."),
+]
 DataOn = Annotated[str, typer.Option(help="device (resident) or host (pinned, copied per step).")]
 Output = Annotated[Path, typer.Option(help="CSV to append the row to.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the row as JSON instead of a table.")]
@@ -93,7 +96,7 @@ def bench(
     num_nodes: NumNodes = 1,
     channels_last: ChannelsLast = True,
     compile: Compile = False,
-    optimizer: Optimizer = "sgd",
+    optimizer: Optimizer = None,
     data_on: DataOn = "device",
     output: Output = DEFAULT_OUTPUT,
     json: Json = False,
@@ -172,7 +175,7 @@ def validate(
     accelerator: Accelerator = "auto",
     channels_last: ChannelsLast = True,
     compile: Compile = False,
-    optimizer: Optimizer = "sgd",
+    optimizer: Optimizer = None,
     output: Output = DEFAULT_OUTPUT,
     json: Json = False,
     seed: Seed = 0,

@@ -56,7 +56,7 @@ class RunConfig:
     num_nodes: int = 1
     channels_last: bool = True
     compile: bool = False
-    optimizer: str = "sgd"
+    optimizer: str | None = None  # None: the workload's own (adamw for transformers, else sgd)
     data_on: str = "device"
     output: Path = DEFAULT_OUTPUT
     json: bool = False
@@ -76,7 +76,8 @@ class RunConfig:
         _check_choice("--mode", self.mode, MODES)
         _check_choice("--precision", self.precision, PRECISIONS)
         _check_choice("--accelerator", self.accelerator, ACCELERATORS)
-        _check_choice("--optimizer", self.optimizer, OPTIMIZERS)
+        if self.optimizer is not None:
+            _check_choice("--optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("--data-on", self.data_on, DATA_LOCATIONS)
         _check_positive("--batch-size", self.batch_size)
         _check_positive("--n-iters", self.n_iters)

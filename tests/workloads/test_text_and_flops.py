@@ -137,3 +137,5 @@ def test_distilbert_and_llm_train_report_tokens(csv_path, mode):
     assert row["sample_unit"] == "sequence" and row["seq_len"] == 16
     assert row["tokens_per_s"] == pytest.approx(16 * row["samples_per_s"])
     assert row["flops_per_sample"] > 0 and "images_per_s" not in row
+    if mode == "train":
+        assert (row["optimizer"], row["optimizer_impl"]) == ("adamw", "fused")

@@ -10,7 +10,7 @@ import torch
 
 from dlbench.config import RunConfig
 from dlbench.engine.precision import PrecisionPlan
-from dlbench.engine.session import make_batches, make_optimizer, memory_format
+from dlbench.engine.session import cast_inputs, make_batches, make_optimizer, memory_format
 from dlbench.workloads import InputShape, Workload
 
 
@@ -37,13 +37,10 @@ class BareLoop:
         self.model = torch.compile(model) if config.compile else model
         self.model.train(self.train)
         self.optimizer = make_optimizer(config.optimizer, model.parameters())
-        cast = precision.param_dtype if precision.autocast_dtype is None else torch.float32
         self.batches = []
         for b in make_batches(workload, shape, config.batch_size, config.seed, fmt):
-            inputs = b.inputs.to(device)
-            if inputs.is_floating_point():
-                inputs = inputs.to(cast)
-            self.batches.append((inputs, b.targets.to(device)))
+            b = cast_inputs(b.map(lambda t: t.to(device)), precision)
+            self.batches.append((b.inputs, b.targets))
         dtype = precision.autocast_dtype
         self.autocast_dtype = dtype
         self.scaler = torch.amp.GradScaler(device.type, enabled=dtype is torch.float16)

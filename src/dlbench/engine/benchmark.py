@@ -16,7 +16,7 @@ from dlbench.engine.generation import measure_generation, open_generator
 from dlbench.engine.loop import LoopResult, LoopSettings, run_measured_loop
 from dlbench.engine.precision import PrecisionPlan, plan_precision
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
-from dlbench.engine.session import create_fabric, open_session
+from dlbench.engine.session import create_fabric, open_session, optimizer_impl
 from dlbench.telemetry.monitor import open_monitor
 from dlbench.workloads import InputShape, Workload, get_workload
 from dlbench.workloads.flops import flops_per_sample
@@ -72,6 +72,8 @@ class Measurement:
 def make_plan(config: RunConfig) -> Plan:
     """Check the config against the workload and the device; every UserError comes from here."""
     workload = get_workload(config.model)
+    if config.optimizer is None:
+        config = config.replace(optimizer=workload.default_optimizer)
     shape = workload.shape(config.width, config.height, config.seq_len)
     devices = plan_devices(config.accelerator, config.devices, config.num_nodes)
     precision = plan_precision(config.precision, devices.device_type)
@@ -107,8 +109,10 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
     with session.context():
         settings = loop_settings(config, session.device.type)
         loop = run_measured_loop(session.step, session.device, settings, monitor, agree_max(fabric))
-    diagnostics = run_breakdown(session) if config.breakdown else {}
-    return loop, session.param_count, diagnostics
+    columns = {"optimizer_impl": optimizer_impl(session.optimizer)}
+    if config.breakdown:
+        columns.update(run_breakdown(session))
+    return loop, session.param_count, columns
 
 
 def _reset_memory(device: torch.device) -> None:

@@ -32,6 +32,12 @@ class PrecisionPlan:
         return {"16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}.get(self.name)
 
     @property
+    def input_dtype(self) -> torch.dtype:
+        """The dtype floating-point inputs are cast to once, before timing (as Lightning's
+        mixed precision does): the autocast dtype, else the weights' dtype."""
+        return self.autocast_dtype or self.param_dtype
+
+    @property
     def param_dtype(self) -> torch.dtype:
         """The dtype the weights live in."""
         return {"16-true": torch.float16, "bf16-true": torch.bfloat16}.get(self.name, torch.float32)

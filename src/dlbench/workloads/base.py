@@ -66,6 +66,7 @@ class Workload:
     default_height: int = 224
     size_rule: SizeRule = field(default_factory=SizeRule)
     generative: bool = False
+    default_optimizer: str = "sgd"  # transformers train with AdamW, CNNs with SGD + momentum
     analytic_flops: Callable[[InputShape, str], Any] | None = None
 
     @property

@@ -108,6 +108,7 @@ register_workload(
         build=build_distilbert,
         make_batch=token_batch(DISTILBERT_VOCAB, per_token_targets=False),
         loss=cross_entropy,
+        default_optimizer="adamw",
     )
 )
 for _name, _size in LLAMA_SIZES.items():
@@ -121,6 +122,7 @@ for _name, _size in LLAMA_SIZES.items():
             make_batch=token_batch(_size.vocab, per_token_targets=True),
             loss=cross_entropy,
             generative=True,
+            default_optimizer="adamw",
             analytic_flops=llama_flops(_size),
         )
     )

@@ -35,8 +35,10 @@ def _timm_builder(timm_name: str):
     return build
 
 
-def classifier(name: str, timm_name: str, summary: str, rule: SizeRule) -> Workload:
-    """A timm classifier workload."""
+def classifier(
+    name: str, timm_name: str, summary: str, rule: SizeRule, optimizer: str = "sgd"
+) -> Workload:
+    """A timm classifier workload, trained with the optimizer its family is trained with."""
     return Workload(
         name=name,
         summary=f"{summary} (timm {timm_name})",
@@ -46,6 +48,7 @@ def classifier(name: str, timm_name: str, summary: str, rule: SizeRule) -> Workl
         make_batch=classification_batch,
         loss=cross_entropy,
         size_rule=rule,
+        default_optimizer=optimizer,
     )
 
 
@@ -60,14 +63,14 @@ def timm_workload(timm_name: str) -> Workload:
     return classifier(f"timm:{timm_name}", timm_name, "timm model", SizeRule(minimum=8))
 
 
-for _name, _timm, _summary, _rule in (
-    ("resnet50", "resnet50", "ResNet-50", CNN_RULE),
-    ("convnext", "convnext_base", "ConvNeXt-Base", CNN_RULE),
-    ("vgg16", "vgg16", "VGG-16", CNN_RULE),
-    ("efficientnet_v2", "efficientnetv2_m", "EfficientNetV2-M", CNN_RULE),
-    ("mobilenet_v3", "mobilenetv3_large_100", "MobileNetV3-Large", CNN_RULE),
-    ("resnext50", "resnext50_32x4d", "ResNeXt-50 32x4d", CNN_RULE),
-    ("swin", "swin_base_patch4_window7_224", "Swin-B, window 7", SWIN_RULE),
-    ("vit", "vit_base_patch16_224", "ViT-B/16", PATCH16_RULE),
+for _name, _timm, _summary, _rule, _optimizer in (
+    ("resnet50", "resnet50", "ResNet-50", CNN_RULE, "sgd"),
+    ("convnext", "convnext_base", "ConvNeXt-Base", CNN_RULE, "adamw"),
+    ("vgg16", "vgg16", "VGG-16", CNN_RULE, "sgd"),
+    ("efficientnet_v2", "efficientnetv2_m", "EfficientNetV2-M", CNN_RULE, "sgd"),
+    ("mobilenet_v3", "mobilenetv3_large_100", "MobileNetV3-Large", CNN_RULE, "sgd"),
+    ("resnext50", "resnext50_32x4d", "ResNeXt-50 32x4d", CNN_RULE, "sgd"),
+    ("swin", "swin_base_patch4_window7_224", "Swin-B, window 7", SWIN_RULE, "adamw"),
+    ("vit", "vit_base_patch16_224", "ViT-B/16", PATCH16_RULE, "adamw"),
 ):
-    register_workload(classifier(_name, _timm, _summary, _rule))
+    register_workload(classifier(_name, _timm, _summary, _rule, _optimizer))
