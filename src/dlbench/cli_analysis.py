@@ -43,37 +43,36 @@ def compare(
     baseline: Annotated[Path, typer.Argument(help="Baseline CSV (e.g. committed reference).")],
     candidate: Annotated[Path, typer.Argument(help="Candidate CSV (this build's run).")],
     threshold: Annotated[float, typer.Option(help="Allowed slowdown in % before failing.")] = 5.0,
-    key: Annotated[str, typer.Option(help="Columns that identify a configuration.")] = (
-        "model,mode,precision,batch_size"
-    ),
+    key: Annotated[
+        str | None,
+        typer.Option(
+            help="Columns that identify a configuration (default: every field of the "
+            "experiment, plus gpu_name and world_size)."
+        ),
+    ] = None,
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Markdown for CI summaries.")
     ] = False,
 ) -> None:
-    from dlbench.analysis.compare import compare_runs, markdown_table
+    from dlbench.analysis.compare import compare_runs, display_table, markdown_table, verdict_line
     from dlbench.analysis.load import load_rows
     from dlbench.console import show_frame
     from dlbench.errors import UserError
 
     if threshold < 0:
         raise UserError(f"--threshold: invalid value {threshold}; must be >= 0")
+    columns = None if key is None else [k.strip() for k in key.split(",") if k.strip()]
     result = compare_runs(
-        load_rows([baseline], "BASELINE"),
-        load_rows([candidate], "CANDIDATE"),
-        [k.strip() for k in key.split(",") if k.strip()],
-        threshold,
+        load_rows([baseline], "BASELINE"), load_rows([candidate], "CANDIDATE"), columns, threshold
     )
-    bad = len(result.regressions)
-    verdict = (
-        f"{bad} regression(s) beyond {threshold:g}%"
-        if bad
-        else f"no regression beyond {threshold:g}%"
-    )
+    table, caption = display_table(result)
+    verdict = verdict_line(result)
     if markdown:
-        print(f"### dlbench compare: {verdict}\n\n{markdown_table(result.table)}")
+        print(f"### dlbench compare: {verdict}\n\n{caption}\n\n{markdown_table(table)}")
     else:
-        show_frame(result.table, f"candidate vs baseline: {verdict}")
-    raise typer.Exit(1 if bad else 0)
+        show_frame(table, "candidate vs baseline")
+        print(f"{caption}\n{verdict}" if caption else verdict)
+    raise typer.Exit(0 if result.passed else 1)
 
 
 def recommend_power(csv: Csvs, max_slowdown: MaxSlowdown = 10.0) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dlbench.analysis.compare import compare_runs
+from dlbench.analysis.compare import DEFAULT_KEY, compare_runs
 from dlbench.analysis.load import load_rows
 from tests.analysis.rows import benchmark_row, write_rows
 from tests.conftest import run_cli
@@ -57,7 +57,7 @@ def test_verdicts_and_environment_differences():
     assert table.loc["vit", "verdict"] == "slower"  # 3 %: beyond noise, within the threshold
     assert table.loc["convnext", "verdict"] == "regression"
     assert table.loc["vit", "change_pct"] == pytest.approx(-3.0)
-    assert table.loc["vit", "differs"] == "torch 2.11.0 -> 2.14.1"
+    assert table.loc["vit", "note"] == "torch 2.11.0 -> 2.14.1"
 
 
 def test_bad_input_exits_2(tmp_path):
@@ -68,10 +68,70 @@ def test_bad_input_exits_2(tmp_path):
     for args in (
         [str(base), str(tmp_path / "missing.csv")],
         [str(base), str(foreign)],
-        [str(base), str(other)],  # nothing matches on the key
         [str(base), str(base), "--key", "model,colour"],
     ):
         out = run_cli("compare", *args)
         assert out.returncode == 2, (args, out.stdout, out.stderr)
         assert "error:" in out.stderr
     assert foreign.read_text() == "a,b\n1,2\n"
+    unrelated = run_cli("compare", str(base), str(other))  # nothing matches: all missing
+    assert unrelated.returncode == 1 and "3 configuration(s) failed or missing" in unrelated.stdout
+
+
+def test_a_configuration_that_now_fails_or_vanished_exits_1_by_name(tmp_path):
+    base = _csv(tmp_path / "base.csv", [1000, 500, 300])
+    cand = write_rows(
+        tmp_path / "cand.csv",
+        [
+            benchmark_row(model="resnet50", samples_per_s=1000.0),
+            {
+                **benchmark_row(model="vit"),
+                "status": "oom",
+                "error": "OutOfMemoryError: CUDA out of memory",
+                "samples_per_s": "",
+            },
+            # convnext: no row at all
+        ],
+    )
+    out = run_cli("compare", str(base), str(cand), "--markdown")
+    assert out.returncode == 1, out.stderr
+    vit = next(line for line in out.stdout.splitlines() if "| vit" in line)
+    convnext = next(line for line in out.stdout.splitlines() if "| convnext" in line)
+    assert "failed (oom)" in vit and "missing" in convnext
+    assert "2 configuration(s) failed or missing" in out.stdout
+
+
+def test_the_default_key_is_the_whole_experiment_and_the_gpu():
+    b = pd.DataFrame([benchmark_row(model="vit", samples_per_s=100.0, compile=False)])
+    c = pd.DataFrame(
+        [
+            benchmark_row(model="vit", samples_per_s=150.0, compile=True),  # another experiment
+            benchmark_row(model="vit", samples_per_s=90.0, compile=False, gpu_name="NVIDIA L4"),
+        ]
+    )
+    table = compare_runs(b, c).table
+    [missing] = table[table["verdict"] == "missing"].to_dict("records")
+    assert (missing["compile"], missing["gpu_name"]) == ("False", "NVIDIA H100 80GB HBM3")
+    assert list(table["verdict"]).count("new") == 2  # the candidate's own, listed
+    for column in ("width", "seq_len", "devices", "optimizer", "gpu_name", "world_size"):
+        assert column in DEFAULT_KEY
+
+
+def test_repeats_widen_the_noise_band_by_their_between_run_spread():
+    def rows(rates):
+        return pd.DataFrame(
+            [
+                benchmark_row(model="vit", samples_per_s=r, step_time_stdev_pct=1.0, repeat=k)
+                for k, r in enumerate(rates)
+            ]
+        )
+
+    # within-run noise alone would call -6 % a regression; the repeats disagree by ~10 %
+    table = compare_runs(rows([1000, 1100, 900]), rows([900, 1040, 880]), threshold_pct=5).table
+    [line] = table.to_dict("records")
+    assert line["runs_baseline"] == 3 and line["baseline"] == pytest.approx(1000)
+    assert line["noise_pct"] > 6 and line["verdict"] == "same"
+    steady = compare_runs(
+        rows([1000, 1001, 999]), rows([940, 941, 939]), threshold_pct=5
+    ).table.iloc[0]
+    assert steady["verdict"] == "regression"

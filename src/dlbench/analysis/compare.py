@@ -1,17 +1,25 @@
-"""Baseline vs candidate: join on the configuration, ratio per row, a noise-aware verdict."""
+"""Baseline vs candidate: one line per configuration, a noise-aware verdict, and failures named.
+
+A configuration is every field that decides the experiment plus the GPU and the world size
+(EXPERIMENT_KEY). Each side's figure is the mean over its repeats (rows with a `repeat` column,
+as `dlbench sweep --repeats` writes them; otherwise the latest row, since a rerun replaces an
+older one). A baseline configuration with no finished candidate row fails the gate: the
+candidate's failure row is named if it has one (`failed (oom)`), else it is `missing`."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 import pandas as pd
 
-from dlbench.analysis.load import benchmark_rows, latest
+from dlbench.analysis.load import EXPERIMENT_KEY, benchmark_rows, latest
 from dlbench.errors import UserError
 
-DEFAULT_KEY = ("model", "mode", "precision", "batch_size")
+DEFAULT_KEY = EXPERIMENT_KEY
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
+FAILED_STATUSES = ("oom", "error", "timeout", "interrupted")
 ENVIRONMENT = (
     "gpu_name",
     "cpu",
@@ -28,15 +36,36 @@ ENVIRONMENT = (
 
 @dataclass(frozen=True)
 class Comparison:
-    """The joined rows and the overall outcome."""
+    """One line per configuration of either side, and the overall outcome."""
 
     table: pd.DataFrame
+    key: list[str]
     threshold_pct: float
 
     @property
     def regressions(self) -> pd.DataFrame:
-        """Rows slower than the noise allows and by more than the threshold."""
+        """Configurations slower than the noise allows and by more than the threshold."""
         return self.table[self.table["verdict"] == "regression"]
+
+    @property
+    def failures(self) -> pd.DataFrame:
+        """Baseline configurations the candidate did not finish: failed or missing."""
+        verdict = self.table["verdict"]
+        return self.table[verdict.str.startswith("failed") | (verdict == "missing")]
+
+    @property
+    def passed(self) -> bool:
+        """The gate's answer: no regression, nothing failed or missing."""
+        return self.regressions.empty and self.failures.empty
+
+
+def canonical(value: object) -> str:
+    """A key value as text that compares equal across files: 64 and 64.0 alike, NaN empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def noise_pct(stdev_pct: float, steps: float) -> float:
@@ -44,6 +73,46 @@ def noise_pct(stdev_pct: float, steps: float) -> float:
     if any(pd.isna(v) for v in (stdev_pct, steps)) or steps <= 0:
         return math.nan
     return float(stdev_pct) / math.sqrt(float(steps))
+
+
+def _uncertainty_pct(group: pd.DataFrame) -> float:
+    """Uncertainty of the mean over a configuration's runs, in %: the larger of the within-run
+    estimate (step spread) and the between-run one (spread of the runs' throughputs)."""
+    rates = group["samples_per_s"].astype(float).tolist()
+    within = [noise_pct(r.get("step_time_stdev_pct"), r.get("steps")) for _, r in group.iterrows()]
+    known = [w for w in within if not math.isnan(w)]
+    within_mean = math.sqrt(sum(w * w for w in known)) / len(rates) if known else 0.0
+    between = 0.0
+    if len(rates) > 1:
+        mean = statistics.fmean(rates)
+        between = 100.0 * statistics.stdev(rates) / mean / math.sqrt(len(rates))
+    return max(within_mean, between)
+
+
+def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """One line per configuration: mean samples/s over its runs, their count and uncertainty,
+    whether any run was host-bound, and the latest run's environment."""
+    runs = benchmark_rows(rows)
+    for k in key:
+        runs[k] = runs[k].map(canonical)
+    runs = latest(runs, [*key, "repeat"] if "repeat" in runs else key)
+    lines = []
+    for values, group in runs.groupby(key, dropna=False, sort=False):
+        newest = group.iloc[-1]
+        bound = group.get("host_bound", pd.Series(dtype=object)).astype(str) == "True"
+        lines.append(
+            {
+                **dict(zip(key, values if isinstance(values, tuple) else (values,))),
+                "samples_per_s": group["samples_per_s"].astype(float).mean(),
+                "runs": len(group),
+                "uncertainty_pct": _uncertainty_pct(group),
+                "host_bound": bool(bound.any()),
+                **{c: newest[c] for c in ENVIRONMENT if c in group},
+            }
+        )
+    if not lines:
+        return pd.DataFrame(columns=[*key, "samples_per_s", "runs", "uncertainty_pct"])
+    return pd.DataFrame(lines)
 
 
 def _verdict(change_pct: float, band_pct: float, threshold_pct: float) -> str:
@@ -54,63 +123,116 @@ def _verdict(change_pct: float, band_pct: float, threshold_pct: float) -> str:
     return "regression" if -change_pct > threshold_pct else "slower"
 
 
+def _failure(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:
+    """`failed (STATUS): error` when the candidate holds a failure row for this configuration
+    (matched on the key fields the failure row has), else `missing`."""
+    status = candidate.get("status", pd.Series(dtype=object))
+    failed = candidate[status.isin(FAILED_STATUSES)]
+    for _, row in failed.iloc[::-1].iterrows():
+        given = {k: canonical(row.get(k)) for k in key}
+        if all(v == "" or v == wanted[k] for k, v in given.items()):
+            error = canonical(row.get("error"))
+            return f"failed ({row['status']})" + (f": {error}" if error else "")
+    return "missing"
+
+
+def resolve_key(baseline: pd.DataFrame, candidate: pd.DataFrame, key: list[str] | None):
+    """The given key (every column must exist on both sides), or the default key's columns
+    that both sides have."""
+    if key is None:
+        return [k for k in DEFAULT_KEY if k in baseline.columns and k in candidate.columns]
+    for name, rows in (("baseline", baseline), ("candidate", candidate)):
+        missing = [k for k in key if k not in rows.columns]
+        if missing:
+            raise UserError(f"--key: {name} rows have no column {', '.join(missing)}")
+    return key
+
+
 def compare_runs(
     baseline: pd.DataFrame,
     candidate: pd.DataFrame,
-    key: list[str] | tuple[str, ...] = DEFAULT_KEY,
+    key: list[str] | None = None,
     threshold_pct: float = 5.0,
 ) -> Comparison:
-    """Latest ok benchmark row per key on each side; change = candidate / baseline - 1.
-
-    The noise band is twice the combined uncertainty of the two means (about 95 %), at least
-    NOISE_FLOOR_PCT: inside it the verdict is `same`; a slowdown outside it is `slower`, and
-    `regression` when it also exceeds the threshold."""
-    key = list(key)
-    sides = []
-    for name, rows in (("baseline", baseline), ("candidate", candidate)):
-        runs = benchmark_rows(rows)
-        missing = [k for k in key if k not in runs.columns]
-        if missing:
-            raise UserError(f"--key: {name} rows have no column {', '.join(missing)}")
-        for k in key:
-            runs[k] = runs[k].astype(str)
-        sides.append(latest(runs, key))
-    joined = sides[0].merge(sides[1], on=key, suffixes=("_baseline", "_candidate"))
-    if joined.empty:
-        raise UserError(f"--key: no row of the candidate matches a baseline row on {key}")
-    table = joined[key].copy()
-    table["baseline"] = joined["samples_per_s_baseline"]
-    table["candidate"] = joined["samples_per_s_candidate"]
-    table["change_pct"] = 100.0 * (table["candidate"] / table["baseline"] - 1.0)
-    noise = [
-        2
-        * math.hypot(
-            noise_pct(r["step_time_stdev_pct_baseline"], r["steps_baseline"]),
-            noise_pct(r["step_time_stdev_pct_candidate"], r["steps_candidate"]),
+    """change = candidate / baseline - 1 per configuration. The noise band is twice the combined
+    uncertainty of the two means (about 95 %), at least NOISE_FLOOR_PCT: inside it the verdict
+    is `same`; a slowdown outside it is `slower`, and `regression` beyond the threshold too."""
+    key = resolve_key(baseline, candidate, key)
+    if benchmark_rows(candidate).empty and candidate[candidate["status"] != "ok"].empty:
+        raise UserError("CANDIDATE: holds no benchmark rows")
+    base, cand = summarise(baseline, key), summarise(candidate, key)
+    joined = base.merge(cand, on=key, how="outer", suffixes=("_baseline", "_candidate"))
+    lines = []
+    for _, r in joined.iterrows():
+        line = {k: r[k] for k in key}
+        line.update(
+            baseline=r["samples_per_s_baseline"],
+            candidate=r["samples_per_s_candidate"],
+            runs_baseline=r["runs_baseline"],
+            runs_candidate=r["runs_candidate"],
         )
-        for _, r in joined.iterrows()
-    ]
-    table["noise_pct"] = [
-        max(NOISE_FLOOR_PCT, n) if not math.isnan(n) else NOISE_FLOOR_PCT for n in noise
-    ]
-    table["verdict"] = [
-        _verdict(c, n, threshold_pct) for c, n in zip(table["change_pct"], table["noise_pct"])
-    ]
-    table["differs"] = [_differences(r) for _, r in joined.iterrows()]
-    return Comparison(table, threshold_pct)
+        if pd.isna(r["samples_per_s_candidate"]):
+            line["verdict"] = _failure(candidate, key, r)
+        elif pd.isna(r["samples_per_s_baseline"]):
+            line["verdict"] = "new"
+        else:
+            change = 100.0 * (r["samples_per_s_candidate"] / r["samples_per_s_baseline"] - 1.0)
+            u = [r[f"uncertainty_pct_{side}"] for side in ("baseline", "candidate")]
+            band = max(NOISE_FLOOR_PCT, 2 * math.hypot(*(0.0 if pd.isna(x) else x for x in u)))
+            line.update(
+                change_pct=change, noise_pct=band, verdict=_verdict(change, band, threshold_pct)
+            )
+        line["note"] = _note(r)
+        lines.append(line)
+    return Comparison(pd.DataFrame(lines), key, threshold_pct)
 
 
-def _differences(joined_row: pd.Series) -> str:
-    """Environment columns that differ between the two rows, e.g. `torch 2.11 -> 2.14`."""
+def _note(joined_row: pd.Series) -> str:
+    """Host-bound runs and environment columns that differ, e.g. `torch 2.11 -> 2.14`."""
     notes = []
+    for side in ("baseline", "candidate"):
+        if joined_row.get(f"host_bound_{side}") is True:
+            notes.append(f"{side} host-bound")
     for column in ENVIRONMENT:
         a = joined_row.get(f"{column}_baseline")
         b = joined_row.get(f"{column}_candidate")
-        if pd.isna(a) and pd.isna(b):
+        if pd.isna(a) or pd.isna(b):
             continue
         if str(a) != str(b):
             notes.append(f"{column} {a} -> {b}")
     return "; ".join(notes)
+
+
+def display_table(comparison: Comparison) -> tuple[pd.DataFrame, str]:
+    """The table to print, without key columns that hold one value throughout (returned as a
+    caption line instead) and without empty columns."""
+    table = comparison.table.copy()
+    always = {"model", "mode", "batch_size"}
+    constant = [k for k in comparison.key if k not in always and table[k].nunique() <= 1]
+    caption = ", ".join(f"{k}={table[k].iloc[0]}" for k in constant if table[k].iloc[0] != "")
+    table["runs"] = [
+        "/".join("-" if pd.isna(n) else str(int(n)) for n in pair)
+        for pair in zip(table["runs_baseline"], table["runs_candidate"])
+    ]
+    figures = ["baseline", "candidate", "change_pct", "noise_pct", "verdict", "runs", "note"]
+    keys = [k for k in comparison.key if k not in constant]
+    shown = table[keys + [c for c in figures if c in table]].astype(object)
+    shown = shown.where(shown.notna(), "")
+    return shown, (f"same for all: {caption}" if caption else "")
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """One line for the log and the CI summary."""
+    bad, failed = len(comparison.regressions), len(comparison.failures)
+    threshold = f"{comparison.threshold_pct:g}%"
+    parts = [
+        f"{bad} regression(s) beyond {threshold}" if bad else f"no regression beyond {threshold}"
+    ]
+    if failed:
+        parts.append(f"{failed} configuration(s) failed or missing in the candidate")
+        if failed == len(comparison.table[comparison.table["verdict"] != "new"]):
+            parts.append("none matched: is the baseline from this machine and plan?")
+    return "; ".join(parts)
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 1) -> str:

@@ -16,6 +16,9 @@ RUN_KEY = (
     "prompt_len",
     "new_tokens",
 )
+# Everything that decides what a row measured, plus the GPU model and the process count: rows
+# with equal values are the same experiment (the regression gate's default key).
+EXPERIMENT_KEY = (*CONFIG_KEY, "prompt_len", "new_tokens", "gpu_name", "world_size")
 # The workload and its input, without layout or optimizer: what a speed-up or power curve is of.
 SHAPE_KEY = ("model", "mode", "precision", "batch_size", "width", "height", "seq_len")
 
