@@ -202,6 +202,9 @@ def sweep(
     shard: Annotated[
         str, typer.Option(help="K/N: every N-th point from the K-th (one sweep per GPU).")
     ] = "0/1",
+    repeats: Annotated[
+        int | None, typer.Option(help="Run every point N times (the plan's repeats).")
+    ] = None,
 ) -> None:
     from rich.console import Console
 
@@ -211,6 +214,10 @@ def sweep(
     sweep_plan = load_plan(plan)
     if timeout is not None:
         sweep_plan.timeout_s = timeout
+    if repeats is not None:
+        if repeats <= 0:
+            raise UserError(f"--repeats: invalid value {repeats}; must be a positive integer")
+        sweep_plan.repeats = repeats
     index, count = parse_shard(shard)
     if dry_run:
         for i, point in enumerate(sweep_plan.points()[index::count], 1):

@@ -174,3 +174,34 @@ def test_batch_size_auto_finds_and_records_the_largest_fit(tmp_path):
     (row,) = read_rows(csv_path)
     assert row["batch_size"] == "3" and row["batch_size_mode"] == "auto"
     assert Path(csv_path).read_text().count("fault_oom") == 1  # probes went elsewhere
+
+
+def test_repeats_and_block_tags_label_the_points():
+    plan = parse_plan(
+        "repeats: 2\nruns: [{models: [a], batch_sizes: [1], tags: {purpose: latency}}]"
+    )
+    points = plan.points()
+    assert [p.tags for p in points] == [
+        {"purpose": "latency", "repeat": "0"},
+        {"purpose": "latency", "repeat": "1"},
+    ]
+    assert points[1].cli_args()[-4:] == ["--tag", "purpose=latency", "--tag", "repeat=1"]
+
+
+def test_a_repeated_sweep_feeds_compare_its_between_run_spread(tmp_path):
+    plan_file = tmp_path / "rep.yaml"
+    plan_file.write_text(
+        "name: rep\nfixed: {accelerator: cpu, n_iters: 3, warmup_steps: 1}\n"
+        "runs: [{models: [timm:test_resnet], modes: [infer], batch_sizes: [2],"
+        " resolutions: [[32, 32]]}]\n"
+    )
+    csv_path = tmp_path / "rep.csv"
+    args = ["sweep", str(plan_file), "--repeats", "2", "--output", str(csv_path)]
+    out = run_cli(*args, env=env_with())
+    assert out.returncode == 0, out.stderr
+    assert [r["repeat"] for r in read_rows(csv_path)] == ["0", "1"]
+    again = run_cli(*args, env=env_with())
+    assert again.returncode == 0 and len(read_rows(csv_path)) == 2  # both repeats done
+    gate = run_cli("compare", str(csv_path), str(csv_path), "--markdown")
+    assert gate.returncode == 0, gate.stdout
+    assert "| 2/2 " in gate.stdout

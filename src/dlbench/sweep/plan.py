@@ -2,7 +2,9 @@
 
 A plan has `fixed` flags and one or more `runs`, each a block of axes crossed with each other:
 models, modes, batch_sizes (a number or "auto"), precisions, resolutions ([w, h]), devices,
-power_limits (watts). A block may carry its own `fixed` flags that override the plan's."""
+power_limits (watts). A block may carry its own `fixed` flags that override the plan's, and
+`tags` that label its rows (e.g. `purpose: latency`). `repeats: N` runs every point N times
+(rows tagged `repeat=0..N-1`), so that comparisons see the between-run spread."""
 
 from __future__ import annotations
 
@@ -18,13 +20,26 @@ from dlbench.errors import UserError, unknown_choice
 AXES = ("models", "modes", "batch_sizes", "precisions", "resolutions", "devices", "power_limits")
 
 
+# Tags that tell points apart: a point without one only matches rows without it.
+DISTINGUISHING_TAGS = ("power_limit_request_w", "repeat")
+
+
 @dataclass(frozen=True)
 class SweepPoint:
-    """One run of the grid: the CLI flags of a `dlbench train|infer` call plus a power limit."""
+    """One run of the grid: the CLI flags of a `dlbench train|infer` call, a power limit, and
+    tags recorded as extra columns."""
 
     mode: str
     flags: dict[str, object]
     power_limit_w: float | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def all_tags(self) -> dict[str, str]:
+        """The point's tags, with the power limit it asks for."""
+        if self.power_limit_w is None:
+            return dict(self.tags)
+        return {**self.tags, "power_limit_request_w": f"{self.power_limit_w:g}"}
 
     @property
     def label(self) -> str:
@@ -33,6 +48,8 @@ class SweepPoint:
         parts.append(str(self.flags.get("precision", "32")))
         if self.power_limit_w:
             parts.append(f"{self.power_limit_w:g}W")
+        if "repeat" in self.tags:
+            parts.append(f"#{self.tags['repeat']}")
         return " ".join(str(p) for p in parts)
 
     def cli_args(self) -> list[str]:
@@ -44,8 +61,8 @@ class SweepPoint:
                 args.append(flag if value else "--no-" + key.replace("_", "-"))
             elif value is not None:
                 args += [flag, str(value)]
-        if self.power_limit_w is not None:
-            args += ["--tag", f"power_limit_request_w={self.power_limit_w:g}"]
+        for key, value in self.all_tags.items():
+            args += ["--tag", f"{key}={value}"]
         return args
 
 
@@ -57,18 +74,23 @@ class SweepPlan:
     runs: list[dict]
     fixed: dict[str, object] = field(default_factory=dict)
     timeout_s: float = 900.0
+    repeats: int = 1
 
     def points(self) -> list[SweepPoint]:
+        """Every point in a stable order (repeats of a point one after another)."""
         points = []
         for block in self.runs:
             fixed = {**self.fixed, **block.get("fixed", {})}
+            tags = {str(k): str(v) for k, v in block.get("tags", {}).items()}
             axes = [block.get(a) or _DEFAULTS[a] for a in AXES]
             for model, mode, batch, precision, res, devices, limit in itertools.product(*axes):
                 flags = {"model": model, "batch_size": batch, "precision": str(precision)}
                 if res:
                     flags["width"], flags["height"] = res
                 flags["devices"] = str(devices)
-                points.append(SweepPoint(mode, {**fixed, **flags}, limit))
+                for k in range(self.repeats):
+                    repeat = {"repeat": str(k)} if self.repeats > 1 else {}
+                    points.append(SweepPoint(mode, {**fixed, **flags}, limit, {**tags, **repeat}))
         return points
 
 
@@ -120,7 +142,7 @@ def parse_plan(text: str, default_name: str = "plan") -> SweepPlan:
         raise UserError(f"PLAN: not valid YAML: {exc}") from exc
     runs = data.get("runs") or [{k: data[k] for k in AXES if k in data}]
     for block in runs:
-        unknown = set(block) - {*AXES, "fixed"}
+        unknown = set(block) - {*AXES, "fixed", "tags"}
         if unknown:
             raise UserError(f"PLAN: unknown axis {sorted(unknown)}; allowed: {', '.join(AXES)}")
         if not block.get("models"):
@@ -130,4 +152,5 @@ def parse_plan(text: str, default_name: str = "plan") -> SweepPlan:
         runs=runs,
         fixed=data.get("fixed", {}),
         timeout_s=float(data.get("timeout_s", 900)),
+        repeats=int(data.get("repeats", 1)),
     )

@@ -23,7 +23,7 @@ from dlbench.run import EXIT_OK, EXIT_OOM
 from dlbench.signals import Interrupted
 from dlbench.sweep.autobatch import find_batch_size
 from dlbench.sweep.child import run_child
-from dlbench.sweep.plan import SweepPlan, SweepPoint
+from dlbench.sweep.plan import DISTINGUISHING_TAGS, SweepPlan, SweepPoint
 from dlbench.sweep.power import PowerLimiter
 
 
@@ -44,12 +44,12 @@ def point_matches(point: SweepPoint, row: dict[str, str]) -> bool:
         wanted.pop("batch_size")
         if row.get("batch_size_mode") != "auto":
             return False
-    for key in (*CONFIG_KEY, "power_limit_request_w"):
-        if key == "power_limit_request_w":
-            expected = "" if point.power_limit_w is None else f"{point.power_limit_w:g}"
-            if row.get(key, "") != expected:
-                return False
-        elif key in wanted and row.get(key, "") != "" and row[key] != str(wanted[key]):
+    tags = point.all_tags
+    for key in (*DISTINGUISHING_TAGS, *tags):
+        if row.get(key, "") != tags.get(key, ""):
+            return False
+    for key in CONFIG_KEY:
+        if key in wanted and row.get(key, "") != "" and row[key] != str(wanted[key]):
             return False  # an empty value: the key does not apply (seq_len of an image model)
     return True
 
@@ -88,9 +88,7 @@ class SweepRunner:
         if any(r.get("run_id") == run_id for r in self.store.rows()):
             return  # the child wrote its own row
         columns = {"mode": point.mode, **point.flags, "run_id": run_id, "sweep": self.plan.name}
-        if point.power_limit_w is not None:
-            columns["power_limit_request_w"] = f"{point.power_limit_w:g}"
-        self.store.append(failure_row(columns, status, error, self.env))
+        self.store.append(failure_row({**columns, **point.all_tags}, status, error, self.env))
 
     def _run_point(self, point: SweepPoint) -> str:
         run_id = new_run_id()
