@@ -23,11 +23,14 @@ def cli_env() -> dict[str, str]:
 
 
 def run_cli(
-    *args: str, timeout: float = 240, env: dict[str, str] | None = None, cwd: Path | None = None
+    *args: str | Path,
+    timeout: float = 240,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess:
     """`python -m dlbench ARGS` in a fresh process, as a user would run it."""
     return subprocess.run(
-        [sys.executable, "-m", "dlbench", *args],
+        [sys.executable, "-m", "dlbench", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -151,7 +151,7 @@ def test_compose_sweep_and_report_services_run_as_the_image_would(tmp_path):
     (tmp_path / "benchmarks").mkdir()
     sweep = run_cli(*services["sweep"]["command"], "--dry-run", cwd=tmp_path)
     assert sweep.returncode == 0, sweep.stderr
-    assert len(sweep.stdout.splitlines()) == 23  # the default plan, listed
+    assert len(sweep.stdout.splitlines()) == 27  # the default plan, listed
     run = run_cli("train", *TINY_RUN, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     report = run_cli(*services["report"]["command"], cwd=tmp_path)

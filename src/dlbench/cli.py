@@ -208,7 +208,7 @@ def sweep(
 ) -> None:
     from rich.console import Console
 
-    from dlbench.sweep.plan import load_plan, parse_shard
+    from dlbench.sweep.plan import load_plan, parse_shard, shard_points
     from dlbench.sweep.runner import SweepRunner, summary_table
 
     sweep_plan = load_plan(plan)
@@ -220,7 +220,7 @@ def sweep(
         sweep_plan.repeats = repeats
     index, count = parse_shard(shard)
     if dry_run:
-        for i, point in enumerate(sweep_plan.points()[index::count], 1):
+        for i, point in enumerate(shard_points(sweep_plan.points(), index, count), 1):
             print(f"{i:3d}  dlbench {' '.join(point.cli_args())}")
         raise typer.Exit(0)
     runner = SweepRunner(sweep_plan, output, allow_power_changes, settle_s, (index, count))

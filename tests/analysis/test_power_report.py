@@ -68,3 +68,27 @@ def test_report_embeds_every_plot_and_says_where_environments_differ(tmp_path):
     for name in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", summary):
         assert (out_dir / name).is_file()
     assert "| vit" in summary
+
+
+def test_report_marks_host_bound_rows_and_rows_from_concurrent_shards(tmp_path):
+    h100 = [
+        benchmark_row(model="resnet50", samples_per_s=2400.0, gpu_busy_pct=62.0, host_bound=True),
+        benchmark_row(model="vit", samples_per_s=2500.0, gpu_busy_pct=99.0, host_bound=False),
+    ]
+    h200 = [
+        benchmark_row(
+            model=m, samples_per_s=r, gpu_name="NVIDIA H200", host_bound=False, shard="1/3"
+        )
+        for m, r in (("resnet50", 3800.0), ("vit", 2700.0))
+    ]
+    csv = write_rows(tmp_path / "rows.csv", h100 + h200)
+    out_dir = tmp_path / "report"
+    out = run_cli("report", str(csv), "-o", str(out_dir), "--baseline", "H100")
+    assert out.returncode == 0, out.stderr
+    summary = (out_dir / "report.md").read_text()
+    speedups = summary[summary.index("## Speed-up") :]
+    resnet = next(line for line in speedups.splitlines() if "| resnet50" in line)
+    vit = next(line for line in speedups.splitlines() if "| vit" in line)
+    assert "host-bound" in resnet and "host-bound" not in vit
+    assert "measure the host's kernel launches" in summary
+    assert "while other shards ran on the same host" in summary

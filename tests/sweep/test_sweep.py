@@ -70,7 +70,9 @@ def test_shards_split_a_plan_into_disjoint_parts_that_cover_it():
     for k in range(3):
         out = run_cli("sweep", "default", "--dry-run", "--shard", f"{k}/3")
         assert out.returncode == 0, out.stderr
-        listed += [line.split(None, 1)[1] for line in out.stdout.splitlines()]
+        lines = [line.split(None, 1)[1] for line in out.stdout.splitlines()]
+        assert all(line.endswith(f"--tag shard={k}/3") for line in lines)
+        listed += [line.removesuffix(f" --tag shard={k}/3") for line in lines]
     everything = run_cli("sweep", "default", "--dry-run").stdout.splitlines()
     assert sorted(listed) == sorted(line.split(None, 1)[1] for line in everything)
     assert len(set(listed)) == len(listed) == len(load_plan("default").points())
@@ -205,3 +207,15 @@ def test_a_repeated_sweep_feeds_compare_its_between_run_spread(tmp_path):
     gate = run_cli("compare", str(csv_path), str(csv_path), "--markdown")
     assert gate.returncode == 0, gate.stdout
     assert "| 2/2 " in gate.stdout
+
+
+def test_default_plan_labels_throughput_and_latency_rows():
+    points = load_plan("default").points()
+    purposes = {p.tags.get("purpose") for p in points}
+    assert purposes == {"throughput", "latency"}
+    for point in points:
+        batch = int(point.flags["batch_size"])
+        if point.tags["purpose"] == "latency":
+            assert batch == 1 and point.mode == "infer"
+        elif point.flags["model"] != "llm_1b":
+            assert batch >= 128  # small batches on an H100 measure kernel launches

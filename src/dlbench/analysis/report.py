@@ -22,6 +22,7 @@ SUMMARY_COLUMNS = {
     "mode": "mode",
     "precision": "precision",
     "batch_size": "batch",
+    "purpose": "purpose",
     "world_size": "GPUs",
     "machine": "machine",
     "samples_per_s": "samples/s",
@@ -30,7 +31,13 @@ SUMMARY_COLUMNS = {
     "step_time_stdev_pct": "spread %",
     "energy_per_sample_j": "J/sample",
     "mfu": "MFU",
+    "gpu_busy_pct": "GPU busy %",
+    "host_bound": "host-bound",
 }
+HOST_BOUND_NOTE = (
+    "Marked host-bound: the GPU idled more than 10 % of each step, so these ratios measure the "
+    "host's kernel launches, not the GPUs; compare GPUs on rows that are not marked."
+)
 
 
 @dataclass
@@ -71,7 +78,10 @@ def speedup_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Each machine's samples/s over the baseline's, on the same model, mode, precision, batch,
     input size and world size (best row of each)."""
     key = [c for c in (*SHAPE_KEY, "world_size") if c in runs]
-    best = runs.groupby([*key, "machine"], dropna=False)["samples_per_s"].max().reset_index()
+    runs = runs.assign(bound=host_bound(runs))
+    groups = runs.groupby([*key, "machine"], dropna=False)
+    best = groups.agg(samples_per_s=("samples_per_s", "max"), bound=("bound", "any"))
+    best = best.reset_index()
     base = best[best["machine"] == baseline].drop(columns="machine")
     merged = best.merge(base, on=key, suffixes=("", "_baseline"))
     merged["speedup"] = merged["samples_per_s"] / merged["samples_per_s_baseline"]
@@ -79,9 +89,16 @@ def speedup_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     return merged[merged["machine"] != baseline].reset_index(drop=True)
 
 
+def host_bound(rows: pd.DataFrame) -> pd.Series:
+    """The rows' host_bound flag as booleans (absent or empty: False)."""
+    flag = rows.get("host_bound", pd.Series("", index=rows.index))
+    return flag.astype(str) == "True"
+
+
 def _workload(row: pd.Series) -> str:
     size = f" {row['width']:.0f}x{row['height']:.0f}" if not pd.isna(row.get("width")) else ""
-    return f"{row['model']} {row['mode']} {row['precision']} bs{row['batch_size']}{size}"
+    bound = " (host-bound)" if row.get("bound") or row.get("bound_baseline") else ""
+    return f"{row['model']} {row['mode']} {row['precision']} bs{row['batch_size']}{size}{bound}"
 
 
 def environment_notes(runs: pd.DataFrame, baseline: str) -> str:
@@ -97,7 +114,19 @@ def environment_notes(runs: pd.DataFrame, baseline: str) -> str:
                 diffs.append(f"{column}: {a or '-'} vs {b or '-'}")
         if diffs:
             notes.append(f"{machine} vs {baseline} differ in " + "; ".join(diffs))
-    return "\n".join(notes)
+    return "\n".join(notes + shard_notes(runs))
+
+
+def shard_notes(runs: pd.DataFrame) -> list[str]:
+    """Rows measured by `sweep --shard` while other shards shared the host's CPUs and PCIe."""
+    if "shard" not in runs:
+        return []
+    sharded = runs[runs["shard"].notna() & (runs["shard"].astype(str) != "")]
+    return [
+        f"{machine}: {len(rows)} row(s) measured while other shards ran on the same host "
+        "(sweep --shard); not comparable with rows from a lone run"
+        for machine, rows in sharded.groupby("machine")
+    ]
 
 
 def _sections(rows: pd.DataFrame, baseline_wanted: str | None, max_slowdown: float):
@@ -124,6 +153,7 @@ def _sections(rows: pd.DataFrame, baseline_wanted: str | None, max_slowdown: flo
         Section(
             "Speed-up against the baseline",
             f"Baseline: {baseline}. Same model, mode, precision, batch, input size and GPU count.\n"
+            + (HOST_BOUND_NOTE + "\n" if host_bound(runs).any() else "")
             + environment_notes(runs, baseline),
             speed[["workload", "machine", "samples_per_s", "samples_per_s_baseline", "speedup"]]
             if not speed.empty

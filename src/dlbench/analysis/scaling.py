@@ -24,6 +24,8 @@ def scaling_table(rows: pd.DataFrame) -> pd.DataFrame:
     runs = benchmark_rows(rows)
     if runs.empty or "world_size" not in runs:
         return pd.DataFrame(columns=SCALING_COLUMNS)
+    if "samples_per_s_per_device" not in runs:
+        runs["samples_per_s_per_device"] = runs["samples_per_s"] / runs["world_size"]
     key = key_columns(runs, (*RUN_KEY, "gpu_name"))
     measured = ["world_size", "samples_per_s", "samples_per_s_per_device", "run_id"]
     runs = latest(runs, [*key, "world_size"])[[*key, *measured]]

@@ -10,11 +10,13 @@ import torch
 
 from dlbench.analysis.mfu import mfu_columns
 from dlbench.config import RunConfig
+from dlbench.console import stderr
 from dlbench.engine.breakdown import run_breakdown
 from dlbench.engine.devices import DevicePlan, plan_devices
 from dlbench.engine.generation import measure_generation, open_generator
 from dlbench.engine.loop import LoopResult, LoopSettings, run_measured_loop
 from dlbench.engine.precision import PrecisionPlan, plan_precision
+from dlbench.engine.profiled_pass import pass_steps, run_profiled_pass
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session, optimizer_impl
 from dlbench.telemetry.monitor import open_monitor
@@ -106,13 +108,28 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
     session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
     _reset_memory(fabric.device)
     fabric.barrier()
+    agree = agree_max(fabric)
     with session.context():
         settings = loop_settings(config, session.device.type)
-        loop = run_measured_loop(session.step, session.device, settings, monitor, agree_max(fabric))
-    columns = {"optimizer_impl": optimizer_impl(session.optimizer)}
+        loop = run_measured_loop(session.step, session.device, settings, monitor, agree)
+        after = config.warmup_steps + loop.steps
+        columns = profile_after_window(session.step, session.device, after, loop, agree)
+    columns["optimizer_impl"] = optimizer_impl(session.optimizer)
     if config.breakdown:
-        columns.update(run_breakdown(session))
+        columns.update(run_breakdown(session, columns.get("gpu_busy_pct")))
     return loop, session.param_count, columns
+
+
+def profile_after_window(step, device, first_step: int, loop: LoopResult, agree) -> dict:
+    """The profiled pass (GPU busy share, attention backend), the same steps on every rank;
+    a profiler that cannot start costs a warning and empty columns, never the run."""
+    [median] = agree([loop.stats.median_s])
+    steps = range(first_step, first_step + pass_steps(median))
+    try:
+        return run_profiled_pass(step, device, steps, loop.stats.median_s)
+    except RuntimeError as exc:
+        stderr.print(f"[yellow]warning:[/yellow] profiled pass failed ({exc}); no gpu_busy_pct")
+        return {}
 
 
 def _reset_memory(device: torch.device) -> None:

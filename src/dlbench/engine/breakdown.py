@@ -58,23 +58,6 @@ def _phase_times_ms(session: Session, steps: int) -> tuple[dict[str, float], flo
     return means, statistics.fmean(host) * 1e3
 
 
-def _gpu_idle_share(session: Session, steps: int) -> float | None:
-    """1 - (kernel time / wall time) over a few profiled steps; None off CUDA."""
-    if session.device.type != "cuda":
-        return None
-    from torch.profiler import ProfilerActivity, profile
-
-    synchronize(session.device)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        began = time.perf_counter()
-        for i in range(steps):
-            session.step(i)
-        synchronize(session.device)
-        wall_us = (time.perf_counter() - began) * 1e6
-    busy_us = sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA")
-    return max(0.0, 1.0 - busy_us / wall_us)
-
-
 def hint(phases: dict[str, float], idle: float | None) -> str:
     """One line on what limits the step."""
     total = sum(phases.values()) or 1.0
@@ -90,11 +73,14 @@ def hint(phases: dict[str, float], idle: float | None) -> str:
     return f"compute-bound{busy}: the step is kernels, not host work"
 
 
-def run_breakdown(session: Session, steps: int = 20) -> dict[str, object]:
-    """Columns `breakdown_*` from the diagnostic pass, plus its hint."""
+def run_breakdown(
+    session: Session, gpu_busy_pct: float | None, steps: int = 20
+) -> dict[str, object]:
+    """Columns `breakdown_*` from the diagnostic pass, plus its hint; the GPU's idle share comes
+    from the profiled pass (`gpu_busy_pct`, None off CUDA)."""
     with session.context():
         phases, host_ms = _phase_times_ms(session, steps)
-        idle = _gpu_idle_share(session, min(steps, 10))
+    idle = None if gpu_busy_pct is None else 1.0 - gpu_busy_pct / 100.0
     row: dict[str, object] = {f"breakdown_{k}_ms": v for k, v in phases.items()}
     row["breakdown_host_ms"] = host_ms
     row["breakdown_gpu_idle_pct"] = None if idle is None else 100.0 * idle

@@ -8,6 +8,7 @@ power_limits (watts). A block may carry its own `fixed` flags that override the 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from importlib import resources
@@ -92,6 +93,15 @@ class SweepPlan:
                     repeat = {"repeat": str(k)} if self.repeats > 1 else {}
                     points.append(SweepPoint(mode, {**fixed, **flags}, limit, {**tags, **repeat}))
         return points
+
+
+def shard_points(points: list[SweepPoint], index: int, count: int) -> list[SweepPoint]:
+    """Every `count`-th point from the `index`-th; with more than one shard each point is tagged
+    `shard=K/N`, since shards that share a host also share its CPUs and PCIe."""
+    if count == 1:
+        return points
+    tag = {"shard": f"{index}/{count}"}
+    return [dataclasses.replace(p, tags={**p.tags, **tag}) for p in points[index::count]]
 
 
 _DEFAULTS = {

@@ -23,7 +23,7 @@ from dlbench.run import EXIT_OK, EXIT_OOM
 from dlbench.signals import Interrupted
 from dlbench.sweep.autobatch import find_batch_size
 from dlbench.sweep.child import run_child
-from dlbench.sweep.plan import DISTINGUISHING_TAGS, SweepPlan, SweepPoint
+from dlbench.sweep.plan import DISTINGUISHING_TAGS, SweepPlan, SweepPoint, shard_points
 from dlbench.sweep.power import PowerLimiter
 
 
@@ -66,7 +66,7 @@ class SweepRunner:
         shard: tuple[int, int] = (0, 1),
     ) -> None:
         self.plan, self.store = plan, CsvStore(output)
-        self.points = plan.points()[shard[0] :: shard[1]]
+        self.points = shard_points(plan.points(), *shard)
         self.allow_power_changes = allow_power_changes
         self.settle_s = settle_s
         self.env = collect_environment("cpu")

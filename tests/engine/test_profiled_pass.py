@@ -1,0 +1,60 @@
+"""The profiled pass after the window: how busy the GPU was per step, which attention ran."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlbench.engine.profiled_pass import (
+    HOST_BOUND_BUSY_PCT,
+    attention_backend,
+    busy_columns,
+    covered_us,
+)
+from tests.conftest import TINY, read_rows, run_cli
+
+
+def test_overlapping_kernels_are_counted_once():
+    # two streams overlap 5-8; a gap 12-20 is idle
+    assert covered_us([(0, 8), (5, 12), (20, 25), (21, 22)]) == 17
+    assert covered_us([]) == 0
+
+
+def test_busy_share_is_kernel_time_per_step_over_the_windows_median_step():
+    # 10 profiled steps with 6 ms of kernels each, against a 10 ms median step in the window
+    columns = busy_columns(kernel_us=60_000, steps=10, median_step_s=0.010)
+    assert columns == {"gpu_busy_pct": pytest.approx(60.0), "host_bound": True}
+    busy = busy_columns(kernel_us=99_000, steps=10, median_step_s=0.010)
+    assert busy["host_bound"] is False and busy["gpu_busy_pct"] == pytest.approx(99.0)
+    assert busy_columns(kernel_us=200_000, steps=10, median_step_s=0.010)["gpu_busy_pct"] == 100
+    assert HOST_BOUND_BUSY_PCT == 90.0
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["aten::_scaled_dot_product_flash_attention", "void pytorch_flash::flash_fwd"], "flash"),
+        (["fmha_cutlassF_bf16_aligned_64x64_rf_sm80"], "efficient"),
+        (["aten::_scaled_dot_product_cudnn_attention"], "cudnn"),
+        (["aten::_scaled_dot_product_flash_attention_for_cpu"], "flash_cpu"),
+        (["aten::_scaled_dot_product_attention_math", "aten::softmax"], "math"),
+        (["aten::_scaled_dot_product_flash_attention", "fmha_cutlassB_bf16"], "efficient+flash"),
+        (["aten::conv2d", "aten::addmm"], ""),
+    ],
+)
+def test_attention_backend_is_named_from_what_ran(names, expected):
+    assert attention_backend(names) == expected
+
+
+def test_rows_name_the_attention_backend_and_leave_gpu_busy_empty_on_the_cpu(csv_path):
+    args = ["--accelerator", "cpu", "--batch-size", "2", "--n-iters", "2", "--warmup-steps", "1"]
+    llm = run_cli(
+        "train", "--model", "llm_tiny", "--seq-len", "16", *args, "--output", str(csv_path)
+    )
+    assert llm.returncode == 0, llm.stderr
+    few = ["--n-iters", "2", "--warmup-steps", "1"]
+    cnn = run_cli("infer", "--model", "timm:test_resnet", *TINY, *few, "--output", csv_path)
+    assert cnn.returncode == 0, cnn.stderr
+    llm_row, cnn_row = read_rows(csv_path)
+    assert llm_row["attention_backend"] == "flash_cpu"
+    assert cnn_row["attention_backend"] == ""
+    assert llm_row.get("gpu_busy_pct", "") == "" and llm_row.get("host_bound", "") == ""
