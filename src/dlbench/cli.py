@@ -46,7 +46,20 @@ Accelerator = Annotated[str, typer.Option(help="auto, gpu or cpu.")]
 Devices = Annotated[str, typer.Option(help="Devices per node: a number or 'all'.")]
 NumNodes = Annotated[int, typer.Option(help="Nodes (torchrun or SLURM set the ranks).")]
 ChannelsLast = Annotated[bool, typer.Option(help="channels_last layout for image models.")]
-Compile = Annotated[bool, typer.Option("--compile", help="torch.compile the model.")]
+Compile = Annotated[
+    bool | None,
+    typer.Option(
+        "--compile/--no-compile",
+        help="torch.compile the model (default: on for LLM generation on a GPU, else off).",
+    ),
+]
+CudaGraphs = Annotated[
+    bool | None,
+    typer.Option(
+        "--cuda-graphs/--no-cuda-graphs",
+        help="LLM generation: replay prefill and decode steps as CUDA graphs (GPU default).",
+    ),
+]
 Optimizer = Annotated[
     str | None,
     typer.Option(help="sgd, adamw or adam (default: adamw for transformers, sgd for CNNs)."),
@@ -95,7 +108,8 @@ def bench(
     devices: Devices = "1",
     num_nodes: NumNodes = 1,
     channels_last: ChannelsLast = True,
-    compile: Compile = False,
+    compile: Compile = None,
+    cuda_graphs: CudaGraphs = None,
     optimizer: Optimizer = None,
     data_on: DataOn = "device",
     output: Output = DEFAULT_OUTPUT,
@@ -174,7 +188,7 @@ def validate(
     seq_len: SeqLen = 128,
     accelerator: Accelerator = "auto",
     channels_last: ChannelsLast = True,
-    compile: Compile = False,
+    compile: Compile = None,
     optimizer: Optimizer = None,
     output: Output = DEFAULT_OUTPUT,
     json: Json = False,

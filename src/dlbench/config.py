@@ -31,6 +31,7 @@ CONFIG_KEY = (
     "num_nodes",
     "channels_last",
     "compile",
+    "cuda_graphs",
     "optimizer",
     "data_on",
 )
@@ -55,7 +56,8 @@ class RunConfig:
     devices: str = "1"
     num_nodes: int = 1
     channels_last: bool = True
-    compile: bool = False
+    compile: bool | None = None  # None: on for LLM generation on a GPU, else off
+    cuda_graphs: bool | None = None  # None: on for LLM generation on a GPU (the only user)
     optimizer: str | None = None  # None: the workload's own (adamw for transformers, else sgd)
     data_on: str = "device"
     output: Path = DEFAULT_OUTPUT

@@ -1,4 +1,5 @@
-"""Peak dense FLOP/s per GPU and precision, by exact device name, for MFU.
+"""Peak dense FLOP/s per GPU and precision, and peak memory bandwidth, by exact device name:
+the denominators of MFU and of the decode roofline.
 
 Sources (vendor datasheets, dense figures, i.e. half the 'with sparsity' numbers):
 - H100 SXM / PCIe / NVL: NVIDIA H100 Tensor Core GPU datasheet (2023).
@@ -7,7 +8,9 @@ Sources (vendor datasheets, dense figures, i.e. half the 'with sparsity' numbers
 - L4: NVIDIA L4 datasheet (2023). L40S: NVIDIA L40S datasheet (2023).
 - RTX 4090: NVIDIA Ada Lovelace architecture whitepaper v1.03, FP32-accumulate tensor rates.
 - MI300X: AMD Instinct MI300X data sheet (2023).
-An unknown GPU gets no peak, so its MFU stays empty rather than wrong."""
+Bandwidth: the same datasheets (H100 SXM 3.35 TB/s, PCIe 2.0, NVL 3.9; H200 4.8; A100 80GB SXM
+2.039, 40GB 1.555, 80GB PCIe 1.935; L4 0.3; L40S 0.864; RTX 4090 1.008; MI300X 5.3).
+An unknown GPU gets no peak, so its MFU and bandwidth share stay empty rather than wrong."""
 
 from __future__ import annotations
 
@@ -53,6 +56,24 @@ PEAKS: dict[str, PeakFlops] = {
     "amd instinct mi300x": MI300X,
 }
 
+# Peak device-memory bandwidth in TB/s, by the same exact names.
+PEAK_BANDWIDTH_TB_S: dict[str, float] = {
+    "nvidia h100 80gb hbm3": 3.35,
+    "nvidia h100 sxm5 80gb": 3.35,
+    "nvidia h100 pcie": 2.0,
+    "nvidia h100 nvl": 3.9,
+    "nvidia h200": 4.8,
+    "nvidia h200 nvl": 4.8,
+    "nvidia a100-sxm4-80gb": 2.039,
+    "nvidia a100-sxm4-40gb": 1.555,
+    "nvidia a100-pcie-40gb": 1.555,
+    "nvidia a100 80gb pcie": 1.935,
+    "nvidia l4": 0.3,
+    "nvidia l40s": 0.864,
+    "nvidia geforce rtx 4090": 1.008,
+    "amd instinct mi300x": 5.3,
+}
+
 _PRECISION_FIELD = {
     "32": "fp32",
     "tf32": "tf32",
@@ -69,3 +90,8 @@ def peak_tflops(gpu_name: str, precision: str) -> tuple[float, str] | None:
     if spec is None:
         return None
     return getattr(spec, _PRECISION_FIELD[precision]), spec.source
+
+
+def peak_bandwidth_tb_s(gpu_name: str) -> float | None:
+    """Peak memory bandwidth (TB/s) for an exactly known GPU name, else None."""
+    return PEAK_BANDWIDTH_TB_S.get(gpu_name.strip().casefold())

@@ -92,3 +92,32 @@ def test_report_marks_host_bound_rows_and_rows_from_concurrent_shards(tmp_path):
     assert "host-bound" in resnet and "host-bound" not in vit
     assert "measure the host's kernel launches" in summary
     assert "while other shards ran on the same host" in summary
+
+
+def test_report_puts_the_decode_ratio_beside_the_bandwidth_ratio(tmp_path):
+    def generation(gpu: str, decode: float, peak: float) -> dict:
+        return benchmark_row(
+            model="llm_1b",
+            mode="infer",
+            precision="bf16-true",
+            batch_size=1,
+            prompt_len=128,
+            new_tokens=128,
+            generation_path="compiled+cuda_graph",
+            gpu_name=gpu,
+            decode_tokens_per_s=decode,
+            decode_hbm_tb_s=decode * 2.47e9 / 1e12,
+            peak_hbm_tb_s=peak,
+            hbm_bandwidth_share=decode * 2.47e9 / 1e12 / peak,
+        )
+
+    csv = write_rows(
+        tmp_path / "gen.csv",
+        [generation("NVIDIA H100 80GB HBM3", 900.0, 3.35), generation("NVIDIA H200", 1250.0, 4.8)],
+    )
+    out = run_cli("report", str(csv), "-o", str(tmp_path / "r"), "--baseline", "H100")
+    assert out.returncode == 0, out.stderr
+    summary = (tmp_path / "r" / "report.md").read_text()
+    section = summary[summary.index("## Generation against memory bandwidth") :]
+    h200 = next(line for line in section.splitlines() if "NVIDIA H200 " in line)
+    assert "1.389" in h200 and "1.433" in h200  # 1250/900 beside 4.8/3.35

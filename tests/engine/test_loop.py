@@ -105,7 +105,9 @@ def test_the_stop_decision_follows_the_noisiest_rank():
 def test_chunks_hold_whole_units():
     settings = LoopSettings(0, 4, min_time_s=0.2, steps_per_unit=4)
     result = run_measured_loop(sleeper(0.005, 0.0, 0), CPU, settings)
-    assert result.steps % 4 == 0 and result.steps > 4
+    assert len(result.step_times_s) % 4 == 0 and len(result.step_times_s) > 4
+    assert result.steps == len(result.step_times_s) // 4  # steps count whole units
+    assert result.stats.count == result.steps
 
 
 def test_next_chunk_is_sized_from_the_rate_and_agreed_numbers():

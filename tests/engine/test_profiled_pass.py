@@ -37,6 +37,7 @@ def test_busy_share_is_kernel_time_per_step_over_the_windows_median_step():
         (["aten::_scaled_dot_product_cudnn_attention"], "cudnn"),
         (["aten::_scaled_dot_product_flash_attention_for_cpu"], "flash_cpu"),
         (["aten::_scaled_dot_product_attention_math", "aten::softmax"], "math"),
+        (["scaled_dot_product_attention", "aten.bmm", "aten._softmax"], "math"),
         (["aten::_scaled_dot_product_flash_attention", "fmha_cutlassB_bf16"], "efficient+flash"),
         (["aten::conv2d", "aten::addmm"], ""),
     ],

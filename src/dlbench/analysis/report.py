@@ -14,6 +14,7 @@ from dlbench.analysis import figures
 from dlbench.analysis.compare import ENVIRONMENT, markdown_table
 from dlbench.analysis.load import SHAPE_KEY, benchmark_rows, load_rows, machine_labels
 from dlbench.analysis.power import power_points, recommend_power
+from dlbench.analysis.roofline import decode_table
 from dlbench.analysis.scaling import scaling_table
 from dlbench.errors import UserError
 
@@ -161,6 +162,18 @@ def _sections(rows: pd.DataFrame, baseline_wanted: str | None, max_slowdown: flo
         ),
         figures.speedups(speed, baseline),
     )
+    decode = decode_table(runs, baseline)
+    if not decode.empty:
+        yield (
+            Section(
+                "Generation against memory bandwidth",
+                "Decode reads every weight and the KV cache once per step: its bound is memory "
+                "bandwidth. Share of peak = achieved bytes/s over the GPU's peak; the ratio to "
+                f"the baseline ({baseline}) sits beside the ratio of their peak bandwidths.",
+                decode,
+            ),
+            None,
+        )
     yield Section("Throughput against batch size"), figures.throughput_vs_batch(runs)
     yield (
         Section("Energy efficiency", "GPU energy over the measured window."),

@@ -9,16 +9,23 @@ from pathlib import Path
 import torch
 
 from dlbench.analysis.mfu import mfu_columns
+from dlbench.analysis.roofline import bandwidth_columns
 from dlbench.config import RunConfig
 from dlbench.console import stderr
 from dlbench.engine.breakdown import run_breakdown
 from dlbench.engine.devices import DevicePlan, plan_devices
-from dlbench.engine.generation import measure_generation, open_generator
+from dlbench.engine.generation import (
+    decode_bytes_per_step,
+    kv_bytes_per_token,
+    measure_generation,
+    open_generator,
+)
 from dlbench.engine.loop import LoopResult, LoopSettings, run_measured_loop
 from dlbench.engine.precision import PrecisionPlan, plan_precision
 from dlbench.engine.profiled_pass import pass_steps, run_profiled_pass
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session, optimizer_impl
+from dlbench.errors import invalid
 from dlbench.telemetry.monitor import open_monitor
 from dlbench.workloads import InputShape, Workload, get_workload
 from dlbench.workloads.flops import flops_per_sample
@@ -74,12 +81,33 @@ class Measurement:
 def make_plan(config: RunConfig) -> Plan:
     """Check the config against the workload and the device; every UserError comes from here."""
     workload = get_workload(config.model)
-    if config.optimizer is None:
-        config = config.replace(optimizer=workload.default_optimizer)
-    shape = workload.shape(config.width, config.height, config.seq_len)
     devices = plan_devices(config.accelerator, config.devices, config.num_nodes)
+    config = _resolve_defaults(config, workload, devices)
+    shape = workload.shape(config.width, config.height, config.seq_len)
     precision = plan_precision(config.precision, devices.device_type)
     return Plan(config, workload, shape, devices, precision)
+
+
+def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan) -> RunConfig:
+    """Fill the defaults that depend on the workload and the device: the optimizer its family
+    trains with; for LLM generation on a GPU, compiled steps replayed as CUDA graphs and the
+    real context length (prompt + new tokens) as seq_len."""
+    generation = workload.generative and config.mode == "infer"
+    on_gpu = devices.device_type == "cuda"
+    if config.cuda_graphs and not generation:
+        raise invalid("--cuda-graphs", True, "CUDA graphs are used for LLM generation only")
+    if config.cuda_graphs and not on_gpu:
+        raise invalid("--cuda-graphs", True, "CUDA graphs need a CUDA GPU")
+    changes: dict[str, object] = {}
+    if config.optimizer is None:
+        changes["optimizer"] = workload.default_optimizer
+    if config.compile is None:
+        changes["compile"] = generation and on_gpu
+    if config.cuda_graphs is None:
+        changes["cuda_graphs"] = generation and on_gpu
+    if generation:
+        changes["seq_len"] = config.prompt_len + config.new_tokens
+    return config.replace(**changes)
 
 
 def loop_settings(config: RunConfig, device_type: str) -> LoopSettings:
@@ -97,18 +125,12 @@ def loop_settings(config: RunConfig, device_type: str) -> LoopSettings:
 def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, object]]:
     """Run the scenario the plan asks for: generation for decoder LLM inference, else steps."""
     config = plan.config
+    agree = agree_max(fabric)
     if plan.workload.generative and config.mode == "infer":
-        generator, params = open_generator(
-            config, plan.workload, plan.shape, plan.precision, fabric
-        )
-        _reset_memory(fabric.device)
-        fabric.barrier()
-        loop, columns = measure_generation(generator, fabric.device, config, monitor)
-        return loop, params, columns
+        return _measure_generation(plan, fabric, monitor, agree)
     session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
     _reset_memory(fabric.device)
     fabric.barrier()
-    agree = agree_max(fabric)
     with session.context():
         settings = loop_settings(config, session.device.type)
         loop = run_measured_loop(session.step, session.device, settings, monitor, agree)
@@ -120,13 +142,48 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
     return loop, session.param_count, columns
 
 
+def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult, int, dict]:
+    """Generation rounds, then the profiled pass over whole rounds and the decode roofline."""
+    config = plan.config
+    generator, params = open_generator(config, plan.workload, plan.shape, plan.precision, fabric)
+    _reset_memory(fabric.device)
+    fabric.barrier()
+    settings = loop_settings(config, fabric.device.type)
+    loop, steps, columns = measure_generation(
+        generator, fabric.device, config, settings, monitor, agree
+    )
+    per_round = generator.steps_per_round
+    with torch.inference_mode():
+        after = (config.warmup_steps + loop.steps) * per_round
+        columns.update(
+            profile_after_window(steps.round_step(per_round), fabric.device, after, loop, agree)
+        )
+    context = config.prompt_len + config.new_tokens / 2  # mean context of the decode steps
+    itl = columns.get("itl_mean_ms")
+    columns.update(
+        bandwidth_columns(
+            decode_bytes_per_step(generator, context),
+            kv_bytes_per_token(generator),
+            itl / 1e3 if itl else None,
+            _gpu_name(fabric.device),
+        )
+    )
+    return loop, params, columns
+
+
+def _gpu_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+
+
 def profile_after_window(step, device, first_step: int, loop: LoopResult, agree) -> dict:
-    """The profiled pass (GPU busy share, attention backend), the same steps on every rank;
-    a profiler that cannot start costs a warning and empty columns, never the run."""
+    """The profiled pass (GPU busy share, attention backend) over whole units (steps, or
+    generation rounds), the same ones on every rank; a profiler that cannot start costs a
+    warning and empty columns, never the run."""
     [median] = agree([loop.stats.median_s])
-    steps = range(first_step, first_step + pass_steps(median))
+    units = pass_steps(median)
+    steps = range(first_step, first_step + units * loop.steps_per_unit)
     try:
-        return run_profiled_pass(step, device, steps, loop.stats.median_s)
+        return run_profiled_pass(step, device, steps, loop.stats.median_s, units)
     except RuntimeError as exc:
         stderr.print(f"[yellow]warning:[/yellow] profiled pass failed ({exc}); no gpu_busy_pct")
         return {}
@@ -199,7 +256,7 @@ def _mfu(m: Measurement, device: torch.device) -> dict[str, object]:
     plan = m.plan
     if plan.workload.generative and plan.config.mode == "infer":
         return {}
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    gpu = _gpu_name(device)
     per_device = m.samples / m.slowest_window_s / m.world_size
     flops = flops_per_sample(plan.workload, plan.shape, plan.config.mode)
     return mfu_columns(flops, per_device, gpu, plan.config.precision)

@@ -1,59 +1,119 @@
-"""LLM generation: a fixed prompt, a fixed number of new tokens (no early stop), static KV cache.
+"""LLM generation: a fixed prompt, a fixed number of new tokens (no early stop), a static cache.
 
-One event per token, all read after the window: time to first token (prefill) and inter-token
-latency (decode) come from the same rounds; greedy next tokens stay on the device."""
+Everything a step needs lives on the device in static buffers: the prompt, the last greedy token
+and its position. A decode step reads them, writes the next token and advances the position in
+place, so the host never waits and the steps can be captured as CUDA graphs (on top of
+`torch.compile`d code) whose replay costs the host microseconds. Compilation and capture happen
+in warm-up. One round is a unit of the shared measured loop: cache reset, prefill, then
+`new_tokens - 1` decode steps; the reset is in the round's time but in neither latency."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from dlbench.analysis.stats import StepStats
 from dlbench.config import RunConfig
-from dlbench.engine.loop import LoopResult, WindowObserver
+from dlbench.engine.loop import (
+    Agreement,
+    LoopResult,
+    LoopSettings,
+    WindowObserver,
+    run_measured_loop,
+)
 from dlbench.engine.precision import PrecisionPlan
-from dlbench.engine.timer import StepTimer, synchronize
+from dlbench.engine.timer import synchronize
 from dlbench.workloads import InputShape, Workload
+
+PREFILL_SAMPLES = 100  # TTFT percentiles from at least this many prefills (p99 is not a max)
+GRAPH_WARMUP_CALLS = 3  # calls on a side stream before capture (allocator, lazy init)
+RESET, PREFILL = 0, 1  # step positions inside a round; decode steps follow
 
 
 @dataclass
 class Generator:
-    """A model on the device with its static cache, prompts and positions made once."""
+    """A decoder with its static cache and the device buffers one round reads and writes."""
 
-    module: Any
+    model: Any
     cache: Any
     prompts: torch.Tensor
-    positions: torch.Tensor
-    prompt_len: int
+    prompt_positions: torch.Tensor
+    token: torch.Tensor
+    position: torch.Tensor
     new_tokens: int
+    autocast: Callable[[], Any]
 
-    def round(self, timer: StepTimer | None = None) -> None:
-        """Prefill then decode `new_tokens - 1` tokens; marks after prefill and each token."""
+    @property
+    def steps_per_round(self) -> int:
+        """Reset, prefill and the decode steps."""
+        return self.new_tokens + 1
+
+    def reset(self) -> None:
+        """Clear the static cache (its write position included)."""
         self.cache.reset()
-        p = self.prompt_len
-        logits = self.module(
-            input_ids=self.prompts,
-            past_key_values=self.cache,
-            cache_position=self.positions[:p],
-            logits_to_keep=1,
-            use_cache=True,
-        ).logits
-        token = logits[:, -1].argmax(-1, keepdim=True)
-        if timer:
-            timer.mark()
-        for t in range(self.new_tokens - 1):
-            logits = self.module(
-                input_ids=token,
+
+    def prefill(self) -> None:
+        """The prompt through the model; the first new token and its position stay on device."""
+        with self.autocast():
+            logits = self.model(
+                input_ids=self.prompts,
                 past_key_values=self.cache,
-                cache_position=self.positions[p + t : p + t + 1],
+                cache_position=self.prompt_positions,
+                logits_to_keep=1,
                 use_cache=True,
             ).logits
-            token = logits[:, -1].argmax(-1, keepdim=True)
-            if timer:
-                timer.mark()
+        self.token.copy_(logits[:, -1].argmax(-1, keepdim=True))
+        self.position.fill_(self.prompt_positions.numel())
+
+    def decode(self) -> None:
+        """One new token from the last one: greedy, in place, no host sync."""
+        with self.autocast():
+            logits = self.model(
+                input_ids=self.token,
+                past_key_values=self.cache,
+                cache_position=self.position,
+                use_cache=True,
+            ).logits
+        self.token.copy_(logits[:, -1].argmax(-1, keepdim=True))
+        self.position.add_(1)
+
+
+@dataclass
+class RoundSteps:
+    """The three steps as run in the window: plain calls, compiled, or graph replays."""
+
+    reset: Callable[[], None]
+    prefill: Callable[[], None]
+    decode: Callable[[], None]
+    path: str  # eager, compiled, cuda_graph or compiled+cuda_graph
+
+    def round_step(self, steps_per_round: int) -> Callable[[int], None]:
+        """Step i of the rounds window: its position in the round picks the phase."""
+
+        def step(i: int) -> None:
+            phase = i % steps_per_round
+            (self.reset if phase == RESET else self.prefill if phase == PREFILL else self.decode)()
+
+        return step
+
+    def prefill_step(self, i: int) -> None:
+        """Step i of the prefill window: a reset, then a prefill, and again."""
+        (self.reset if i % 2 == 0 else self.prefill)()
+
+    def tokens(self, generator: Generator) -> torch.Tensor:
+        """One round's greedy tokens, read back token by token (for checks, never timed)."""
+        self.reset()
+        self.prefill()
+        out = [generator.token.clone()]
+        for _ in range(generator.new_tokens - 1):
+            self.decode()
+            out.append(generator.token.clone())
+        return torch.cat(out, dim=1)
 
 
 def open_generator(
@@ -64,84 +124,168 @@ def open_generator(
 
     precision.apply_matmul_settings()
     torch.manual_seed(config.seed)
-    total = config.prompt_len + config.new_tokens
     with fabric.init_module():
-        model = workload.build(InputShape(shape.width, shape.height, total))
+        model = workload.build(InputShape(shape.width, shape.height, shape.seq_len))
     model.config.use_cache = True
+    model = fabric.to_device(model).eval()
     params = sum(p.numel() for p in model.parameters())
-    module = fabric.setup_module(model)
-    module.eval()
     gen = torch.Generator().manual_seed(config.seed)
     vocab = model.config.vocab_size
     prompts = torch.randint(0, vocab, (config.batch_size, config.prompt_len), generator=gen)
-    cache = StaticCache(config=model.config, max_cache_len=total)
-    return (
-        Generator(
-            module=module,
-            cache=cache,
-            prompts=fabric.to_device(prompts),
-            positions=fabric.to_device(torch.arange(total)),
-            prompt_len=config.prompt_len,
-            new_tokens=config.new_tokens,
-        ),
-        params,
+    generator = Generator(
+        model=model,
+        cache=StaticCache(config=model.config, max_cache_len=shape.seq_len),
+        prompts=fabric.to_device(prompts),
+        prompt_positions=fabric.to_device(torch.arange(config.prompt_len)),
+        token=fabric.to_device(torch.zeros(config.batch_size, 1, dtype=torch.long)),
+        position=fabric.to_device(torch.zeros(1, dtype=torch.long)),
+        new_tokens=config.new_tokens,
+        autocast=_autocast(precision, fabric.device),
     )
+    return generator, params
+
+
+def _autocast(precision: PrecisionPlan, device: torch.device) -> Callable[[], Any]:
+    """torch.autocast for a mixed precision (weights stay fp32), else nothing: plain torch
+    context managers, which torch.compile traces."""
+    dtype = precision.autocast_dtype
+    if dtype is None:
+        return nullcontext
+    return lambda: torch.autocast(device.type, dtype=dtype)
+
+
+def capture(fn: Callable[[], None], ready: Callable[[], None]) -> Callable[[], None]:
+    """`fn` as a CUDA graph: warmed up on a side stream (`ready()` puts the cache in the state
+    `fn` expects before each call), captured once, replayed."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(GRAPH_WARMUP_CALLS):
+            ready()
+            fn()
+        ready()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def prepare_steps(generator: Generator, compile: bool, cuda_graphs: bool) -> RoundSteps:
+    """The steps for the chosen path, compiled and captured now (in warm-up). One eager round
+    first: it initialises the cache lazily, as compiled code must not."""
+    reset, prefill, decode = generator.reset, generator.prefill, generator.decode
+    for step in (reset, prefill, decode):
+        step()
+    if compile:
+        prefill, decode = torch.compile(prefill), torch.compile(decode)
+        for step in (reset, prefill, decode):
+            step()
+    if cuda_graphs:
+        eager_prefill = prefill
+
+        def after_prefill() -> None:
+            reset()
+            eager_prefill()
+
+        prefill = capture(prefill, reset)
+        decode = capture(decode, after_prefill)
+        reset = capture(reset, lambda: None)
+    path = "+".join(p for p, on in (("compiled", compile), ("cuda_graph", cuda_graphs)) if on)
+    return RoundSteps(reset, prefill, decode, path or "eager")
 
 
 def measure_generation(
     generator: Generator,
     device: torch.device,
     config: RunConfig,
+    settings: LoopSettings,
     observer: WindowObserver | None,
-) -> tuple[LoopResult, dict[str, object]]:
-    """Warm-up rounds, then `n_iters` timed rounds; per-round times plus token statistics."""
+    agree: Agreement,
+) -> tuple[LoopResult, RoundSteps, dict[str, object]]:
+    """Warm-up (compile, capture), a prefill window for TTFT, then the rounds window (under
+    telemetry) for inter-token latency and throughput; the loop counts rounds as its steps."""
+    per_round = generator.steps_per_round
     started = time.perf_counter()
     with torch.inference_mode():
-        for _ in range(config.warmup_steps):
-            generator.round()
+        steps = prepare_steps(generator, config.compile, config.cuda_graphs)
         synchronize(device)
-        warmup_s = time.perf_counter() - started
-        timers = []
-        if observer:
-            observer.begin_window()
-        wall_started = time.perf_counter()
-        for _ in range(config.n_iters):
-            timer = StepTimer(device, generator.new_tokens)
-            timer.mark()
-            generator.round(timer)
-            timers.append(timer)
-        synchronize(device)
-        wall_s = time.perf_counter() - wall_started
-        if observer:
-            observer.end_window()
-    per_token = [t.step_times_s() for t in timers]
-    rounds = [sum(times) for times in per_token]
-    loop = LoopResult(rounds, sum(rounds), wall_s, warmup_s, None, None)
-    return loop, token_columns(per_token, config.batch_size, config.prompt_len)
+        prepare_s = time.perf_counter() - started
+        prefills = max(PREFILL_SAMPLES, config.n_iters)
+        prefill = run_measured_loop(
+            steps.prefill_step, device, LoopSettings(2, 2 * prefills, steps_per_unit=2), None, agree
+        )
+        rounds_settings = LoopSettings(
+            warmup_steps=per_round * config.warmup_steps,
+            n_iters=per_round * config.n_iters,
+            max_noise_pct=settings.max_noise_pct,
+            max_time_s=settings.max_time_s,
+            min_time_s=settings.min_time_s,
+            steps_per_unit=per_round,
+            nvtx=settings.nvtx,
+        )
+        rounds = run_measured_loop(
+            steps.round_step(per_round), device, rounds_settings, observer, agree
+        )
+    rounds = dataclasses.replace(rounds, warmup_s=prepare_s + rounds.warmup_s)
+    columns = token_columns(prefill, rounds, config.batch_size, config.prompt_len)
+    columns["generation_path"] = steps.path
+    return rounds, steps, columns
 
 
 def token_columns(
-    per_token: list[list[float]], batch_size: int, prompt_len: int
+    prefill: LoopResult, rounds: LoopResult, batch_size: int, prompt_len: int
 ) -> dict[str, object]:
-    """TTFT and ITL percentiles; prefill, decode and end-to-end tokens/s (real tokens only)."""
-    ttft = StepStats.from_values([times[0] for times in per_token])
-    itl_values = [t for times in per_token for t in times[1:]]
-    new_tokens = len(per_token[0])
-    total_s = sum(sum(times) for times in per_token)
+    """TTFT from the prefill window; ITL from the decode steps of the rounds; decode tokens/s
+    from the mean ITL (the median hides slow tokens), end-to-end from the rounds' window."""
+    ttft = _stats(prefill.step_times_s[PREFILL::2])
+    per_round = rounds.steps_per_unit
+    itl_values = [t for i, t in enumerate(rounds.step_times_s) if i % per_round > PREFILL]
+    new_tokens = per_round - 1
+    generated = batch_size * new_tokens * rounds.steps
     row: dict[str, object] = {
         "prompt_len": prompt_len,
         "new_tokens": new_tokens,
+        "prefill_samples": ttft.count,
         "ttft_p50_ms": ttft.median_s * 1e3,
-        "ttft_p99_ms": ttft.p99_s * 1e3,
+        "ttft_p99_ms": ttft.p99_s * 1e3 if ttft.count >= PREFILL_SAMPLES else None,
         "prefill_tokens_per_s": batch_size * prompt_len / ttft.median_s,
-        "e2e_tokens_per_s": batch_size * new_tokens * len(per_token) / total_s,
-        "tokens_per_s": batch_size * new_tokens * len(per_token) / total_s,
+        "e2e_tokens_per_s": generated / rounds.window_s,
+        "tokens_per_s": generated / rounds.window_s,
     }
     if itl_values:
-        itl = StepStats.from_values(itl_values)
+        itl = _stats(itl_values)
         row.update(
+            itl_mean_ms=itl.mean_s * 1e3,
             itl_p50_ms=itl.median_s * 1e3,
-            itl_p99_ms=itl.p99_s * 1e3,
-            decode_tokens_per_s=batch_size / itl.median_s,
+            itl_p99_ms=itl.p99_s * 1e3 if itl.count >= PREFILL_SAMPLES else None,
+            decode_tokens_per_s=batch_size / itl.mean_s,
         )
     return row
+
+
+def _stats(values: list[float]):
+    from dlbench.analysis.stats import StepStats
+
+    return StepStats.from_values(values)
+
+
+def decode_bytes_per_step(generator: Generator, context: float) -> float:
+    """Bytes a decode step must read from device memory: every weight once (the input embedding
+    table is a lookup of a few rows, unless the output layer shares it) and each sequence's
+    cached keys and values up to `context` tokens."""
+    model = generator.model
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    table = model.get_input_embeddings().weight
+    output = model.get_output_embeddings()
+    if output is None or output.weight is not table:
+        weights -= table.numel() * table.element_size()
+    return weights + generator.prompts.shape[0] * context * kv_bytes_per_token(generator)
+
+
+def kv_bytes_per_token(generator: Generator) -> int:
+    """Cache bytes one token of context takes in one sequence, over all layers."""
+    return sum(
+        2 * layer.keys.shape[1] * layer.keys.shape[3] * layer.keys.element_size()
+        for layer in generator.cache.layers
+    )

@@ -53,7 +53,8 @@ class LoopSettings:
 
 @dataclass(frozen=True)
 class LoopResult:
-    """What the window measured, in seconds; warm-up is reported beside it, never inside."""
+    """What the window measured, in seconds; warm-up is reported beside it, never inside.
+    `steps` and `stats` count units (a generation round), which are steps everywhere else."""
 
     step_times_s: list[float]
     window_s: float
@@ -61,16 +62,22 @@ class LoopResult:
     warmup_s: float
     first_step_s: float | None
     noise_met: bool | None
+    steps_per_unit: int = 1
+
+    @property
+    def unit_times_s(self) -> list[float]:
+        """The time of each measured unit."""
+        return unit_times(self.step_times_s, self.steps_per_unit)
 
     @property
     def steps(self) -> int:
-        """Measured steps."""
-        return len(self.step_times_s)
+        """Measured units (steps; rounds for generation)."""
+        return len(self.step_times_s) // self.steps_per_unit
 
     @property
     def stats(self) -> StepStats:
-        """Statistics over the measured steps."""
-        return StepStats.from_values(self.step_times_s)
+        """Statistics over the measured units."""
+        return StepStats.from_values(self.unit_times_s)
 
 
 def unit_times(step_times: list[float], steps_per_unit: int) -> list[float]:
@@ -152,7 +159,13 @@ def run_measured_loop(
     if observer:
         observer.end_window()
     return LoopResult(
-        window.times, window.device_s, window.wall_s, warmup_s, first_step_s, noise_met
+        window.times,
+        window.device_s,
+        window.wall_s,
+        warmup_s,
+        first_step_s,
+        noise_met,
+        settings.steps_per_unit,
     )
 
 

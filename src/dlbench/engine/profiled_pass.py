@@ -45,20 +45,25 @@ def covered_us(intervals: Iterable[tuple[float, float]]) -> float:
 
 
 def busy_columns(kernel_us: float, steps: int, median_step_s: float) -> dict[str, object]:
-    """`gpu_busy_pct` (at most 100) and `host_bound` (busy under HOST_BOUND_BUSY_PCT)."""
+    """`gpu_busy_pct` (at most 100) and `host_bound` (busy under HOST_BOUND_BUSY_PCT), from the
+    kernel time of `steps` profiled steps (or units) and the window's median step."""
     busy = min(100.0, 100.0 * kernel_us / steps / (median_step_s * 1e6))
     return {"gpu_busy_pct": busy, "host_bound": busy < HOST_BOUND_BUSY_PCT}
 
 
 def attention_backend(names: Iterable[str]) -> str:
-    """Which fused attention ran ('flash', 'efficient', 'cudnn', 'flash_cpu', 'math'; several
-    joined by '+'), from op and kernel names; empty when no attention ran."""
-    found = set()
+    """Which attention ran ('flash', 'efficient', 'cudnn', 'flash_cpu'; several joined by '+'),
+    from op and kernel names; 'math' when SDPA was called but no fused kernel ran; empty when
+    no SDPA ran (convolutions, or attention written out by hand)."""
+    found, sdpa = set(), False
     for name in names:
+        sdpa = sdpa or name.endswith("scaled_dot_product_attention")
         for marker, backend in _ATTENTION_MARKERS:
             if marker in name:
                 found.add(backend)
                 break
+    if sdpa and not found:
+        return "math"
     return "+".join(sorted(found))
 
 
@@ -69,14 +74,19 @@ def pass_steps(median_step_s: float) -> int:
 
 
 def run_profiled_pass(
-    step: Callable[[int], None], device: torch.device, steps: Iterable[int], median_step_s: float
+    step: Callable[[int], None],
+    device: torch.device,
+    steps: Iterable[int],
+    median_unit_s: float,
+    units: int,
 ) -> dict[str, object]:
-    """Profile `step(i)` for the given step indices; the row's busy and attention columns.
-    On a GPU the profiler records kernels; on the CPU (where the host is the device and there
-    is no busy share) the op names of one step are enough, and far cheaper."""
+    """Profile `step(i)` for the given step indices (`units` whole units of the loop); the
+    row's busy and attention columns. On a GPU the profiler records kernels; on the CPU (where
+    the host is the device and there is no busy share) the op names of the steps suffice."""
     indices = list(steps)
     if device.type != "cuda":
-        return {"attention_backend": attention_backend(_op_names(step, indices[0]))}
+        one_unit = indices[: max(1, len(indices) // units)]
+        return {"attention_backend": attention_backend(_op_names(step, one_unit))}
     from torch.profiler import ProfilerActivity, profile
 
     synchronize(device)
@@ -91,21 +101,29 @@ def run_profiled_pass(
         if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start
     ]
     row: dict[str, object] = {"attention_backend": attention_backend(e.name for e in events)}
-    row.update(busy_columns(covered_us(kernels), len(indices), median_step_s))
+    row.update(busy_columns(covered_us(kernels), units, median_unit_s))
     return row
 
 
-def _op_names(step: Callable[[int], None], index: int) -> set[str]:
-    """The aten ops one step dispatches (a dispatch mode: no profiler start-up)."""
+def _op_names(step: Callable[[int], None], indices: list[int]) -> set[str]:
+    """The torch functions the steps call and the aten ops they dispatch (two modes, no
+    profiler start-up): SDPA's math path decomposes before dispatch, the fused ones do not."""
+    from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
     names: set[str] = set()
 
-    class Recorder(TorchDispatchMode):
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            names.add(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    class Ops(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             names.add(str(func.overloadpacket))
             return func(*args, **(kwargs or {}))
 
-    with Recorder():
-        step(index)
+    with Functions(), Ops():
+        for i in indices:
+            step(i)
     return names

@@ -30,6 +30,7 @@ def config_columns(config: RunConfig) -> dict[str, object]:
         "num_nodes": config.num_nodes,
         "channels_last": config.channels_last,
         "compile": config.compile,
+        "cuda_graphs": config.cuda_graphs,
         "optimizer": config.optimizer,
         "data_on": config.data_on,
         "seed": config.seed,

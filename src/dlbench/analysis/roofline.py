@@ -1,0 +1,57 @@
+"""Decode against the memory roofline: bytes a step must read, over its time, over the GPU's peak
+bandwidth. Decode at small batch is bound by memory, not FLOPs, so this is its MFU."""
+
+from __future__ import annotations
+
+from dlbench.hardware import peak_bandwidth_tb_s
+
+
+def bandwidth_columns(
+    bytes_per_step: float, kv_bytes_per_token: int, itl_mean_s: float | None, gpu_name: str
+) -> dict[str, object]:
+    """Achieved TB/s of the decode steps and its share of the peak; the share is empty for a
+    GPU not in the table (and for the CPU)."""
+    row: dict[str, object] = {
+        "decode_bytes_per_step": bytes_per_step,
+        "kv_cache_bytes_per_token": kv_bytes_per_token,
+    }
+    if not itl_mean_s:
+        return row
+    achieved = bytes_per_step / itl_mean_s / 1e12
+    row["decode_hbm_tb_s"] = achieved
+    peak = peak_bandwidth_tb_s(gpu_name) if gpu_name else None
+    if peak:
+        row.update(peak_hbm_tb_s=peak, hbm_bandwidth_share=achieved / peak)
+    return row
+
+
+DECODE_KEY = ("model", "precision", "batch_size", "prompt_len", "new_tokens", "generation_path")
+DECODE_COLUMNS = {
+    "decode_tokens_per_s": "decode tokens/s",
+    "decode_hbm_tb_s": "TB/s",
+    "hbm_bandwidth_share": "share of peak",
+    "decode_ratio": "decode vs baseline",
+    "bandwidth_ratio": "peak bandwidth vs baseline",
+}
+
+
+def decode_table(runs, baseline: str):
+    """Generation rows per machine: decode rate, achieved bandwidth and its share of the peak,
+    and the ratio to the baseline machine beside the ratio of their peak bandwidths (decode is
+    memory-bound, so the two should agree when the number measures the GPU)."""
+    import pandas as pd
+
+    if "decode_tokens_per_s" not in runs:
+        return pd.DataFrame()
+    rows = runs[runs["decode_tokens_per_s"].notna()].copy()
+    key = [c for c in DECODE_KEY if c in rows]
+    if rows.empty:
+        return pd.DataFrame()
+    rows["peak_hbm_tb_s"] = rows.get("peak_hbm_tb_s", pd.Series(float("nan"), index=rows.index))
+    best = rows.sort_values("decode_tokens_per_s").groupby([*key, "machine"], dropna=False).tail(1)
+    base = best[best["machine"] == baseline][[*key, "decode_tokens_per_s", "peak_hbm_tb_s"]]
+    merged = best.merge(base, on=key, how="left", suffixes=("", "_base"))
+    merged["decode_ratio"] = merged["decode_tokens_per_s"] / merged["decode_tokens_per_s_base"]
+    merged["bandwidth_ratio"] = merged["peak_hbm_tb_s"] / merged["peak_hbm_tb_s_base"]
+    shown = [*key, "machine", *(c for c in DECODE_COLUMNS if c in merged)]
+    return merged[shown].rename(columns=DECODE_COLUMNS).sort_values([*key, "machine"])

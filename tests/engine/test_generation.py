@@ -1,0 +1,100 @@
+"""LLM generation on the tiny decoder: what the row's token figures mean, the compiled path's
+tokens, and compilation kept out of the window."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dlbench.config import RunConfig
+from dlbench.engine.benchmark import loop_settings, make_plan
+from dlbench.engine.generation import (
+    PREFILL_SAMPLES,
+    measure_generation,
+    open_generator,
+    prepare_steps,
+    token_columns,
+)
+from dlbench.engine.loop import LoopResult
+from dlbench.engine.session import create_fabric
+from tests.conftest import read_rows, run_cli
+
+
+def _loop(step_times: list[float], per_unit: int) -> LoopResult:
+    return LoopResult(step_times, sum(step_times), sum(step_times), 0.0, None, None, per_unit)
+
+
+def test_token_figures_come_from_the_right_steps():
+    # prefill window: (reset, prefill) pairs; rounds: reset, prefill, 3 decode steps
+    prefill = _loop([0.9, 0.050] * 50 + [0.9, 0.060] * 50, 2)
+    rounds = _loop([0.5, 0.05, 0.010, 0.010, 0.040, 0.5, 0.05, 0.010, 0.010, 0.010], 5)
+    row = token_columns(prefill, rounds, batch_size=4, prompt_len=100)
+    assert row["prefill_samples"] == 100
+    assert row["ttft_p50_ms"] == pytest.approx(55.0)  # resets (0.9 s) are in neither latency
+    assert row["ttft_p99_ms"] == pytest.approx(60.0)
+    assert row["itl_p50_ms"] == pytest.approx(10.0)
+    assert row["itl_mean_ms"] == pytest.approx(90.0 / 6)
+    assert row["decode_tokens_per_s"] == pytest.approx(4 / 0.015)  # mean ITL, not median
+    assert row["itl_p99_ms"] is None  # 6 values: a p99 would be their maximum
+    assert row["e2e_tokens_per_s"] == pytest.approx(4 * 4 * 2 / sum(rounds.step_times_s))
+    assert row["new_tokens"] == 4 and rounds.steps == 2
+
+
+def test_generation_row_records_context_prefills_path_and_attention(csv_path):
+    out = run_cli(
+        "infer",
+        "--model",
+        "llm_tiny",
+        "--accelerator",
+        "cpu",
+        "--batch-size",
+        "2",
+        "--prompt-len",
+        "8",
+        "--new-tokens",
+        "5",
+        "--n-iters",
+        "3",
+        "--warmup-steps",
+        "1",
+        "--output",
+        csv_path,
+    )
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(csv_path)
+    assert (row["prompt_len"], row["new_tokens"], row["seq_len"]) == ("8", "5", "13")
+    assert row["steps"] == "3" and int(row["prefill_samples"]) == PREFILL_SAMPLES
+    assert row["generation_path"] == "eager" and row["compile"] == "False"
+    assert row["attention_backend"] in ("math", "flash_cpu")
+    assert float(row["ttft_p99_ms"]) >= float(row["ttft_p50_ms"]) > 0
+    assert float(row["decode_tokens_per_s"]) == pytest.approx(2e3 / float(row["itl_mean_ms"]))
+    assert int(row["kv_cache_bytes_per_token"]) == 2 * 2 * 2 * 16 * 4  # K+V, layers, heads, dim
+    assert float(row["decode_bytes_per_step"]) > 0
+
+
+def test_compiled_steps_give_eager_tokens_and_compile_stays_in_warmup():
+    config = RunConfig(
+        model="llm_tiny",
+        mode="infer",
+        accelerator="cpu",
+        batch_size=2,
+        prompt_len=8,
+        new_tokens=6,
+        n_iters=2,
+        warmup_steps=1,
+    )
+    plan = make_plan(config)
+    fabric = create_fabric(plan.devices, plan.precision)
+    generator, _ = open_generator(plan.config, plan.workload, plan.shape, plan.precision, fabric)
+    with torch.inference_mode():
+        eager = prepare_steps(generator, compile=False, cuda_graphs=False).tokens(generator)
+    compiled_config = plan.config.replace(compile=True)
+    settings = loop_settings(compiled_config, "cpu")
+    loop, steps, columns = measure_generation(
+        generator, fabric.device, compiled_config, settings, None, lambda v: v
+    )
+    with torch.inference_mode():
+        assert torch.equal(steps.tokens(generator), eager)
+    assert columns["generation_path"] == "compiled"
+    assert loop.warmup_s > 2.0  # inductor's compilation happened here ...
+    assert max(loop.step_times_s) < 0.5  # ... and in no measured step
