@@ -57,6 +57,7 @@ def test_json_prints_the_row(csv_path):
         (["--precision", "16-mixed"], "--precision"),
         (["--precision", "fp8"], "--precision"),
         (["--devices", "99999"], "--devices"),
+        (["--model", "llm_tiny", "--cuda-graphs"], "--cuda-graphs"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(csv_path, args, flag):

@@ -29,7 +29,7 @@ COLUMNS: dict[str, str] = {
     "world_size": "processes over all nodes",
     "launcher": "Lightning cluster environment that set the ranks (Lightning, TorchElastic, SLURM)",
     "channels_last": "image tensors and weights in channels_last layout",
-    "compile": "torch.compile on (default: on for LLM generation on a GPU)",
+    "compile": "torch.compile on (generation: the decode step; default on for it on a GPU)",
     "cuda_graphs": "LLM generation: steps replayed as CUDA graphs (default on a GPU)",
     "optimizer": "sgd, adamw or adam (default: adamw for transformers and LLMs, sgd for CNNs)",
     "optimizer_impl": "fused, foreach or for-loop (the optimizer's implementation)",
