@@ -28,6 +28,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--compile-mode", default=None, help="e.g. max-autotune-no-cudagraphs")
     args = parser.parse_args()
     config = RunConfig(
         model=args.model,
@@ -43,9 +44,12 @@ def main() -> None:
     generator, _ = open_generator(plan.config, plan.workload, plan.shape, plan.precision, fabric)
     with torch.inference_mode():
         began = time.perf_counter()
-        steps = prepare_steps(generator, config.compile, config.cuda_graphs)
+        steps = prepare_steps(generator, config.compile, config.cuda_graphs, args.compile_mode)
         torch.cuda.synchronize()
-        print(f"path {steps.path}: compile + capture {time.perf_counter() - began:.1f} s")
+        took = time.perf_counter() - began
+        print(
+            f"path {steps.path} ({args.compile_mode or 'default'}): compile + capture {took:.1f} s"
+        )
         steps.reset()
         steps.prefill()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -171,14 +171,16 @@ def capture(fn: Callable[[], None], ready: Callable[[], None]) -> Callable[[], N
     return graph.replay
 
 
-def prepare_steps(generator: Generator, compile: bool, cuda_graphs: bool) -> RoundSteps:
-    """The steps for the chosen path, compiled and captured now (in warm-up). One eager round
-    first: it initialises the cache lazily, as compiled code must not."""
+def prepare_steps(
+    generator: Generator, compile: bool, cuda_graphs: bool, compile_mode: str | None = None
+) -> RoundSteps:
+    """The steps for the chosen path, compiled (inductor's `compile_mode`) and captured now, in
+    warm-up. One eager round first: it initialises the cache lazily, as compiled code must not."""
     reset, prefill, decode = generator.reset, generator.prefill, generator.decode
     for step in (reset, prefill, decode):
         step()
     if compile:  # decode only: its many small kernels are what fusing saves; prefill is big
-        decode = torch.compile(decode)
+        decode = torch.compile(decode, mode=compile_mode)
         for step in (reset, prefill, decode):
             step()
     if cuda_graphs:
