@@ -3,9 +3,9 @@
 Everything a step needs lives on the device in static buffers: the prompt, the last greedy token
 and its position. A decode step reads them, writes the next token and advances the position in
 place, so the host never waits and the steps can be captured as CUDA graphs (the decode step
-on top of `torch.compile`d code) whose replay costs the host microseconds. Compilation and capture happen
-in warm-up. One round is a unit of the shared measured loop: cache reset, prefill, then
-`new_tokens - 1` decode steps; the reset is in the round's time but in neither latency."""
+on top of `torch.compile`d code) whose replay costs the host microseconds. Compilation and
+capture happen in warm-up. One round is a unit of the shared measured loop: cache reset,
+prefill, then `new_tokens - 1` decode steps; the reset is in the round's time, in no latency."""
 
 from __future__ import annotations
 
