@@ -10,7 +10,8 @@ run() {  # run ESTIMATE_S COMMAND...: skip what would not finish inside the call
   local need=$1; shift
   local left=$(( 570 - ($(date +%s) - t0) ))
   if (( left < need )); then echo "skipped (needs ${need} s, ${left} s left): $*"; return; fi
-  timeout "$left" "$@"; echo "[$(( $(date +%s) - t0 )) s] exit $?: $*"
+  timeout "$left" "$@"; local rc=$?
+  echo "[$(( $(date +%s) - t0 )) s] exit $rc: $*"
 }
 V="--precision bf16-mixed --n-iters 50 --warmup-steps 10 --repeats 3 --output $OUT/h100-validate.csv"
 run 40 $D validate --model resnet50 --mode train --batch-size 256 $V

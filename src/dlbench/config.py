@@ -17,6 +17,9 @@ DEFAULT_OUTPUT = Path("benchmarks/benchmark.csv")
 # With GPU telemetry on, the window lasts at least this long: NVML's energy counter moves in
 # steps (tens of ms), and a 0.3 s window read 0.3-0.67x or 1.4x of the true energy.
 DEFAULT_MIN_TIME_S = 5.0
+# ... and the warm-up keeps the GPU busy this long first: NVML's power reading is a trailing
+# ~1 s average, so a window opening on an idle GPU integrates 5 % too little over 5 s.
+POWER_AVERAGING_S = 1.0
 
 # The fields that decide what was measured: two rows with equal keys are the same experiment.
 CONFIG_KEY = (
@@ -109,6 +112,10 @@ class RunConfig:
         if self.min_time is not None:
             return self.min_time
         return DEFAULT_MIN_TIME_S if self.telemetry and device_type == "cuda" else 0.0
+
+    def min_warmup_s(self, device_type: str) -> float:
+        """Busy time before the window: POWER_AVERAGING_S where GPU telemetry reads power."""
+        return POWER_AVERAGING_S if self.telemetry and device_type == "cuda" else 0.0
 
     def replace(self, **changes: object) -> RunConfig:
         """A copy with some fields changed, validated again."""

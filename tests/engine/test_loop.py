@@ -118,3 +118,17 @@ def test_next_chunk_is_sized_from_the_rate_and_agreed_numbers():
     assert next_chunk_steps(noisy, 5.0, 1.0, 10) == 10
     assert next_chunk_steps(noisy, 5.0, 3.5, 30) == 0  # max time spent
     assert next_chunk_steps(noisy, 1.0, 1.0, 10) == 0  # spread met
+
+
+def test_warmup_keeps_the_device_busy_for_its_minimum_time_before_the_window():
+    # NVML's power reading averages the last second: the window must not open on an idle GPU
+    settings = LoopSettings(2, 3, min_warmup_s=0.3, steps_per_unit=1)
+    result = run_measured_loop(sleeper(0.02, 0.02, 2), CPU, settings)
+    assert result.warmup_steps > 2
+    assert result.warmup_s >= 0.3
+    assert result.steps == 3
+
+
+def test_warmup_without_a_minimum_time_runs_exactly_its_steps():
+    result = run_measured_loop(sleeper(0.01, 0.01, 0), CPU, LoopSettings(4, 2))
+    assert result.warmup_steps == 4

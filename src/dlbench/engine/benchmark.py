@@ -119,6 +119,7 @@ def loop_settings(config: RunConfig, device_type: str) -> LoopSettings:
         max_time_s=config.max_time,
         min_time_s=config.min_time_s(device_type),
         nvtx=config.nvtx,
+        min_warmup_s=config.min_warmup_s(device_type),
     )
 
 

@@ -225,6 +225,7 @@ def measure_generation(
             min_time_s=settings.min_time_s,
             steps_per_unit=per_round,
             nvtx=settings.nvtx,
+            min_warmup_s=settings.min_warmup_s,
         )
         rounds = run_measured_loop(
             steps.round_step(per_round), device, rounds_settings, observer, agree

@@ -49,6 +49,7 @@ class LoopSettings:
     min_time_s: float = 0.0
     steps_per_unit: int = 1
     nvtx: bool = False
+    min_warmup_s: float = 0.0  # busy time before the window (power readings lag by ~1 s)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class LoopResult:
     first_step_s: float | None
     noise_met: bool | None
     steps_per_unit: int = 1
+    warmup_steps: int = 0  # units run before the window, the ones added for min_warmup_s too
 
     @property
     def unit_times_s(self) -> list[float]:
@@ -140,10 +142,12 @@ def run_measured_loop(
                 synchronize(device)
                 first_step_s = time.perf_counter() - started
         synchronize(device)
+        busy_since = started + (first_step_s or 0.0)
+        warmed = _warm_for(step, device, settings, settings.warmup_steps, busy_since, agree)
     warmup_s = time.perf_counter() - started
 
     window = _Window(times=[])
-    next_step, chunk, noise_met = settings.warmup_steps, settings.n_iters, None
+    next_step, chunk, noise_met = warmed, settings.n_iters, None
     if observer:
         observer.begin_window()
     window_started = time.perf_counter()
@@ -166,7 +170,33 @@ def run_measured_loop(
         first_step_s,
         noise_met,
         settings.steps_per_unit,
+        warmed // settings.steps_per_unit,
     )
+
+
+def _warm_for(
+    step: Callable[[int], None],
+    device: torch.device,
+    settings: LoopSettings,
+    done: int,
+    busy_since: float,
+    agree: Agreement,
+) -> int:
+    """More warm-up until the device has stepped for `min_warmup_s` since the first step (the
+    longest time over ranks decides, in whole units); returns the warm-up steps run in all."""
+    unit = settings.steps_per_unit
+    while settings.min_warmup_s > 0:
+        [elapsed] = agree([time.perf_counter() - busy_since])
+        if elapsed >= settings.min_warmup_s:
+            break
+        rate = max(done - 1, 1) / elapsed if elapsed > 0 else 0.0
+        missing = (settings.min_warmup_s - elapsed) * MIN_TIME_OVERSHOOT
+        extra = math.ceil(max(missing * rate, 1) / unit) * unit
+        for i in range(done, done + extra):
+            step(i)
+        synchronize(device)
+        done += extra
+    return done
 
 
 def _time_chunk(

@@ -79,6 +79,7 @@ def measurement_row(
         "accelerator": plan.devices.accelerator,
         "world_size": m.world_size,
         "launcher": m.launcher,
+        "warmup_steps": loop.warmup_steps,
         "steps": loop.steps,
         "min_time_s": plan.config.min_time_s(plan.devices.device_type),
         "noise_met": loop.noise_met,

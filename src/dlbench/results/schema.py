@@ -35,7 +35,7 @@ COLUMNS: dict[str, str] = {
     "optimizer_impl": "fused, foreach or for-loop (the optimizer's implementation)",
     "data_on": "device: batches resident; host: pinned batches copied each step",
     "seed": "random seed",
-    "warmup_steps": "steps run before the window (not timed)",
+    "warmup_steps": "steps run before the window (untimed; with GPU telemetry at least 1 s)",
     "steps": "measured steps (per rank; every rank runs the same number)",
     "min_time_s": "the window lasted at least this long (--min-time; 5 s with GPU telemetry)",
     "max_noise_pct": "target spread for adaptive measuring, if any",
