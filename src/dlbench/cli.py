@@ -45,6 +45,17 @@ NewTokens = Annotated[int, typer.Option(help="LLM generation: new tokens, no ear
 Accelerator = Annotated[str, typer.Option(help="auto, gpu or cpu.")]
 Devices = Annotated[str, typer.Option(help="Devices per node: a number or 'all'.")]
 NumNodes = Annotated[int, typer.Option(help="Nodes (torchrun or SLURM set the ranks).")]
+Strategy = Annotated[
+    str, typer.Option(help="auto (DDP for several processes) or ddp (DDP even for one).")
+]
+Ddp = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ddp",
+        help="KEY=VALUE for DistributedDataParallel: bucket_cap_mb, gradient_as_bucket_view, "
+        "static_graph, broadcast_buffers.",
+    ),
+]
 ChannelsLast = Annotated[bool, typer.Option(help="channels_last layout for image models.")]
 Compile = Annotated[
     bool | None,
@@ -107,6 +118,8 @@ def bench(
     accelerator: Accelerator = "auto",
     devices: Devices = "1",
     num_nodes: NumNodes = 1,
+    strategy: Strategy = "auto",
+    ddp: Ddp = None,
     channels_last: ChannelsLast = True,
     compile: Compile = None,
     cuda_graphs: CudaGraphs = None,
@@ -135,7 +148,7 @@ def bench(
         extra["batch_size_mode"] = "auto"
     if not batch_size.lstrip("-").isdigit():
         raise UserError(f"--batch-size: invalid value {batch_size!r}; a positive integer or auto")
-    flags = {**locals(), "batch_size": int(batch_size)}
+    flags = {**locals(), "batch_size": int(batch_size), "ddp": tuple(ddp or ())}
     config = _config(flags, mode=mode, extra=extra)
     raise typer.Exit(execute(config))
 
@@ -175,7 +188,10 @@ def _config(flags: dict, **fixed: object) -> RunConfig:
     return RunConfig(**{**fields, **fixed})
 
 
-@app.command("validate", help="Bare PyTorch loop vs the dlbench loop, back to back; the ratio.")
+@app.command(
+    "validate",
+    help="Bare PyTorch loop vs the dlbench loop, back to back; the ratio (DDP with --devices N).",
+)
 def validate(
     model: Model = "resnet50",
     mode: Annotated[str, typer.Option(help="train or infer.")] = "train",
@@ -187,6 +203,10 @@ def validate(
     height: Height = None,
     seq_len: SeqLen = 128,
     accelerator: Accelerator = "auto",
+    devices: Devices = "1",
+    num_nodes: NumNodes = 1,
+    strategy: Strategy = "auto",
+    ddp: Ddp = None,
     channels_last: ChannelsLast = True,
     compile: Compile = None,
     optimizer: Optimizer = None,
@@ -197,7 +217,7 @@ def validate(
 ) -> None:
     from dlbench.engine.validate import execute_validate
 
-    config = _config(locals())
+    config = _config({**locals(), "ddp": tuple(ddp or ())})
     if repeats <= 0:
         raise UserError(f"--repeats: invalid value {repeats}; must be a positive integer")
     raise typer.Exit(execute_validate(config, repeats))
@@ -246,7 +266,11 @@ def sweep(
 RUN_FLAGS = set(RunConfig.__dataclass_fields__) - {"mode", "devices", "output"}
 
 
-@app.command("scaling", help="One run at 1, 2, 4 ... devices (isolated), then scaling efficiency.")
+@app.command(
+    "scaling",
+    help="One run at 1, 2, 4 ... devices (isolated) and a DDP-wrapped one-device run, then "
+    "scaling efficiency against each.",
+)
 def scaling(
     model: Model = "resnet50",
     mode: Annotated[str, typer.Option(help="train or infer.")] = "train",
@@ -260,10 +284,12 @@ def scaling(
     height: Height = None,
     seq_len: SeqLen = 128,
     channels_last: ChannelsLast = True,
+    ddp: Ddp = None,
     output: Output = DEFAULT_OUTPUT,
     timeout: Annotated[float, typer.Option(help="Seconds per point.")] = 900.0,
 ) -> None:
-    flags = {k: v for k, v in locals().items() if k in RUN_FLAGS and v is not None}
+    ddp = tuple(ddp or ())
+    flags = {k: v for k, v in locals().items() if k in RUN_FLAGS and v not in (None, ())}
     from rich.console import Console
 
     from dlbench.console import show_scaling

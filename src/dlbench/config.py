@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlbench.engine.ddp import STRATEGIES, DdpSettings
 from dlbench.errors import invalid
 
 MODES = ("train", "infer")
@@ -32,6 +33,7 @@ CONFIG_KEY = (
     "seq_len",
     "devices",
     "num_nodes",
+    "strategy",
     "channels_last",
     "compile",
     "cuda_graphs",
@@ -58,6 +60,8 @@ class RunConfig:
     accelerator: str = "auto"
     devices: str = "1"
     num_nodes: int = 1
+    strategy: str = "auto"  # auto: DDP for several processes; ddp: also for one (a baseline)
+    ddp: tuple[str, ...] = ()  # --ddp KEY=VALUE: DistributedDataParallel settings
     channels_last: bool = True
     compile: bool | None = None  # None: on for LLM generation on a GPU, else off
     cuda_graphs: bool | None = None  # None: on for LLM generation on a GPU (the only user)
@@ -84,6 +88,8 @@ class RunConfig:
         if self.optimizer is not None:
             _check_choice("--optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("--data-on", self.data_on, DATA_LOCATIONS)
+        _check_choice("--strategy", self.strategy, (*STRATEGIES, "single"))
+        DdpSettings.parse(self.ddp)
         _check_positive("--batch-size", self.batch_size)
         _check_positive("--n-iters", self.n_iters)
         _check_positive("--seq-len", self.seq_len)

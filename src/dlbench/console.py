@@ -93,10 +93,13 @@ def show_result(row: dict[str, object], as_json: bool) -> None:
 
 
 def show_scaling(table) -> None:
-    """Throughput and efficiency per world size (a pandas frame from `scaling_table`)."""
-    out = Table(title="scaling efficiency = samples/s(N) / (N x samples/s(1))")
+    """Throughput and both efficiencies per world size (a frame from `scaling_table`)."""
+    out = Table(
+        title="scaling efficiency = samples/s(N) / (N x samples/s(1)); vs DDP-wrapped 1: "
+        "communication alone",
+    )
     headers = ("model", "mode", "batch/device", "world size", "samples/s", "per device", "eff.")
-    for column in headers:
+    for column in (*headers, "eff. vs DDP 1", "DDP overhead"):
         out.add_column(column, justify="left" if column in ("model", "mode") else "right")
     for line in table.to_dict("records"):
         out.add_row(
@@ -107,8 +110,19 @@ def show_scaling(table) -> None:
             _fmt(float(line["samples_per_s"])),
             _fmt(float(line["samples_per_s_per_device"])),
             _fmt(float(line["scaling_efficiency"]), 3),
+            _fmt(_number(line.get("scaling_efficiency_ddp")), 3),
+            _fmt(_number(line.get("ddp_overhead")), 3),
         )
-    Console(highlight=False, width=max(Console().width, 100)).print(out)
+    Console(highlight=False, width=max(Console().width, 120)).print(out)
+
+
+def _number(value: object) -> float | None:
+    """A float, or None for a missing value (NaN included)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else number
 
 
 def show_frame(frame, title: str) -> None:

@@ -103,20 +103,23 @@ def test_scaling_command_records_efficiency_and_reruns_add_nothing(csv_path):
     out = run_cli(*args)
     assert out.returncode == 0, out.stderr
     rows = read_rows(csv_path)
-    runs = {r["world_size"]: r for r in rows if r["run_kind"] == "benchmark"}
+    runs = {(r["world_size"], r["strategy"]): r for r in rows if r["run_kind"] == "benchmark"}
+    assert set(runs) == {("1", "single"), ("1", "ddp"), ("2", "ddp")}
+    two, one, wrapped = (float(runs[k]["samples_per_s"]) for k in sorted(runs, reverse=True))
     [scaling] = [r for r in rows if r["run_kind"] == "scaling"]
-    expected = float(runs["2"]["samples_per_s"]) / (2 * float(runs["1"]["samples_per_s"]))
-    assert float(scaling["scaling_efficiency"]) == pytest.approx(expected)
-    assert scaling["benchmark_run_id"] == runs["2"]["run_id"]
-    assert scaling["baseline_run_id"] == runs["1"]["run_id"]
-    assert "eff." in out.stdout
+    assert float(scaling["scaling_efficiency"]) == pytest.approx(two / (2 * one))
+    assert float(scaling["scaling_efficiency_ddp"]) == pytest.approx(two / (2 * wrapped))
+    assert scaling["benchmark_run_id"] == runs[("2", "ddp")]["run_id"]
+    assert scaling["baseline_run_id"] == runs[("1", "single")]["run_id"]
+    assert "eff. vs DDP 1" in out.stdout
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr
     assert len(read_rows(csv_path)) == len(rows)
 
 
-def _run(gpu: str, world: int, rate: float, run_id: str) -> dict:
+def _run(gpu: str, world: int, rate: float, run_id: str, strategy: str = "") -> dict:
     return {
+        "strategy": strategy or ("single" if world == 1 else "ddp"),
         "status": "ok",
         "run_kind": "benchmark",
         "model": "vit",
@@ -145,6 +148,22 @@ def test_scaling_table_compares_each_gpu_with_its_own_single_device_run():
     assert table["gpu_name"].tolist() == ["H200"] * 3
     assert table["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95, 0.9])
     assert table["baseline_run_id"].tolist() == ["a"] * 3
+
+
+def test_scaling_tells_ddp_overhead_from_communication_cost():
+    # the figures: unwrapped 4,692; DDP-wrapped on one GPU 4,571; 2 GPUs 9,167
+    rows = pd.DataFrame(
+        [
+            _run("H200", 1, 4692.0, "a"),
+            _run("H200", 1, 4571.0, "w", strategy="ddp"),
+            _run("H200", 2, 9167.0, "b"),
+        ]
+    )
+    table = scaling_table(rows).set_index("world_size")
+    assert table.loc[2, "scaling_efficiency"] == pytest.approx(9167 / (2 * 4692))
+    assert table.loc[2, "scaling_efficiency_ddp"] == pytest.approx(9167 / (2 * 4571))
+    assert table.loc[2, "ddp_overhead"] == pytest.approx(1 - 4571 / 4692)
+    assert list(table.index) == [1, 2]  # the DDP-wrapped baseline is no row of its own
 
 
 def test_device_counts_add_the_baseline_and_refuse_too_many():

@@ -1,30 +1,39 @@
-"""`dlbench validate`: the bare loop and the dlbench loop back to back, one row with the ratio."""
+"""`dlbench validate`: the bare loop and the dlbench loop back to back, one row with the ratio,
+on one process and under DDP (gloo on the CPU); a planted slowdown must show."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.conftest import TINY, read_rows, run_cli
+from tests.conftest import TINY, cli_env, read_rows, run_cli
+
+VALIDATE = ["validate", "--model", "timm:test_resnet", *TINY, "--warmup-steps", "1"]
 
 
 def test_validate_records_one_row_with_the_ratio_of_the_two_loops(csv_path):
-    out = run_cli(
-        "validate",
-        "--model",
-        "timm:test_resnet",
-        *TINY,
-        "--n-iters",
-        "3",
-        "--warmup-steps",
-        "1",
-        "--repeats",
-        "1",
-        "--output",
-        str(csv_path),
-    )
+    out = run_cli(*VALIDATE, "--n-iters", "3", "--repeats", "1", "--output", csv_path)
     assert out.returncode == 0, out.stderr
     [row] = read_rows(csv_path)
     assert row["run_kind"] == "validate" and row["world_size"] == "1"
-    assert row["slowest_rank"] == "0"
+    assert row["slowest_rank"] == "0" and row["strategy"] == "single"
     ratio = float(row["samples_per_s"]) / float(row["bare_samples_per_s"])
     assert float(row["harness_ratio"]) == pytest.approx(ratio)
+
+
+def test_validate_on_two_ddp_ranks_records_the_ratio_per_repeat(csv_path):
+    out = run_cli(*VALIDATE, "--n-iters", "20", "--devices", "2", "--repeats", "2",
+                  "--ddp", "static_graph=true", "--output", csv_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(csv_path)  # rank 0 alone writes
+    assert (row["world_size"], row["strategy"], row["ddp_static_graph"]) == ("2", "ddp", "True")
+    ratios = [float(r) for r in row["harness_ratios"].split()]
+    assert len(ratios) == 2 and all(0.5 < r < 2.0 for r in ratios)
+
+
+def test_a_planted_slowdown_in_the_dlbench_ddp_step_moves_the_ratio_below_1(csv_path):
+    env = {**cli_env(), "DLBENCH_PLUGINS": "tests.slow_harness"}  # +50 ms per dlbench step
+    out = run_cli(*VALIDATE, "--n-iters", "10", "--devices", "2", "--repeats", "1",
+                  "--output", csv_path, env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(csv_path)
+    assert float(row["harness_ratio"]) < 0.8

@@ -1,4 +1,9 @@
-"""Scaling efficiency: throughput at N devices against N times the one-device run."""
+"""Scaling efficiency: throughput at N devices against N times a one-device run.
+
+Two one-device baselines tell two costs apart: the plain run (no DDP) gives
+`scaling_efficiency`, what a user gains over one GPU; the DDP-wrapped run (`--strategy ddp` on
+one process: DDP's hooks and buckets, no partner to talk to) gives `scaling_efficiency_ddp`,
+which leaves communication alone. `ddp_overhead` is what the wrapper costs on one GPU."""
 
 from __future__ import annotations
 
@@ -12,30 +17,53 @@ SCALING_COLUMNS = [
     "samples_per_s_per_device",
     "baseline_samples_per_s",
     "scaling_efficiency",
+    "ddp_baseline_samples_per_s",
+    "scaling_efficiency_ddp",
+    "ddp_overhead",
     "run_id",
     "baseline_run_id",
 ]
 
 
+def _strategy(runs: pd.DataFrame) -> pd.Series:
+    """single or ddp; rows from before the column existed ran DDP exactly when world_size > 1."""
+    given = runs.get("strategy", pd.Series("", index=runs.index)).fillna("").astype(str)
+    implied = runs["world_size"].map(lambda n: "ddp" if n > 1 else "single")
+    return given.where(given != "", implied)
+
+
 def scaling_table(rows: pd.DataFrame) -> pd.DataFrame:
     """One line per world size of each configuration run on more than one device that has a
-    world-size-1 run to compare with (same GPU model too);
-    efficiency = samples_per_s(N) / (N x samples_per_s(1))."""
+    plain one-device run to compare with (same GPU model too); the DDP columns where a
+    DDP-wrapped one-device run exists."""
     runs = benchmark_rows(rows)
     if runs.empty or "world_size" not in runs:
         return pd.DataFrame(columns=SCALING_COLUMNS)
     if "samples_per_s_per_device" not in runs:
         runs["samples_per_s_per_device"] = runs["samples_per_s"] / runs["world_size"]
-    key = key_columns(runs, (*RUN_KEY, "gpu_name"))
+    runs["strategy"] = _strategy(runs)
+    key = key_columns(runs, tuple(k for k in (*RUN_KEY, "gpu_name") if k != "strategy"))
     measured = ["world_size", "samples_per_s", "samples_per_s_per_device", "run_id"]
-    runs = latest(runs, [*key, "world_size"])[[*key, *measured]]
-    base = runs[runs["world_size"] == 1][[*key, "samples_per_s", "run_id"]]
-    base = base.rename(
+    runs = latest(runs, [*key, "world_size", "strategy"])
+    single = runs[runs["strategy"] == "single"]
+    wrapped = runs[(runs["strategy"] == "ddp") & (runs["world_size"] == 1)]
+    scaled = runs[runs["strategy"] == "ddp"]
+    scaled = pd.concat([single, scaled[scaled["world_size"] > 1]])[[*key, *measured]]
+    base = single[single["world_size"] == 1][[*key, "samples_per_s", "run_id"]].rename(
         columns={"samples_per_s": "baseline_samples_per_s", "run_id": "baseline_run_id"}
     )
-    merged = runs.merge(base, on=key, how="inner")
-    merged["scaling_efficiency"] = merged["samples_per_s"] / (
-        merged["world_size"] * merged["baseline_samples_per_s"]
+    merged = scaled.merge(base, on=key, how="inner")
+    ddp_base = wrapped[[*key, "samples_per_s"]]
+    merged = merged.merge(
+        ddp_base.rename(columns={"samples_per_s": "ddp_baseline_samples_per_s"}), on=key, how="left"
+    )
+    n = merged["world_size"]
+    merged["scaling_efficiency"] = merged["samples_per_s"] / (n * merged["baseline_samples_per_s"])
+    merged["scaling_efficiency_ddp"] = merged["samples_per_s"] / (
+        n * merged["ddp_baseline_samples_per_s"]
+    )
+    merged["ddp_overhead"] = (
+        1 - merged["ddp_baseline_samples_per_s"] / merged["baseline_samples_per_s"]
     )
     spans = merged.groupby(key, dropna=False)["world_size"].transform("max")
     ordered = merged[spans > 1].sort_values([*key, "world_size"])

@@ -1,14 +1,18 @@
 """A bare, hand-written PyTorch loop: the yardstick that `dlbench validate` holds the harness to.
 
-Deliberately plain torch (no Lightning, no dlbench loop): what a careful user writes by hand."""
+Deliberately plain torch (no Lightning, no dlbench loop): what a careful user writes by hand.
+Under DDP it wraps the model in torch's own DistributedDataParallel, on the process group that
+is already up, with the same settings as the dlbench loop."""
 
 from __future__ import annotations
 
 import time
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from dlbench.config import RunConfig
+from dlbench.engine.ddp import DdpSettings
 from dlbench.engine.precision import PrecisionPlan
 from dlbench.engine.session import cast_inputs, make_batches, make_optimizer, memory_format
 from dlbench.workloads import InputShape, Workload
@@ -24,6 +28,7 @@ class BareLoop:
         config: RunConfig,
         precision: PrecisionPlan,
         device: torch.device,
+        ddp: DdpSettings | None = None,
     ) -> None:
         torch.manual_seed(config.seed)
         fmt = memory_format(config, workload)
@@ -34,9 +39,12 @@ class BareLoop:
         self.batch_size = config.batch_size
         self.train = config.mode == "train"
         self.loss_fn = workload.loss
+        self.optimizer = make_optimizer(config.optimizer, model.parameters())
+        if ddp is not None:
+            ids = [device.index] if device.type == "cuda" else None
+            model = DistributedDataParallel(model, device_ids=ids, **ddp.kwargs())
         self.model = torch.compile(model) if config.compile else model
         self.model.train(self.train)
-        self.optimizer = make_optimizer(config.optimizer, model.parameters())
         self.batches = []
         for b in make_batches(workload, shape, config.batch_size, config.seed, fmt):
             b = cast_inputs(b.map(lambda t: t.to(device)), precision)
@@ -60,8 +68,8 @@ class BareLoop:
         self.scaler.step(self.optimizer)
         self.scaler.update()
 
-    def rate(self, warmup_steps: int, steps: int) -> float:
-        """Samples per second over `steps` timed steps after `warmup_steps` untimed ones."""
+    def window_s(self, warmup_steps: int, steps: int) -> float:
+        """Seconds for `steps` timed steps (device clock) after `warmup_steps` untimed ones."""
         with torch.inference_mode(not self.train):
             for i in range(warmup_steps):
                 self.step(i)
@@ -79,4 +87,4 @@ class BareLoop:
                 for i in range(steps):
                     self.step(i)
                 seconds = time.perf_counter() - began
-        return self.batch_size * steps / seconds
+        return seconds

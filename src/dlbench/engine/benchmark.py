@@ -13,6 +13,7 @@ from dlbench.analysis.roofline import bandwidth_columns
 from dlbench.config import RunConfig
 from dlbench.console import stderr
 from dlbench.engine.breakdown import run_breakdown
+from dlbench.engine.ddp import DdpSettings, resolved_strategy
 from dlbench.engine.devices import DevicePlan, plan_devices
 from dlbench.engine.generation import (
     decode_bytes_per_step,
@@ -40,6 +41,7 @@ class Plan:
     shape: InputShape
     devices: DevicePlan
     precision: PrecisionPlan
+    ddp: DdpSettings
 
 
 @dataclass
@@ -85,7 +87,7 @@ def make_plan(config: RunConfig) -> Plan:
     config = _resolve_defaults(config, workload, devices)
     shape = workload.shape(config.width, config.height, config.seq_len)
     precision = plan_precision(config.precision, devices.device_type)
-    return Plan(config, workload, shape, devices, precision)
+    return Plan(config, workload, shape, devices, precision, DdpSettings.parse(config.ddp))
 
 
 def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan) -> RunConfig:
@@ -98,7 +100,11 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
         raise invalid("--cuda-graphs", True, "CUDA graphs are used for LLM generation only")
     if config.cuda_graphs and not on_gpu:
         raise invalid("--cuda-graphs", True, "CUDA graphs need a CUDA GPU")
-    changes: dict[str, object] = {}
+    if config.strategy == "single" and devices.world_size > 1:
+        raise invalid("--strategy", "single", "several processes need ddp (or auto)")
+    changes: dict[str, object] = {
+        "strategy": resolved_strategy(config.strategy, devices.world_size)
+    }
     if config.optimizer is None:
         changes["optimizer"] = workload.default_optimizer
     if config.compile is None:
@@ -198,7 +204,7 @@ def _reset_memory(device: torch.device) -> None:
 def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     """Run the plan; every rank measures, and the slowest rank decides the global throughput."""
     config = plan.config
-    fabric = fabric or create_fabric(plan.devices, plan.precision)
+    fabric = fabric or create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
     # The GPU this rank uses; CPU ranks (tests against the fake NVML) count by local rank.
     device_index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
     monitor = None
@@ -233,6 +239,7 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
         **columns,
         **_energy_columns(telemetry, energy_all_ranks, plan, loop.steps, columns),
         **_mfu(measurement, fabric.device),
+        **(plan.ddp.columns() if plan.config.strategy == "ddp" else {}),
     }
     return measurement
 

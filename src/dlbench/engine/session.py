@@ -117,17 +117,25 @@ def make_batches(
     return batches
 
 
-def create_fabric(devices: DevicePlan, precision: PrecisionPlan):
-    """Lightning Fabric for the device plan; DDP when more than one process runs."""
+def create_fabric(
+    devices: DevicePlan, precision: PrecisionPlan, strategy: str = "single", ddp=None
+):
+    """Lightning Fabric for the device plan: DDP with the given settings (DdpSettings) when the
+    strategy is 'ddp' (several processes, or a DDP-wrapped single one for scaling baselines)."""
     from lightning.fabric import Fabric
+    from lightning.fabric.strategies import DDPStrategy
 
-    strategy = "ddp" if devices.world_size > 1 else "auto"
+    from dlbench.engine.ddp import DdpSettings
+
+    chosen = "auto"
+    if strategy == "ddp":
+        chosen = DDPStrategy(**(ddp or DdpSettings()).kwargs())
     fabric = Fabric(
         accelerator=devices.accelerator,
         devices=devices.count,
         num_nodes=devices.num_nodes,
         precision=precision.lightning,
-        strategy=strategy,
+        strategy=chosen,
     )
     fabric.launch()
     return fabric

@@ -1,4 +1,9 @@
-"""`dlbench validate`: the bare loop and the dlbench loop back to back in one process."""
+"""`dlbench validate`: the bare loop and the dlbench loop back to back in the same processes.
+
+On one device the bare loop is plain torch; on several (DDP, one process per device) it is
+plain torch.distributed with torch's DistributedDataParallel, the same model, inputs, dtype,
+layout, optimizer and DDP settings. Both alternate window by window; each window's global rate
+uses the slowest rank's window, as benchmark rows do, and the row holds the ratio per repeat."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from dlbench.console import show_result
 from dlbench.engine.bare import BareLoop
 from dlbench.engine.benchmark import Measurement, loop_settings, make_plan
 from dlbench.engine.loop import LoopResult, run_measured_loop
-from dlbench.engine.ranks import RANK_FIELDS, rank_values
+from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import measurement_row
@@ -17,43 +22,52 @@ from dlbench.results.store import CsvStore
 
 
 def compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[float], list[float]]:
-    """Alternate bare and dlbench windows `repeats` times; dlbench's median run and both rates."""
-    plan = make_plan(config.replace(devices="1"))
-    fabric = create_fabric(plan.devices, plan.precision)
+    """Alternate bare and dlbench windows `repeats` times; dlbench's median run and both
+    loops' global rates (samples over all ranks / slowest rank's window)."""
+    plan = make_plan(config.replace(min_time=0.0, telemetry=False))
+    fabric = create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
     session = open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)
-    bare = BareLoop(plan.workload, plan.shape, plan.config, plan.precision, session.device)
-    settings = loop_settings(plan.config.replace(min_time=0.0), session.device.type)
+    ddp = plan.ddp if plan.config.strategy == "ddp" else None
+    bare = BareLoop(plan.workload, plan.shape, plan.config, plan.precision, session.device, ddp)
+    agree = agree_max(fabric)
+    settings = loop_settings(plan.config, session.device.type)
+    samples = config.batch_size * config.n_iters * fabric.world_size
     bare_rates: list[float] = []
     loops: list[LoopResult] = []
     for r in range(repeats):
-        order = ("bare", "dlbench") if r % 2 == 0 else ("dlbench", "bare")
-        for variant in order:
+        for variant in ("bare", "dlbench") if r % 2 == 0 else ("dlbench", "bare"):
             if variant == "bare":
-                bare_rates.append(bare.rate(config.warmup_steps, config.n_iters))
+                [slowest] = agree([bare.window_s(config.warmup_steps, config.n_iters)])
+                bare_rates.append(samples / slowest)
                 continue
             with session.context():
-                loops.append(run_measured_loop(session.step, session.device, settings))
-    rates = [config.batch_size * lp.steps / lp.window_s for lp in loops]
-    median_loop = sorted(zip(rates, range(len(loops))))[len(loops) // 2][1]
-    chosen = loops[median_loop]
+                loops.append(run_measured_loop(session.step, session.device, settings, None, agree))
+    slowest_windows = [agree([lp.window_s])[0] for lp in loops]
+    rates = [samples / w for w in slowest_windows]
+    chosen = loops[sorted(zip(rates, range(len(loops))))[len(loops) // 2][1]]
+    index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
     measurement = Measurement(
         plan=plan,
         loop=chosen,
         param_count=session.param_count,
-        world_size=1,
-        global_rank=0,
-        per_rank=[dict(zip(RANK_FIELDS, rank_values(chosen, {}, 0)))],
+        world_size=fabric.world_size,
+        global_rank=fabric.global_rank,
+        per_rank=gather_ranks(fabric, rank_values(chosen, {}, index)),
         peak_allocated_mb=None,
         peak_reserved_mb=None,
     )
+    if ddp is not None:
+        measurement.extra = ddp.columns()
     return measurement, rates, bare_rates
 
 
 def execute_validate(config: RunConfig, repeats: int) -> int:
-    """Run the comparison, record one row with the ratio, print it."""
+    """Run the comparison; rank 0 records one row with the ratios and prints it."""
     store = CsvStore(config.output)
     store.check_writable()
     measurement, rates, bare_rates = compare_loops(config, repeats)
+    if measurement.global_rank != 0:
+        return 0
     ratios = [d / b for d, b in zip(rates, bare_rates)]
     row = measurement_row(
         measurement,

@@ -28,6 +28,7 @@ def config_columns(config: RunConfig) -> dict[str, object]:
         "seq_len": config.seq_len,
         "devices": config.devices,
         "num_nodes": config.num_nodes,
+        "strategy": config.strategy,
         "channels_last": config.channels_last,
         "compile": config.compile,
         "cuda_graphs": config.cuda_graphs,

@@ -60,6 +60,9 @@ class SweepPoint:
             flag = "--" + key.replace("_", "-")
             if isinstance(value, bool):
                 args.append(flag if value else "--no-" + key.replace("_", "-"))
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    args += [flag, str(item)]
             elif value is not None:
                 args += [flag, str(value)]
         for key, value in self.all_tags.items():

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dlbench.config import CONFIG_KEY
+from dlbench.engine.ddp import resolved_strategy
 from dlbench.errors import UserError
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import failure_row, new_run_id
@@ -48,6 +49,8 @@ def point_matches(point: SweepPoint, row: dict[str, str]) -> bool:
     for key in (*DISTINGUISHING_TAGS, *tags):
         if row.get(key, "") != tags.get(key, ""):
             return False
+    processes = int(wanted.get("devices", 1)) * int(wanted.get("num_nodes", 1))
+    wanted["strategy"] = resolved_strategy(str(wanted.get("strategy", "auto")), processes)
     for key in CONFIG_KEY:
         if key in wanted and row.get(key, "") != "" and row[key] != str(wanted[key]):
             return False  # an empty value: the key does not apply (seq_len of an image model)

@@ -36,7 +36,8 @@ def device_counts(spec: str, accelerator: str) -> list[int]:
 def scaling_plan(
     flags: dict[str, object], mode: str, counts: list[int], timeout_s: float
 ) -> SweepPlan:
-    """A one-block sweep plan over the device counts; `flags` are the run's other CLI flags."""
+    """A sweep over the device counts, plus one DDP-wrapped run on one device (the baseline
+    that separates DDP's own cost from communication); `flags` are the other CLI flags."""
     fixed = {k: v for k, v in flags.items() if k not in ("model", "batch_size", "precision")}
     block = {
         "models": [flags["model"]],
@@ -45,7 +46,8 @@ def scaling_plan(
         "precisions": [flags["precision"]],
         "devices": counts,
     }
-    return SweepPlan(name="scaling", runs=[block], fixed=fixed, timeout_s=timeout_s)
+    wrapped = {**block, "devices": [1], "fixed": {"strategy": "ddp"}}
+    return SweepPlan(name="scaling", runs=[block, wrapped], fixed=fixed, timeout_s=timeout_s)
 
 
 def record_scaling(store: CsvStore, model: str, mode: str) -> pd.DataFrame:

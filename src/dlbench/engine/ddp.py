@@ -1,0 +1,62 @@
+"""DDP settings in one place: Fabric's DDP and the bare loop of `validate` wrap the model with
+the same ones, and every DDP row records them (they move the number)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from dlbench.errors import UserError
+
+STRATEGIES = ("auto", "ddp")  # auto: DDP when more than one process runs; ddp: always
+
+
+@dataclass(frozen=True)
+class DdpSettings:
+    """What DistributedDataParallel gets (torch's defaults unless --ddp KEY=VALUE says other)."""
+
+    bucket_cap_mb: float = 25.0
+    gradient_as_bucket_view: bool = False
+    static_graph: bool = False
+    broadcast_buffers: bool = True
+
+    @classmethod
+    def parse(cls, items: tuple[str, ...] | list[str]) -> DdpSettings:
+        """`--ddp KEY=VALUE` pairs, or a UserError naming the flag, value and what is allowed."""
+        fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        changes: dict[str, object] = {}
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or key not in fields:
+                raise UserError(
+                    f"--ddp: invalid value {item!r}; KEY=VALUE with KEY one of {', '.join(fields)}"
+                )
+            changes[key] = _value(key, value, fields[key])
+        return cls(**changes)
+
+    def kwargs(self) -> dict[str, object]:
+        """Keyword arguments for torch's DistributedDataParallel."""
+        return dataclasses.asdict(self)
+
+    def columns(self) -> dict[str, object]:
+        """Row columns `ddp_<setting>`."""
+        return {f"ddp_{k}": v for k, v in self.kwargs().items()}
+
+
+def _value(key: str, text: str, kind: str) -> object:
+    if kind == "bool":
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise UserError(f"--ddp: invalid value {text!r} for {key}; true or false")
+        return text.lower() in ("true", "1")
+    try:
+        number = float(text)
+    except ValueError:
+        raise UserError(f"--ddp: invalid value {text!r} for {key}; a number") from None
+    if number <= 0:
+        raise UserError(f"--ddp: invalid value {text!r} for {key}; must be positive")
+    return number
+
+
+def resolved_strategy(requested: str, world_size: int) -> str:
+    """What ran: 'ddp' (several processes, or --strategy ddp on one) or 'single'."""
+    return "ddp" if requested == "ddp" or world_size > 1 else "single"
