@@ -13,11 +13,14 @@ STRATEGIES = ("auto", "ddp")  # auto: DDP when more than one process runs; ddp: 
 
 @dataclass(frozen=True)
 class DdpSettings:
-    """What DistributedDataParallel gets (torch's defaults unless --ddp KEY=VALUE says other)."""
+    """What DistributedDataParallel gets (--ddp KEY=VALUE changes any of it). Gradients as
+    bucket views (no copy of every gradient into its bucket) and a static graph (every
+    workload here uses all its parameters every step) ran resnet50 bs256 on 2 H200s 0.8 %
+    faster, for the bare loop and dlbench alike; the rest are torch's defaults."""
 
     bucket_cap_mb: float = 25.0
-    gradient_as_bucket_view: bool = False
-    static_graph: bool = False
+    gradient_as_bucket_view: bool = True
+    static_graph: bool = True
     broadcast_buffers: bool = True
 
     @classmethod
