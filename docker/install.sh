@@ -1,18 +1,36 @@
 #!/bin/sh
-# Shared image step for all three Dockerfiles: install the given PyTorch build, then dlbench
-# from /opt/dlbench, and prepare /workdir for any user id (`docker run --user $(id -u):$(id -g)`).
-#   TORCH_PACKAGES  e.g. "torch==2.11.0 torchvision==0.26.0" (empty: keep the base image's torch)
-#   TORCH_INDEX     the PyTorch wheel index for that build (cu128, cu118, rocm...)
-#   EXTRAS          dlbench extras, e.g. "seg" or "seg,rocm"
+# Shared image steps of all three Dockerfiles, in two layers so that torch (the big one) stays
+# cached while only dlbench changes:
+#   dlbench-install torch   a venv at /opt/venv (it sees the base image's packages, so a base
+#                           that ships torch, like ROCm's, keeps it), then TORCH_PACKAGES
+#   dlbench-install app     dlbench from /opt/dlbench with EXTRAS, the image user, /workdir
+# A venv installs on every base, also where the system Python refuses pip (PEP 668: Debian,
+# Ubuntu 24.04). Variables: TORCH_PACKAGES (e.g. "torch==2.11.0 torchvision==0.26.0"; empty:
+# keep the base's torch), TORCH_INDEX (the wheel index for that build; empty: pip's configured
+# index), EXTRAS (e.g. "seg" or "seg,rocm").
 set -eu
-if [ -n "${TORCH_PACKAGES:-}" ]; then
-    # shellcheck disable=SC2086  # a list of requirement specifiers
-    python3 -m pip install --no-cache-dir --index-url "$TORCH_INDEX" $TORCH_PACKAGES
-fi
-python3 -m pip install --no-cache-dir "/opt/dlbench[${EXTRAS:-seg}]"
-# uid 1000 is the image user (some bases, e.g. Ubuntu 24.04, already have one)
-id 1000 > /dev/null 2>&1 || useradd --uid 1000 --create-home --shell /usr/sbin/nologin dlbench
-mkdir -p /workdir/benchmarks
-# Any uid may write here (the mounted ./benchmarks replaces it, owned by the host user).
-chmod 1777 /workdir /workdir/benchmarks
-dlbench --help > /dev/null
+case "${1:-}" in
+torch)
+    python3 -m venv --system-site-packages /opt/venv
+    if [ -n "${TORCH_PACKAGES:-}" ]; then
+        index=""
+        [ -n "${TORCH_INDEX:-}" ] && index="--index-url $TORCH_INDEX"
+        # shellcheck disable=SC2086  # lists of options and requirement specifiers
+        /opt/venv/bin/pip install --no-cache-dir $index $TORCH_PACKAGES
+    fi
+    ;;
+app)
+    /opt/venv/bin/pip install --no-cache-dir "/opt/dlbench[${EXTRAS:-seg}]"
+    rm -rf /opt/dlbench/build
+    # uid 1000 is the image user (some bases, e.g. Ubuntu 24.04, already have one)
+    id 1000 > /dev/null 2>&1 || useradd --uid 1000 --create-home --shell /usr/sbin/nologin dlbench
+    mkdir -p /workdir/benchmarks
+    # Any uid may write here (the mounted ./benchmarks replaces it, owned by the host user).
+    chmod 1777 /workdir /workdir/benchmarks
+    dlbench --help > /dev/null
+    ;;
+*)
+    echo "usage: dlbench-install torch|app" >&2
+    exit 2
+    ;;
+esac

@@ -176,3 +176,12 @@ def test_workflows_run_the_readme_command_and_gate_on_compare():
     ):
         assert needed in runs
     assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in job["steps"])
+
+
+def test_cpu_override_drops_the_gpu_reservation_and_runs_the_quick_plan():
+    services = _compose("docker-compose.yml", "docker-compose.cpu.yml")
+    for name in ("train", "inference", "sweep"):
+        assert not services[name].get("deploy") and not services[name].get("ulimits")
+        assert services[name]["network_mode"] == "none"
+    assert services["sweep"]["command"][:2] == ["sweep", "quick"]
+    assert "--accelerator" in services["train"]["command"]
