@@ -1,7 +1,8 @@
 """Workloads that fail on purpose, loaded into real child processes via DLBENCH_PLUGINS.
 
 fault_oom raises torch's real OutOfMemoryError above DLBENCH_FAULT_MAX_BATCH (default 16), as a
-GPU would; fault_crash kills its process; fault_hang never finishes a step."""
+GPU would; fault_crash kills its process; fault_hang never finishes a step; steady takes 20 ms a
+step, so its throughput is known whichever process runs it."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ class FaultModel(nn.Module):
             os.kill(os.getpid(), signal.SIGKILL)
         if self.kind == "hang":
             time.sleep(3600)
+        if self.kind == "steady":
+            time.sleep(0.02)
         return self.fc(x)
 
 
@@ -37,10 +40,10 @@ def _batch(batch_size: int, shape: InputShape, gen: torch.Generator) -> Batch:
     return Batch(torch.randn(batch_size, 8, generator=gen), torch.zeros(batch_size).long())
 
 
-for _kind in ("oom", "crash", "hang"):
+for _kind in ("oom", "crash", "hang", "steady"):
     register_workload(
         Workload(
-            name=f"fault_{_kind}",
+            name=_kind if _kind == "steady" else f"fault_{_kind}",
             summary=f"test workload that fails by {_kind}",
             family="text",
             sample_unit="sequence",

@@ -23,6 +23,9 @@ def test_train_and_src_inference_append_one_row_each(csv_path):
         assert row["steps"] == "3" and row["width"] == "32" and row["height"] == "32"
         assert row["torch"] and row["lightning"] and row["timm"]
     assert "images/s" in first.stdout
+    for phase in ("startup_s", "setup_s", "build_s", "warmup_s", "profile_s"):
+        assert all(float(r[phase]) >= 0 for r in rows), phase
+    assert float(rows[0]["startup_s"]) > 0.5  # a fresh process: imports and the CLI
 
 
 def test_json_prints_the_row(csv_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +23,8 @@ app = typer.Typer(
 )
 
 TRAIN_NAMES = ("train", "src.train")
+# The command line being run (a sweep worker runs many in one process, so not sys.argv).
+COMMAND_LINE: ContextVar[tuple[str, ...]] = ContextVar("command_line", default=())
 INFER_NAMES = ("infer", "inference", "src.inference", "src.infer")
 
 Model = Annotated[str, typer.Option(help="Workload name (see `dlbench models`) or timm:NAME.")]
@@ -139,17 +142,20 @@ def bench(
     breakdown: Breakdown = False,
     tag: Tags = None,
 ) -> None:
-    from dlbench.run import execute
+    from dlbench.run import auto_batch_in_process, execute
 
     mode = "train" if ctx.info_name in TRAIN_NAMES else "infer"
     extra = _tags(tag)
+    flags = {**locals(), "ddp": tuple(ddp or ())}
     if batch_size == "auto":
-        batch_size = str(_auto_batch_size(ctx.info_name, output))
         extra["batch_size_mode"] = "auto"
+        config = _config({**flags, "batch_size": 1}, mode=mode, extra=extra)
+        if auto_batch_in_process(config):
+            raise typer.Exit(execute(config, auto_batch=True))
+        batch_size = str(_auto_batch_size(ctx.info_name, output))
     if not batch_size.lstrip("-").isdigit():
         raise UserError(f"--batch-size: invalid value {batch_size!r}; a positive integer or auto")
-    flags = {**locals(), "batch_size": int(batch_size), "ddp": tuple(ddp or ())}
-    config = _config(flags, mode=mode, extra=extra)
+    config = _config({**flags, "batch_size": int(batch_size)}, mode=mode, extra=extra)
     raise typer.Exit(execute(config))
 
 
@@ -165,13 +171,15 @@ def _tags(tags: list[str] | None) -> dict[str, str]:
 
 
 def _auto_batch_size(command: str, output: Path) -> int:
-    """Probe in subprocesses with this same command line, batch size replaced."""
+    """Probe in subprocesses with this same command line, batch size replaced (the isolated
+    fallback for generation and several processes)."""
     import tempfile
 
     from dlbench.sweep.autobatch import find_batch_size
 
+    given = COMMAND_LINE.get()
     args, skip = [], False
-    for arg in sys.argv[sys.argv.index(command) + 1 :]:
+    for arg in given[list(given).index(command) + 1 :]:
         if skip or arg.startswith("--batch-size"):
             skip = arg == "--batch-size"
             continue
@@ -239,6 +247,13 @@ def sweep(
     repeats: Annotated[
         int | None, typer.Option(help="Run every point N times (the plan's repeats).")
     ] = None,
+    isolation: Annotated[
+        str,
+        typer.Option(
+            help="worker: points run back to back in a process replaced after any failure; "
+            "process: each point in a process of its own (DDP points always are)."
+        ),
+    ] = "worker",
 ) -> None:
     from rich.console import Console
 
@@ -257,7 +272,9 @@ def sweep(
         for i, point in enumerate(shard_points(sweep_plan.points(), index, count), 1):
             print(f"{i:3d}  dlbench {' '.join(point.cli_args())}")
         raise typer.Exit(0)
-    runner = SweepRunner(sweep_plan, output, allow_power_changes, settle_s, (index, count))
+    runner = SweepRunner(
+        sweep_plan, output, allow_power_changes, settle_s, (index, count), isolation
+    )
     outcome = runner.run()
     Console(width=max(Console().width, 120)).print(summary_table(outcome))
     raise typer.Exit(0)
@@ -318,29 +335,47 @@ def models(
 cli_analysis.register(app)
 
 
-def main() -> None:
-    """Console entry point: map user errors to exit 2 and signals to 128 + signal number."""
+@app.command("sweep-worker", hidden=True)
+def sweep_worker() -> None:
+    """Run sweep points given on stdin in this process (`sweep --isolation worker`)."""
+    from dlbench.sweep.worker import serve
+
+    serve()
+
+
+def run_command(args: list[str] | None = None) -> int:
+    """One command line (default: this process's) to its exit code: user errors 2 with one
+    line and no traceback, signals 128 + the signal. A sweep worker runs points through here."""
+    from dlbench.startup import mark_command_start
+
+    mark_command_start(fresh_process=args is None)
+    COMMAND_LINE.set(tuple(sys.argv[1:] if args is None else args))
     try:
         with interruptible():
-            code = app(standalone_mode=False)
-        sys.exit(code if isinstance(code, int) else 0)
+            code = app(args=args, standalone_mode=False)
+        return code if isinstance(code, int) else 0
     except UserError as exc:
-        _report(str(exc), 2)
+        return _report(str(exc), 2)
     except Interrupted as exc:
-        _report(f"{exc}; no row was written for the run in flight", exc.exit_code)
+        return _report(f"{exc}; no row was written for the run in flight", exc.exit_code)
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except Exception as exc:  # click usage errors and the like
         import click
 
         if isinstance(exc, click.exceptions.ClickException):
             exc.show()
-            sys.exit(2)
+            return 2
         if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
+            return 130
         raise
 
 
-def _report(message: str, code: int) -> None:
+def main() -> None:
+    """Console entry point."""
+    sys.exit(run_command())
+
+
+def _report(message: str, code: int) -> int:
     stderr.print(f"[red]error:[/red] {message}")
-    sys.exit(code)
+    return code

@@ -5,6 +5,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+EXIT_OK = 0
+EXIT_USER_ERROR = 2
+EXIT_OOM = 3  # the run did not fit; a row with status=oom was recorded
+
 
 class UserError(Exception):
     """A bad flag, value or file that the user can fix; printed without a traceback, exit code 2."""

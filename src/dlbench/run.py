@@ -8,13 +8,15 @@ import torch
 
 from dlbench.config import RunConfig
 from dlbench.console import show_result, stderr
-from dlbench.engine.benchmark import make_plan, run_benchmark
+from dlbench.engine.batch_probe import in_process_probe, memory_budget
+from dlbench.engine.benchmark import Plan, make_plan, run_benchmark
+from dlbench.engine.session import create_fabric
+from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import config_columns, failure_row, measurement_row, per_rank_rows
 from dlbench.results.store import CsvStore
-
-EXIT_OK = 0
-EXIT_OOM = 3
+from dlbench.startup import since_command_start
+from dlbench.sweep.autobatch import search_batch_size
 
 
 def last_line(exc: BaseException) -> str:
@@ -23,19 +25,47 @@ def last_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+def auto_batch_in_process(config: RunConfig) -> bool:
+    """Whether `--batch-size auto` can search inside this process: one process (DDP ranks
+    would disagree on an OOM) and a step workload (generation probes go to subprocesses)."""
+    plan = make_plan(config)
+    return plan.devices.world_size == 1 and not (
+        plan.workload.generative and plan.config.mode == "infer"
+    )
+
+
+def _search_batch_size(plan: Plan):
+    """The largest batch that fits, probed in this process; the plan at that size."""
+    fabric = create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
+    search = search_batch_size(in_process_probe(plan, fabric), memory_budget(fabric.device))
+    if search.batch_size == 0:
+        raise UserError("--batch-size auto: even batch size 1 does not fit on this device")
+    stderr.print(
+        f"--batch-size auto: {search.batch_size} is the largest batch that fits "
+        f"({len(search.probes)} probes, {search.seconds:.0f} s)"
+    )
+    return make_plan(plan.config.replace(batch_size=search.batch_size)), fabric, search
+
+
 def per_rank_path(output: Path) -> Path:
     """The side file beside the results CSV: `bench.csv` -> `bench.per_rank.csv`."""
     return output.with_name(f"{output.stem}.per_rank.csv")
 
 
-def execute(config: RunConfig) -> int:
-    """Validate, run, append the row (rank 0 only) and print it; returns the exit code."""
+def execute(config: RunConfig, auto_batch: bool = False) -> int:
+    """Validate, run, append the row (rank 0 only) and print it; returns the exit code.
+    With `auto_batch` the batch size is searched first, in this process and Fabric."""
+    startup_s = since_command_start()
     store = CsvStore(config.output)
     store.check_writable()
     plan = make_plan(config)
     env = collect_environment(plan.devices.device_type)
+    fabric = search = None
     try:
-        measurement = run_benchmark(plan)
+        if auto_batch:
+            plan, fabric, search = _search_batch_size(plan)
+            config = plan.config
+        measurement = run_benchmark(plan, fabric)
     except torch.OutOfMemoryError as exc:
         columns = {**config_columns(config), "run_id": config.run_id}
         store.append(failure_row(columns, "oom", last_line(exc), env))
@@ -46,6 +76,9 @@ def execute(config: RunConfig) -> int:
         return EXIT_OOM
     if measurement.global_rank != 0:
         return EXIT_OK
+    measurement.extra["startup_s"] = startup_s
+    if search is not None:
+        measurement.extra.update(search.columns())
     row = measurement_row(measurement, env)
     if measurement.world_size > 1:
         side = per_rank_path(config.output)

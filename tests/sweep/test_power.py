@@ -57,7 +57,7 @@ def test_normal_end_with_a_killed_child_restores_and_records(fake_gpu, tmp_path,
     csv_path = tmp_path / "power.csv"
     runner = SweepRunner(parse_plan(POWER_PLAN), csv_path, allow_power_changes=True, settle_s=0)
     outcome = runner.run()
-    assert [s for _, s in outcome.statuses] == ["ok", "ok", "error"]
+    assert [p.status for p in outcome.points] == ["ok", "ok", "error"]
     assert limit_of(fake_gpu) == ORIGINAL_W
     assert history_of(fake_gpu) == [300.0, 200.0, 400.0, ORIGINAL_W]  # 100 W clamped to 200
     rows = read_rows(csv_path)
@@ -70,7 +70,7 @@ def test_exception_mid_sweep_restores(fake_gpu, tmp_path, monkeypatch):
     runner = SweepRunner(parse_plan(POWER_PLAN), tmp_path / "p.csv", True, settle_s=0)
     calls = []
 
-    def explode(point):
+    def explode(point, launcher, run_id):
         calls.append(point)
         if len(calls) == 2:
             raise RuntimeError("boom")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.errors import UserError
-from dlbench.sweep.autobatch import largest_fitting
+from dlbench.sweep.autobatch import MEMORY_FRACTION, Probe, largest_fitting, search_batch_size
 from dlbench.sweep.plan import load_plan, parse_plan
 from tests.conftest import ROOT, cli_env, read_rows, run_cli
 
@@ -36,12 +36,11 @@ runs:
 SMALL_PLAN = """
 name: small
 timeout_s: 120
-fixed: {accelerator: cpu, n_iters: 2, warmup_steps: 0}
+fixed: {accelerator: cpu, n_iters: 60, warmup_steps: 0}
 runs:
-  - models: [timm:test_resnet]
+  - models: [steady]
     modes: [train, infer]
     batch_sizes: [2, 4]
-    resolutions: [[32, 32]]
 """
 
 
@@ -117,7 +116,7 @@ def test_sigterm_mid_sweep_leaves_valid_csv_and_rerun_completes_the_rest(tmp_pat
     csv_path = tmp_path / "sweep.csv"
     cmd = [sys.executable, "-m", "dlbench", "sweep", str(plan_file), "--output", str(csv_path)]
     proc = subprocess.Popen(
-        cmd, env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd, env=env_with(**FAULT_ENV), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     deadline = time.time() + 120
     while time.time() < deadline and not (csv_path.exists() and read_rows(csv_path)):
@@ -130,7 +129,7 @@ def test_sigterm_mid_sweep_leaves_valid_csv_and_rerun_completes_the_rest(tmp_pat
     assert 1 <= sum(r["status"] == "ok" for r in first) < 4
     assert {r["status"] for r in first} <= {"ok", "interrupted"}
 
-    again = run_cli("sweep", str(plan_file), "--output", str(csv_path), env=env_with())
+    again = run_cli("sweep", str(plan_file), "--output", str(csv_path), env=env_with(**FAULT_ENV))
     assert again.returncode == 0, again.stderr
     rows = read_rows(csv_path)
     ok = [(r["mode"], r["batch_size"]) for r in rows if r["status"] == "ok"]
@@ -175,7 +174,9 @@ def test_batch_size_auto_finds_and_records_the_largest_fit(tmp_path):
     assert out.returncode == 0, out.stderr
     (row,) = read_rows(csv_path)
     assert row["batch_size"] == "3" and row["batch_size_mode"] == "auto"
-    assert Path(csv_path).read_text().count("fault_oom") == 1  # probes went elsewhere
+    assert Path(csv_path).read_text().count("fault_oom") == 1  # probes write no rows
+    assert row["auto_batch_probes"] == "2:ok 8:oom 5:oom 3:ok 4:oom"  # in this process
+    assert float(row["auto_batch_s"]) < 30
 
 
 def test_repeats_and_block_tags_label_the_points():
@@ -219,3 +220,61 @@ def test_default_plan_labels_throughput_and_latency_rows():
             assert batch == 1 and point.mode == "infer"
         elif point.flags["model"] != "llm_1b":
             assert batch >= 128  # small batches on an H100 measure kernel launches
+
+
+WORKER_PLAN = """
+name: worker
+timeout_s: 60
+fixed: {accelerator: cpu, n_iters: 20, warmup_steps: 2}
+runs:
+  - models: [steady]
+    modes: [train]
+    batch_sizes: [4]
+  - models: [fault_crash]
+    batch_sizes: [4]
+  - models: [steady]
+    modes: [infer]
+    batch_sizes: [4]
+"""
+
+
+def test_worker_mode_survives_a_crash_and_measures_what_isolated_processes_measure(tmp_path):
+    plan_file = tmp_path / "worker.yaml"
+    plan_file.write_text(WORKER_PLAN)
+    rates = {}
+    for isolation in ("process", "worker"):
+        csv_path = tmp_path / f"{isolation}.csv"
+        out = run_cli(
+            "sweep", str(plan_file), "--isolation", isolation, "--output", str(csv_path),
+            env=env_with(**FAULT_ENV), timeout=400,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        rows = read_rows(csv_path)
+        assert [r["status"] for r in rows] == ["ok", "error", "ok"]
+        assert "SIGKILL" in rows[1]["error"]
+        assert {rows[0]["isolation"], rows[2]["isolation"]} == {isolation}
+        rates[isolation] = [float(rows[i]["samples_per_s"]) for i in (0, 2)]
+        assert "outside window" in out.stdout and "steady train bs4" in out.stderr
+    for worker, process in zip(rates["worker"], rates["process"]):
+        assert worker == pytest.approx(process, rel=0.15)  # 20 ms steps: about 200 samples/s
+
+
+def test_auto_search_finds_a_planted_memory_limit_in_at_most_12_probes():
+    gib = 2**30
+    for fixed, per_sample, total in [
+        (3 * gib, 0.30 * gib, 80 * gib),
+        (0.5 * gib, 0.011 * gib, 80 * gib),
+        (20 * gib, 2.0 * gib, 141 * gib),
+        (1 * gib, 0.9 * gib, 16 * gib),
+    ]:
+        budget = MEMORY_FRACTION * total
+
+        def probe(n: int, fixed=fixed, per_sample=per_sample, total=total) -> Probe:
+            peak = fixed + per_sample * n * 1.02 + 0.2 * gib  # allocator slack, not linear
+            return Probe(n, peak <= total) if peak > total else Probe(n, True, peak)
+
+        found = search_batch_size(probe, budget)
+        largest = max(n for n in range(1, 8193) if probe(n).fits and probe(n).peak_bytes <= budget)
+        assert largest - max(1, largest // 16) <= found.batch_size <= largest, (fixed, found)
+        assert len(found.probes) <= 12, found.probes
+        assert found.columns()["auto_batch_probes"].startswith("2:ok 8:ok")

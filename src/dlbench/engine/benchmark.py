@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,15 +136,19 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
     agree = agree_max(fabric)
     if plan.workload.generative and config.mode == "infer":
         return _measure_generation(plan, fabric, monitor, agree)
+    began = time.perf_counter()
     session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
+    build_s = time.perf_counter() - began
     _reset_memory(fabric.device)
     fabric.barrier()
     with session.context():
         settings = loop_settings(config, session.device.type)
         loop = run_measured_loop(session.step, session.device, settings, monitor, agree)
-        after = config.warmup_steps + loop.steps
+        after = loop.warmup_steps + loop.steps
+        began = time.perf_counter()
         columns = profile_after_window(session.step, session.device, after, loop, agree)
-    columns["optimizer_impl"] = optimizer_impl(session.optimizer)
+        columns["profile_s"] = time.perf_counter() - began
+    columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
     if config.breakdown:
         columns.update(run_breakdown(session, columns.get("gpu_busy_pct")))
     return loop, session.param_count, columns
@@ -152,7 +157,9 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
 def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult, int, dict]:
     """Generation rounds, then the profiled pass over whole rounds and the decode roofline."""
     config = plan.config
+    began = time.perf_counter()
     generator, params = open_generator(config, plan.workload, plan.shape, plan.precision, fabric)
+    build_s = time.perf_counter() - began
     _reset_memory(fabric.device)
     fabric.barrier()
     settings = loop_settings(config, fabric.device.type)
@@ -161,10 +168,12 @@ def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult,
     )
     per_round = generator.steps_per_round
     with torch.inference_mode():
-        after = (config.warmup_steps + loop.steps) * per_round
+        after = (loop.warmup_steps + loop.steps) * per_round
+        began = time.perf_counter()
         columns.update(
             profile_after_window(steps.round_step(per_round), fabric.device, after, loop, agree)
         )
+        columns.update(build_s=build_s, profile_s=time.perf_counter() - began)
     context = config.prompt_len + config.new_tokens / 2  # mean context of the decode steps
     itl = columns.get("itl_mean_ms")
     columns.update(
@@ -204,6 +213,7 @@ def _reset_memory(device: torch.device) -> None:
 def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     """Run the plan; every rank measures, and the slowest rank decides the global throughput."""
     config = plan.config
+    began = time.perf_counter()
     fabric = fabric or create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
     # The GPU this rank uses; CPU ranks (tests against the fake NVML) count by local rank.
     device_index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
@@ -211,6 +221,7 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     if config.telemetry:
         log = _rank_log(config.telemetry_log, fabric.global_rank, fabric.world_size)
         monitor = open_monitor(fabric.device, config.sample_interval, log, device_index)
+    setup_s = time.perf_counter() - began
     try:
         loop, param_count, columns = _measure(plan, fabric, monitor)
         telemetry = monitor.summary() if monitor else {}
@@ -236,6 +247,7 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     energies = [r["energy_j"] for r in per_rank]
     energy_all_ranks = math.nan if any(math.isnan(e) for e in energies) else sum(energies)
     measurement.extra = {
+        "setup_s": setup_s,
         **columns,
         **_energy_columns(telemetry, energy_all_ranks, plan, loop.steps, columns),
         **_mfu(measurement, fabric.device),

@@ -1,38 +1,130 @@
-"""`--batch-size auto`: the largest batch that fits, found by probing in subprocesses.
+"""`--batch-size auto`: the largest batch that fits, found in seconds.
 
-Each probe is a short real run in its own process, so an OOM cannot poison the next probe's
-allocator. Doubling finds an upper bound, bisection the largest size that fits (to within 1/16:
-the row records the batch used and `batch_size_mode=auto`)."""
+The search runs in the benchmark's own process: each probe builds the model, runs two steps at
+a batch size and reports its peak memory, or an out-of-memory error that is caught and freed.
+Two small probes give the fixed memory (weights, optimizer state) and the memory per sample;
+the estimate they give is checked, then bisected to within 1/16. A size fits when it ran and
+its peak stayed under MEMORY_FRACTION of the device, so that the measured run does not make the
+allocator thrash. A probe that fails in any other way sends the search to subprocess probes,
+each in its own process (the slow, isolated way)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from dlbench.console import stderr
-from dlbench.errors import UserError
-from dlbench.run import EXIT_OK, EXIT_OOM
+from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
 from dlbench.sweep.child import run_child
 
-PROBE_FLAGS = ["--n-iters", "1", "--warmup-steps", "1", "--no-telemetry"]
+MEMORY_FRACTION = 0.9
+SMALL_PROBES = (2, 8)
+STEP_UP = 1.125  # from a checked estimate, try this much more before bisecting
+PROBE_FLAGS = ["--n-iters", "1", "--warmup-steps", "1", "--no-telemetry", "--min-time", "0"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe's outcome: it ran (with its peak memory in bytes, if known) or ran out."""
+
+    batch_size: int
+    fits: bool
+    peak_bytes: float | None = None
+
+
+@dataclass
+class Search:
+    """The chosen size and every probe on the way, in order."""
+
+    batch_size: int = 0
+    probes: list[Probe] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def columns(self) -> dict[str, object]:
+        """What the row records about the search."""
+        trail = " ".join(f"{p.batch_size}:{'ok' if p.fits else 'oom'}" for p in self.probes)
+        return {"batch_size_mode": "auto", "auto_batch_probes": trail, "auto_batch_s": self.seconds}
+
+
+def search_batch_size(
+    probe: Callable[[int], Probe],
+    budget_bytes: float | None,
+    limit: int = 8192,
+    resolution: float = 1 / 16,
+) -> Search:
+    """The largest batch <= limit whose probe fits (within `resolution` of it)."""
+    search = Search()
+    started = time.monotonic()
+
+    def fits(n: int) -> bool:
+        result = probe(n)
+        ok = result.fits and (
+            budget_bytes is None or result.peak_bytes is None or result.peak_bytes <= budget_bytes
+        )
+        search.probes.append(Probe(n, ok, result.peak_bytes))
+        return ok
+
+    small = [n for n in SMALL_PROBES if n <= limit]
+    measured = [(n, fits(n)) for n in small]
+    good = max((n for n, ok in measured if ok), default=0)
+    bad = min((n for n, ok in measured if not ok), default=None)
+    estimate = _estimate(search.probes, budget_bytes, limit) if bad is None else None
+    if good == 0:
+        good, bad = 0, min(small, default=1)
+    elif estimate and estimate > good:
+        if fits(estimate):
+            good = estimate
+            while good < limit:
+                higher = min(limit, max(good + 1, math.floor(good * STEP_UP)))
+                if not fits(higher):
+                    bad = higher
+                    break
+                good = higher
+        else:
+            bad = estimate
+    elif bad is None:
+        bad = _grow_until_failure(fits, good, limit)
+    while bad is not None and bad - good > max(1, int(good * resolution)):
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    search.batch_size, search.seconds = good, time.monotonic() - started
+    return search
+
+
+def _estimate(probes: list[Probe], budget: float | None, limit: int) -> int | None:
+    """Batch size at which the linear fit of the small probes' peaks meets the budget."""
+    known = [(p.batch_size, p.peak_bytes) for p in probes if p.fits and p.peak_bytes]
+    if budget is None or len(known) < 2:
+        return None
+    (b1, m1), (b2, m2) = known[0], known[-1]
+    per_sample = (m2 - m1) / (b2 - b1)
+    if per_sample <= 0:
+        return limit
+    return max(1, min(limit, int((budget - (m1 - per_sample * b1)) / per_sample)))
+
+
+def _grow_until_failure(fits: Callable[[int], bool], good: int, limit: int) -> int | None:
+    """Double from a size that fits until one does not (None: even `limit` fits)."""
+    while good < limit:
+        nxt = min(good * 2, limit)
+        if not fits(nxt):
+            return nxt
+        good = nxt
+    return None
 
 
 def largest_fitting(
     fits: Callable[[int], bool], start: int = 16, limit: int = 8192, resolution: float = 1 / 16
 ) -> int:
-    """Largest n <= limit with fits(n), for a monotone `fits`; 0 if not even 1 fits.
-
-    Doubles from `start` (or bisects below it), then bisects until the gap between the last
-    fit and the first failure is within `resolution` of the fit: each probe is a whole run,
-    so a few percent of batch size is not worth many more probes."""
+    """Largest n <= limit with fits(n), for a monotone `fits`, by doubling then bisecting;
+    0 if not even 1 fits (the subprocess fallback, where no peak memory is known)."""
     start = min(start, limit)
     if fits(start):
-        good, bad = start, None
-        while bad is None and good < limit:
-            nxt = min(good * 2, limit)
-            good, bad = (nxt, None) if fits(nxt) else (good, nxt)
+        good, bad = start, _grow_until_failure(fits, start, limit)
         if bad is None:
-            return good
+            return limit
     else:
         good, bad = 0, start
     while bad - good > max(1, int(good * resolution)):
@@ -42,7 +134,7 @@ def largest_fitting(
 
 
 def find_batch_size(mode_args: list[str], probe_output: str, timeout_s: float, limit: int) -> int:
-    """Probe `dlbench MODE ARGS --batch-size n` until the largest fitting n is known."""
+    """Probe `dlbench MODE ARGS --batch-size n` in subprocesses (the isolated fallback)."""
 
     def fits(n: int) -> bool:
         args = [*mode_args, "--batch-size", str(n), *PROBE_FLAGS, "--output", probe_output]

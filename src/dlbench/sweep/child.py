@@ -23,7 +23,13 @@ class ChildResult:
     timed_out: bool = False
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
+def last_line_of(text: str) -> str:
+    """The last non-empty line a process printed."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def stop_group(proc: subprocess.Popen) -> None:
     """SIGTERM the child's whole process group, then SIGKILL whatever is left."""
     for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
         try:
@@ -49,15 +55,14 @@ def run_child(args: list[str], timeout_s: float, quiet: bool = True) -> ChildRes
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _stop_group(proc)
+            stop_group(proc)
             return ChildResult(None, f"timed out after {timeout_s:g} s", timed_out=True)
         except Interrupted:
-            _stop_group(proc)
+            stop_group(proc)
             raise
         log.seek(0)
-        lines = [line.strip() for line in log.read().splitlines() if line.strip()]
+        last = last_line_of(log.read())
     code = proc.returncode
-    last = lines[-1] if lines else ""
     if code is not None and code < 0:
         last = f"killed by {signal.Signals(-code).name}" + (f"; {last}" if last else "")
     return ChildResult(code, last[:500])

@@ -1,11 +1,13 @@
-"""Run a sweep: every point in its own process, so one OOM, crash or hang never costs the rest.
+"""Run a sweep so that one OOM, crash or hang never costs the rest: each point in a worker
+process that is replaced after any failure (the default), or each in a process of its own.
 
-Rows: a child writes its own row (ok, or oom); where it could not (crash, timeout, interruption)
-this process writes one for it. Rerunning skips points that already have an ok row."""
+Rows: the point's process writes its own row (ok, or oom); where it could not (crash, timeout,
+interruption) this process writes one for it. The CSV grows point by point, so a report can run
+on a partial sweep; rerunning skips points that already have an ok row."""
 
 from __future__ import annotations
 
-import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,26 +18,36 @@ from rich.table import Table
 
 from dlbench.config import CONFIG_KEY
 from dlbench.engine.ddp import resolved_strategy
-from dlbench.errors import UserError
+from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import failure_row, new_run_id
 from dlbench.results.store import CsvStore
-from dlbench.run import EXIT_OK, EXIT_OOM
 from dlbench.signals import Interrupted
-from dlbench.sweep.autobatch import find_batch_size
-from dlbench.sweep.child import run_child
 from dlbench.sweep.plan import DISTINGUISHING_TAGS, SweepPlan, SweepPoint, shard_points
 from dlbench.sweep.power import PowerLimiter
+from dlbench.sweep.worker import ISOLATIONS, Launcher
+
+
+@dataclass(frozen=True)
+class PointOutcome:
+    """How one point ended, and how long it took from the sweep's side."""
+
+    label: str
+    status: str
+    seconds: float = 0.0
+    window_s: float | None = None
+    figure: str = ""  # e.g. "3,987.5 images/s"
 
 
 @dataclass
 class SweepOutcome:
-    """Status of every point, in plan order."""
+    """Every point's outcome, in plan order, and the sweep's wall time."""
 
-    statuses: list[tuple[str, str]] = field(default_factory=list)
+    points: list[PointOutcome] = field(default_factory=list)
+    seconds: float = 0.0
 
     def counts(self) -> Counter:
-        return Counter(status for _, status in self.statuses)
+        return Counter(p.status for p in self.points)
 
 
 def point_matches(point: SweepPoint, row: dict[str, str]) -> bool:
@@ -67,7 +79,11 @@ class SweepRunner:
         allow_power_changes: bool = False,
         settle_s: float = 10.0,
         shard: tuple[int, int] = (0, 1),
+        isolation: str = "worker",
     ) -> None:
+        if isolation not in ISOLATIONS:
+            raise UserError(f"--isolation: invalid value {isolation!r}; {' or '.join(ISOLATIONS)}")
+        self.isolation = isolation
         self.plan, self.store = plan, CsvStore(output)
         self.points = shard_points(plan.points(), *shard)
         self.allow_power_changes = allow_power_changes
@@ -93,17 +109,9 @@ class SweepRunner:
         columns = {"mode": point.mode, **point.flags, "run_id": run_id, "sweep": self.plan.name}
         self.store.append(failure_row({**columns, **point.all_tags}, status, error, self.env))
 
-    def _run_point(self, point: SweepPoint) -> str:
-        run_id = new_run_id()
-        args = point.cli_args()
-        if point.flags.get("batch_size") == "auto":
-            mode_args = [a for a in args if a not in ("--batch-size", "auto")]
-            with tempfile.TemporaryDirectory() as tmp:
-                found = find_batch_size(
-                    mode_args, str(Path(tmp) / "probe.csv"), self.plan.timeout_s, limit=4096
-                )
-            args = [*mode_args, "--batch-size", str(found), "--tag", "batch_size_mode=auto"]
-        args += [
+    def _run_point(self, point: SweepPoint, launcher: Launcher, run_id: str) -> str:
+        args = [
+            *point.cli_args(),
             "--run-id",
             run_id,
             "--output",
@@ -112,7 +120,7 @@ class SweepRunner:
             f"sweep={self.plan.name}",
         ]
         try:
-            result = run_child(args, self.plan.timeout_s)
+            result = launcher.run(args, self.plan.timeout_s)
         except Interrupted as exc:
             self._fail(point, run_id, "interrupted", str(exc))
             raise
@@ -141,32 +149,56 @@ class SweepRunner:
             MofNCompleteColumn(),
             TimeRemainingColumn(),
         )
+        launcher = Launcher(self.isolation)
+        started = time.monotonic()
         try:
             with Progress(*columns, console=console, transient=False) as progress:
                 task = progress.add_task(f"sweep {self.plan.name}", total=len(self.points))
                 for point in self.points:
                     progress.update(task, description=point.label)
                     if self._done(point):
-                        status = "skipped"
+                        outcome.points.append(PointOutcome(point.label, "skipped"))
                     else:
                         if limiter:
                             limiter.apply(point.power_limit_w)
-                        status = self._run_point(point)
-                    outcome.statuses.append((point.label, status))
+                        done = self._timed_point(point, launcher)
+                        outcome.points.append(done)
+                        progress.console.print(_result_line(done, len(outcome.points)))
                     progress.advance(task)
         finally:
+            launcher.close()
             if limiter:
                 limiter.__exit__(None, None, None)
+            outcome.seconds = time.monotonic() - started
         return outcome
+
+    def _timed_point(self, point: SweepPoint, launcher: Launcher) -> PointOutcome:
+        """Run one point; its status, wall time from here and its measured window."""
+        run_id = new_run_id()
+        began = time.monotonic()
+        status = self._run_point(point, launcher, run_id)
+        row = next((r for r in self.store.rows() if r.get("run_id") == run_id), {})
+        window = float(row["wall_window_s"]) if row.get("wall_window_s") else None
+        figure = ""
+        if status == "ok" and row.get("samples_per_s"):
+            figure = f"{float(row['samples_per_s']):,.1f} {row.get('sample_unit', 'sample')}s/s"
+        return PointOutcome(point.label, status, time.monotonic() - began, window, figure)
+
+
+def _result_line(done: PointOutcome, index: int) -> str:
+    """One line per finished point above the progress bar: what it measured, what it cost."""
+    figure = f" {done.figure}" if done.figure else ""
+    return f"  {index:3d}. {done.label}: {done.status}{figure} ({done.seconds:.0f} s)"
 
 
 def summary_table(outcome: SweepOutcome) -> Table:
-    """ok / oom / error / timeout / skipped per point, and totals."""
+    """Status, wall time and the time outside the measured window, per point, and totals."""
     table = Table(title="sweep summary")
-    table.add_column("point")
-    table.add_column("status")
-    for label, status in outcome.statuses:
-        table.add_row(label, status)
+    for column in ("point", "status", "seconds", "outside window (s)"):
+        table.add_column(column, justify="left" if column in ("point", "status") else "right")
+    for p in outcome.points:
+        outside = "" if p.window_s is None else f"{p.seconds - p.window_s:.1f}"
+        table.add_row(p.label, p.status, f"{p.seconds:.1f}" if p.seconds else "", outside)
     totals = ", ".join(f"{k}: {v}" for k, v in sorted(outcome.counts().items()))
-    table.caption = totals
+    table.caption = f"{totals}; {outcome.seconds:.0f} s in all"
     return table

@@ -1,0 +1,31 @@
+"""When the command being run started: the process's start for a fresh process (so the row's
+`startup_s` holds the imports and the CLI), the moment a sweep worker got the point otherwise."""
+
+from __future__ import annotations
+
+import os
+import time
+from contextvars import ContextVar
+
+_STARTED: ContextVar[float | None] = ContextVar("command_started", default=None)
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (Linux /proc), 0 where unknown."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            return float(uptime.read().split()[0]) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def mark_command_start(fresh_process: bool) -> None:
+    """Called as a command begins; a fresh process counts from its own start."""
+    _STARTED.set(time.monotonic() - (process_age_s() if fresh_process else 0.0))
+
+
+def since_command_start() -> float | None:
+    """Seconds since the command (or its process) started; None if never marked."""
+    started = _STARTED.get()
+    return None if started is None else time.monotonic() - started

@@ -1,0 +1,157 @@
+"""Worker mode: one `dlbench` process runs sweep points back to back, replaced after any failure.
+
+Each point costs a fresh process 20-25 s outside its window (imports, CUDA start, cuDNN's first
+autotune) for a window of seconds. A worker pays the imports and the CUDA start once. Points go
+through exactly the CLI path a child process takes (same parsing, same `execute`), so rows are
+the same; only `isolation` says `worker`. Whatever goes wrong in a point (OOM, error, a crash,
+a timeout) ends the worker: the next point starts in a new process with a clean allocator.
+
+Protocol: the parent writes one JSON line {"args": [...]} to the worker's stdin; the worker
+answers one JSON line {"code": N, "last": "..."} on its stdout and prints everything else on
+stderr (the parent keeps that in a log)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import json
+import selectors
+import subprocess
+import sys
+import tempfile
+
+from dlbench.signals import Interrupted
+from dlbench.sweep.child import ChildResult, last_line_of, run_child, stop_group
+
+
+def serve() -> None:
+    """The worker's side: run each point given on stdin, answer on stdout, until stdin ends."""
+    answers = sys.stdout
+    for line in sys.stdin:
+        args = json.loads(line)["args"]
+        code, last = _run_in_process(args)
+        answers.write(json.dumps({"code": code, "last": last}) + "\n")
+        answers.flush()
+        if code != 0:
+            return  # the parent starts a new worker for the next point
+        _release_memory()
+
+
+def _run_in_process(args: list[str]) -> tuple[int, str]:
+    """One point through the CLI in this process; its exit code and last printed line."""
+    from dlbench.cli import run_command
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = run_command([*args, "--tag", "isolation=worker"])
+    sys.stderr.write(printed.getvalue())
+    return code, last_line_of(printed.getvalue())
+
+
+def _release_memory() -> None:
+    """Drop what the point left behind before the next one starts."""
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+class Worker:
+    """The parent's side: a worker process kept across points, replaced after any failure."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open while the worker lives)
+
+    def _start(self) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "dlbench", "sweep-worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            start_new_session=True,
+        )
+
+    def run(self, args: list[str], timeout_s: float) -> ChildResult:
+        """Run one point; any result but success ends this worker."""
+        self.proc = self.proc or self._start()
+        self.log.seek(0)
+        self.log.truncate()
+        try:
+            self.proc.stdin.write(json.dumps({"args": args}) + "\n")
+            self.proc.stdin.flush()
+            answer = _read_line(self.proc, timeout_s)
+        except Interrupted:
+            self.close()
+            raise
+        except BrokenPipeError:
+            answer = ""
+        if answer is None:
+            self.close()
+            return ChildResult(None, f"timed out after {timeout_s:g} s", timed_out=True)
+        if not answer:
+            return self._died()
+        result = json.loads(answer)
+        if result["code"] != 0:
+            self.close()
+        return ChildResult(result["code"], result["last"][:500])
+
+    def _died(self) -> ChildResult:
+        """The worker ended without answering (killed, crashed): its exit and last line."""
+        code = self.proc.wait()
+        self.log.seek(0)
+        last = last_line_of(self.log.read())
+        self.proc = None
+        if code < 0:
+            import signal
+
+            last = f"killed by {signal.Signals(-code).name}" + (f"; {last}" if last else "")
+        return ChildResult(code, last[:500])
+
+    def close(self) -> None:
+        """Stop the worker and everything it started."""
+        if self.proc is not None:
+            stop_group(self.proc)
+            self.proc = None
+
+
+def _read_line(proc: subprocess.Popen, timeout_s: float) -> str | None:
+    """The worker's next answer line; None on timeout, '' when it ended without one."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout_s):
+            return None
+    return proc.stdout.readline()
+
+
+def needs_own_process(args: list[str]) -> bool:
+    """Points that launch several processes (DDP) re-run their own command line: they cannot
+    share a worker."""
+    for flag in ("--devices", "--num-nodes"):
+        if flag in args and args[args.index(flag) + 1] not in ("1",):
+            return True
+    return False
+
+
+ISOLATIONS = ("worker", "process")
+
+
+class Launcher:
+    """Runs sweep points in workers (isolation='worker') or each in its own process."""
+
+    def __init__(self, isolation: str) -> None:
+        self.isolation = isolation
+        self.worker = Worker() if isolation == "worker" else None
+
+    def run(self, args: list[str], timeout_s: float) -> ChildResult:
+        if self.worker is None or needs_own_process(args):
+            return run_child([*args, "--tag", "isolation=process"], timeout_s)
+        return self.worker.run(args, timeout_s)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
