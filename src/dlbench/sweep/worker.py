@@ -50,10 +50,12 @@ def _run_in_process(args: list[str]) -> tuple[int, str]:
 
 
 def _release_memory() -> None:
-    """Drop what the point left behind before the next one starts."""
-    gc.collect()
+    """Drop what the point left behind before the next one starts (compiled code included,
+    which holds on to its model)."""
     import torch
 
+    torch._dynamo.reset()
+    gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
