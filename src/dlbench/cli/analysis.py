@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from dlbench.cli.app import app
+
 Csvs = Annotated[list[Path], typer.Argument(help="dlbench CSV files.")]
 Baseline = Annotated[
     str | None, typer.Option(help="GPU name, CSV file or run id to compare against.")
@@ -16,15 +18,7 @@ MaxSlowdown = Annotated[
 ]
 
 
-def register(app: typer.Typer) -> None:
-    """Add the analysis commands to the CLI."""
-    app.command("report", help="HTML (self-contained), PNGs and Markdown from result CSVs.")(report)
-    app.command("compare", help="Baseline vs candidate rows; exit 1 on a regression.")(compare)
-    app.command("recommend-power", help="Most efficient power limit from power-sweep rows.")(
-        recommend_power
-    )
-
-
+@app.command("report", help="HTML (self-contained), PNGs and Markdown from result CSVs.")
 def report(
     csv: Csvs,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the report.")] = Path(
@@ -39,6 +33,7 @@ def report(
     print(f"wrote {written.html} ({len(written.pngs)} plots embedded), {written.markdown}")
 
 
+@app.command("compare", help="Baseline vs candidate rows; exit 1 on a regression.")
 def compare(
     baseline: Annotated[Path, typer.Argument(help="Baseline CSV (e.g. committed reference).")],
     candidate: Annotated[Path, typer.Argument(help="Candidate CSV (this build's run).")],
@@ -75,6 +70,7 @@ def compare(
     raise typer.Exit(0 if result.passed else 1)
 
 
+@app.command("recommend-power", help="Most efficient power limit from power-sweep rows.")
 def recommend_power(csv: Csvs, max_slowdown: MaxSlowdown = 10.0) -> None:
     from dlbench.analysis.load import load_rows
     from dlbench.analysis.power import require_recommendations

@@ -1,0 +1,12 @@
+"""The command line: one module per group of typer commands, all on one app (the order of the
+imports is the order of `dlbench --help`)."""
+
+from __future__ import annotations
+
+# isort: off
+from dlbench.cli import bench, sweeps, models, analysis  # noqa: F401  (they register)
+
+# isort: on
+from dlbench.cli.app import COMMAND_LINE, app, main, run_command
+
+__all__ = ["COMMAND_LINE", "app", "main", "run_command"]

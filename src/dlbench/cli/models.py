@@ -1,0 +1,19 @@
+"""`dlbench models`: list the workload registry."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dlbench.cli.app import app
+
+
+@app.command("models", help="List workloads: parameters, input, what a sample is.")
+def models(
+    pattern: Annotated[str, typer.Argument(help="Wildcard, e.g. '*vit*'.")] = "*",
+    params: Annotated[bool, typer.Option(help="Build each model to count parameters.")] = False,
+) -> None:
+    from dlbench.cli.workloads_table import show_workloads
+
+    show_workloads(pattern, count_params=params)

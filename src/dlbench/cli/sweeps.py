@@ -1,0 +1,125 @@
+"""sweep, scaling and the hidden sweep worker: many runs, each point isolated."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dlbench.cli.app import app
+from dlbench.cli.bench import config_from_flags
+from dlbench.cli.options import (
+    Accelerator,
+    BatchSize,
+    ChannelsLast,
+    Ddp,
+    Height,
+    Model,
+    NIters,
+    Output,
+    Precision,
+    SeqLen,
+    Warmup,
+    Width,
+)
+from dlbench.config import DEFAULT_OUTPUT, RunConfig
+from dlbench.errors import UserError
+
+
+@app.command("sweep", help="Run a grid of isolated points (packaged plan name or YAML file).")
+def sweep(
+    plan: Annotated[str, typer.Argument(help="quick, default, or a path to a YAML plan.")],
+    output: Output = DEFAULT_OUTPUT,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points only.")] = False,
+    allow_power_changes: Annotated[
+        bool, typer.Option("--allow-power-changes", help="Let the sweep set GPU power limits.")
+    ] = False,
+    settle_s: Annotated[float, typer.Option(help="Wait after a power-limit change.")] = 10.0,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per point (plan's).")] = None,
+    shard: Annotated[
+        str, typer.Option(help="K/N: every N-th point from the K-th (one sweep per GPU).")
+    ] = "0/1",
+    repeats: Annotated[
+        int | None, typer.Option(help="Run every point N times (the plan's repeats).")
+    ] = None,
+    isolation: Annotated[
+        str,
+        typer.Option(
+            help="worker: points run back to back in a process replaced after any failure; "
+            "process: each point in a process of its own (DDP points always are)."
+        ),
+    ] = "worker",
+) -> None:
+    from rich.console import Console
+
+    from dlbench.sweep.plan import load_plan, parse_shard, shard_points
+    from dlbench.sweep.runner import SweepRunner, summary_table
+
+    sweep_plan = load_plan(plan)
+    if timeout is not None:
+        sweep_plan.timeout_s = timeout
+    if repeats is not None:
+        if repeats <= 0:
+            raise UserError(f"--repeats: invalid value {repeats}; must be a positive integer")
+        sweep_plan.repeats = repeats
+    index, count = parse_shard(shard)
+    if dry_run:
+        for i, point in enumerate(shard_points(sweep_plan.points(), index, count), 1):
+            print(f"{i:3d}  dlbench {' '.join(point.cli_args())}")
+        raise typer.Exit(0)
+    runner = SweepRunner(
+        sweep_plan, output, allow_power_changes, settle_s, (index, count), isolation
+    )
+    outcome = runner.run()
+    Console(width=max(Console().width, 120)).print(summary_table(outcome))
+    raise typer.Exit(0)
+
+
+RUN_FLAGS = set(RunConfig.__dataclass_fields__) - {"mode", "devices", "output"}
+
+
+@app.command(
+    "scaling",
+    help="One run at 1, 2, 4 ... devices (isolated) and a DDP-wrapped one-device run, then "
+    "scaling efficiency against each.",
+)
+def scaling(
+    model: Model = "resnet50",
+    mode: Annotated[str, typer.Option(help="train or infer.")] = "train",
+    batch_size: BatchSize = 32,
+    precision: Precision = "32",
+    devices: Annotated[str, typer.Option(help="Device counts, e.g. 1,2,4, or 'all'.")] = "all",
+    accelerator: Accelerator = "auto",
+    n_iters: NIters = 50,
+    warmup_steps: Warmup = 10,
+    width: Width = None,
+    height: Height = None,
+    seq_len: SeqLen = 128,
+    channels_last: ChannelsLast = True,
+    ddp: Ddp = None,
+    output: Output = DEFAULT_OUTPUT,
+    timeout: Annotated[float, typer.Option(help="Seconds per point.")] = 900.0,
+) -> None:
+    ddp = tuple(ddp or ())
+    flags = {k: v for k, v in locals().items() if k in RUN_FLAGS and v not in (None, ())}
+    from rich.console import Console
+
+    from dlbench.console import show_scaling
+    from dlbench.sweep.runner import SweepRunner, summary_table
+    from dlbench.sweep.scaling import device_counts, record_scaling, scaling_plan
+
+    config_from_flags({**flags, "mode": mode, "output": output})  # the same checks as a single run
+    counts = device_counts(devices, accelerator)
+    runner = SweepRunner(scaling_plan(flags, mode, counts, timeout), output)
+    console = Console(width=max(Console().width, 120))
+    console.print(summary_table(runner.run()))
+    show_scaling(record_scaling(runner.store, model, mode))
+    raise typer.Exit(0)
+
+
+@app.command("sweep-worker", hidden=True)
+def sweep_worker() -> None:
+    """Run sweep points given on stdin in this process (`sweep --isolation worker`)."""
+    from dlbench.sweep.worker import serve
+
+    serve()
