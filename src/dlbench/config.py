@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlbench.data.source import DECODERS, DataSource
 from dlbench.engine.ddp import STRATEGIES, DdpSettings
 from dlbench.errors import invalid
 
@@ -39,6 +40,9 @@ CONFIG_KEY = (
     "cuda_graphs",
     "optimizer",
     "data_on",
+    "data",
+    "data_workers",
+    "data_decode",
 )
 
 
@@ -67,6 +71,9 @@ class RunConfig:
     cuda_graphs: bool | None = None  # None: on for LLM generation on a GPU (the only user)
     optimizer: str | None = None  # None: the workload's own (adamw for transformers, else sgd)
     data_on: str = "device"
+    data: str = "synthetic"  # --data: synthetic, folder:PATH or text:PATH
+    data_workers: int | None = None  # --workers: loader processes (default: CPUs, at most 8)
+    data_decode: str = "cpu"  # --decode: cpu (in the workers) or gpu (nvJPEG)
     output: Path = DEFAULT_OUTPUT
     json: bool = False
     seed: int = 0
@@ -88,6 +95,10 @@ class RunConfig:
         if self.optimizer is not None:
             _check_choice("--optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("--data-on", self.data_on, DATA_LOCATIONS)
+        self.data_source()  # a UserError for a bad --data
+        _check_choice("--decode", self.data_decode, DECODERS)
+        if self.data_workers is not None and self.data_workers < 0:
+            raise invalid("--workers", self.data_workers, "must be 0 or more")
         _check_choice("--strategy", self.strategy, (*STRATEGIES, "single"))
         DdpSettings.parse(self.ddp)
         _check_positive("--batch-size", self.batch_size)
@@ -122,6 +133,10 @@ class RunConfig:
     def min_warmup_s(self, device_type: str) -> float:
         """Busy time before the window: POWER_AVERAGING_S where GPU telemetry reads power."""
         return POWER_AVERAGING_S if self.telemetry and device_type == "cuda" else 0.0
+
+    def data_source(self) -> DataSource:
+        """Where the batches come from (--data), parsed and checked."""
+        return DataSource.parse(self.data)
 
     def replace(self, **changes: object) -> RunConfig:
         """A copy with some fields changed, validated again."""

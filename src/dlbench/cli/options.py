@@ -80,3 +80,19 @@ Nvtx = Annotated[bool, typer.Option("--nvtx", help="NVTX ranges for Nsight Syste
 Breakdown = Annotated[
     bool, typer.Option("--breakdown", help="After the window: time copy/fwd/bwd/optimizer apart.")
 ]
+Data = Annotated[
+    str,
+    typer.Option(
+        help="synthetic (batches in memory), folder:PATH (JPEG/PNG in class folders) or "
+        "text:PATH (.txt, a sample per line, or .jsonl with a text field)."
+    ),
+]
+DataWorkers = Annotated[
+    int | None,
+    typer.Option(
+        "--workers", "--data-workers", help="--data loader processes (default: CPUs, at most 8)."
+    ),
+]
+DataDecode = Annotated[
+    str, typer.Option("--decode", "--data-decode", help="Images: cpu (workers) or gpu (nvJPEG).")
+]

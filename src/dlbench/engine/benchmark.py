@@ -13,6 +13,8 @@ from dlbench.analysis.mfu import mfu_columns
 from dlbench.analysis.roofline import bandwidth_columns
 from dlbench.config import RunConfig
 from dlbench.console import stderr
+from dlbench.data.pipeline import check_data
+from dlbench.data.source import default_workers
 from dlbench.engine.breakdown import run_breakdown
 from dlbench.engine.ddp import DdpSettings, resolved_strategy
 from dlbench.engine.devices import DevicePlan, plan_devices
@@ -22,7 +24,7 @@ from dlbench.engine.generation import (
     measure_generation,
     open_generator,
 )
-from dlbench.engine.loop import LoopResult, LoopSettings, run_measured_loop
+from dlbench.engine.loop import LoopResult, LoopSettings, WindowObservers, run_measured_loop
 from dlbench.engine.precision import PrecisionPlan, plan_precision
 from dlbench.engine.profiled_pass import pass_steps, run_profiled_pass
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
@@ -114,6 +116,13 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
         changes["cuda_graphs"] = generation and on_gpu
     if generation:
         changes["seq_len"] = config.prompt_len + config.new_tokens
+    if config.data != "synthetic":
+        check_data(config.data_source(), workload, config.data_decode)
+        if generation:
+            raise invalid("--data", config.data, "generation feeds random prompts; train or infer")
+        changes["data_on"] = "host"  # a loader's batches always come from the host
+        if config.data_workers is None:
+            changes["data_workers"] = default_workers()
     return config.replace(**changes)
 
 
@@ -141,16 +150,23 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
     build_s = time.perf_counter() - began
     _reset_memory(fabric.device)
     fabric.barrier()
-    with session.context():
-        settings = loop_settings(config, session.device.type)
-        loop = run_measured_loop(session.step, session.device, settings, monitor, agree)
-        after = loop.warmup_steps + loop.steps
-        began = time.perf_counter()
-        columns = profile_after_window(session.step, session.device, after, loop, agree)
-        columns["profile_s"] = time.perf_counter() - began
+    observer = WindowObservers([o for o in (session.feed, monitor) if o is not None])
+    try:
+        with session.context():
+            settings = loop_settings(config, session.device.type)
+            loop = run_measured_loop(session.step, session.device, settings, observer, agree)
+            after = loop.warmup_steps + loop.steps
+            began = time.perf_counter()
+            columns = profile_after_window(session.step, session.device, after, loop, agree)
+            columns["profile_s"] = time.perf_counter() - began
+            if config.breakdown:
+                columns.update(run_breakdown(session, columns.get("gpu_busy_pct")))
+    finally:
+        if session.feed:
+            session.feed.close()
+    if session.feed:
+        columns.update(session.feed.columns())
     columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
-    if config.breakdown:
-        columns.update(run_breakdown(session, columns.get("gpu_busy_pct")))
     return loop, session.param_count, columns
 
 

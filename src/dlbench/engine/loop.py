@@ -35,6 +35,22 @@ class WindowObserver(Protocol):
 
 
 @dataclass(frozen=True)
+class WindowObservers:
+    """Several observers as one: opened in order, closed in reverse (the last opened, the
+    telemetry's counter read, sits nearest the window's edges)."""
+
+    members: list[WindowObserver]
+
+    def begin_window(self) -> None:
+        for member in self.members:
+            member.begin_window()
+
+    def end_window(self) -> None:
+        for member in reversed(self.members):
+            member.end_window()
+
+
+@dataclass(frozen=True)
 class LoopSettings:
     """How long to measure: `n_iters` steps at least, then more while the spread is over its
     target (up to `max_time_s`) or the window is shorter than `min_time_s`.

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from dlbench.config import RunConfig
+from dlbench.data.pipeline import DataFeed, device_preparer, open_pipeline
 from dlbench.engine.devices import DevicePlan
 from dlbench.engine.precision import PrecisionPlan
 from dlbench.workloads import Batch, InputShape, Workload
@@ -51,6 +52,7 @@ class Session:
     param_count: int
     batches: list[Batch]
     optimizer: torch.optim.Optimizer | None = None
+    feed: DataFeed | None = None  # --data folder/text: the loader behind `fetch`
 
     def __post_init__(self) -> None:
         self.step = _compose(self.phases)
@@ -159,16 +161,13 @@ def open_session(
     param_count = sum(p.numel() for p in model.parameters())
     if config.compile:
         model = torch.compile(model)
-    batches = [
-        cast_inputs(b, precision)
-        for b in make_batches(workload, shape, config.batch_size, config.seed, fmt)
-    ]
-    if config.data_on == "device":
-        batches = [b.map(fabric.to_device) for b in batches]
-    elif fabric.device.type == "cuda":
-        batches = [b.map(torch.Tensor.pin_memory) for b in batches]
-
-    fetch = _fetcher(batches, fabric.device, on_device=config.data_on == "device")
+    feed = batches = None
+    if config.data_source().synthetic:
+        batches = synthetic_batches(config, workload, shape, precision, fmt, fabric)
+        fetch = _fetcher(batches, fabric.device, on_device=config.data_on == "device")
+    else:
+        feed = open_feed(config, workload, shape, precision.input_dtype, fmt, fabric.device)
+        fetch = feed.fetch
     if config.mode == "train":
         built = make_optimizer(config.optimizer, model.parameters())
         module, optimizer = fabric.setup(LossModule(model, workload.loss), built)
@@ -186,7 +185,36 @@ def open_session(
         module.eval()
         phases = Phases(fetch, lambda x, y: module(x), None, None)
         context = torch.inference_mode
-    return Session(fabric, fabric.device, phases, context, param_count, batches, built)
+    return Session(fabric, fabric.device, phases, context, param_count, batches or [], built, feed)
+
+
+def synthetic_batches(config, workload, shape, precision, fmt, fabric) -> list[Batch]:
+    """The in-memory batches in the input dtype: resident on the device, or pinned on the host
+    (`--data-on host`) to be copied inside each step."""
+    batches = [
+        cast_inputs(b, precision)
+        for b in make_batches(workload, shape, config.batch_size, config.seed, fmt)
+    ]
+    if config.data_on == "device":
+        return [b.map(fabric.to_device) for b in batches]
+    if fabric.device.type == "cuda":
+        return [b.map(torch.Tensor.pin_memory) for b in batches]
+    return batches
+
+
+def open_feed(config, workload, shape, dtype, fmt, device: torch.device) -> DataFeed:
+    """A loader over `--data`, its batches made ready on the device inside the step."""
+    pipeline = open_pipeline(
+        config.data_source(),
+        workload,
+        shape,
+        config.batch_size,
+        config.data_workers or 0,
+        config.data_decode,
+        config.seed,
+        pin_memory=device.type == "cuda",
+    )
+    return DataFeed(pipeline, device_preparer(pipeline, workload, shape, device, dtype, fmt))
 
 
 def _fetcher(batches: list[Batch], device: torch.device, on_device: bool):

@@ -68,6 +68,7 @@ class Workload:
     generative: bool = False
     default_optimizer: str = "sgd"  # transformers train with AdamW, CNNs with SGD + momentum
     analytic_flops: Callable[[InputShape, str], Any] | None = None
+    vocab_size: int | None = None  # text: token ids lie below this (a tokenizer sizes to it)
 
     @property
     def is_image(self) -> bool:

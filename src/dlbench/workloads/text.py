@@ -109,6 +109,7 @@ register_workload(
         make_batch=token_batch(DISTILBERT_VOCAB, per_token_targets=False),
         loss=cross_entropy,
         default_optimizer="adamw",
+        vocab_size=DISTILBERT_VOCAB,
     )
 )
 for _name, _size in LLAMA_SIZES.items():
@@ -124,5 +125,6 @@ for _name, _size in LLAMA_SIZES.items():
             generative=True,
             default_optimizer="adamw",
             analytic_flops=llama_flops(_size),
+            vocab_size=_size.vocab,
         )
     )

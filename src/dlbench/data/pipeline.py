@@ -1,0 +1,193 @@
+"""A DataLoader for a data source and a workload, and the feed that hands its batches to the
+measured step: the time the step waits for the loader, and the files and bytes it read, are
+counted over the window (host clock around `next()`, no device sync)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from dlbench.data.images import DeviceImages, ImageFolderSet, collate_encoded, scan_images
+from dlbench.data.source import DataSource
+from dlbench.data.text import TokenSet, read_samples, train_tokenizer
+from dlbench.errors import UserError, invalid
+from dlbench.workloads import InputShape, Workload
+
+PREFETCH_BATCHES = 4  # batches each worker prepares ahead
+
+
+@dataclass
+class Pipeline:
+    """A loader over a data set, and what the row says about it."""
+
+    loader: DataLoader
+    source: DataSource
+    workers: int
+    decode: str
+    files: int  # samples (files, lines or packed sequences) in the data set
+    skipped: int  # files skipped when the folder was scanned
+    data_bytes: int
+
+
+def _image_set(source: DataSource, shape: InputShape, batch_size: int, decode: str):
+    index = scan_images(source.path, need=batch_size)
+    if decode == "gpu" and index.formats != {"jpeg"}:
+        raise invalid("--decode", "gpu", f"nvJPEG decodes JPEG only; {source.path} holds PNG")
+    dataset = ImageFolderSet(index, (shape.height, shape.width), decode == "gpu")
+    return dataset, len(index.unreadable), index.total_bytes
+
+
+def _text_set(source: DataSource, workload: Workload, shape: InputShape, batch_size: int):
+    samples = read_samples(source.path)
+    tokenizer = train_tokenizer(samples, workload.vocab_size or 30000)
+    dataset = TokenSet(samples, tokenizer, shape.seq_len, causal=workload.family == "llm")
+    if len(dataset) < batch_size:
+        raise UserError(
+            f"--data: {source.path} makes {len(dataset)} samples of {shape.seq_len} tokens, "
+            f"fewer than one batch ({batch_size})"
+        )
+    return dataset, 0, sum(samples.sizes)
+
+
+def check_data(source: DataSource, workload: Workload, decode: str) -> None:
+    """A UserError when the data cannot feed the workload (before anything is built)."""
+    given = f"{source.kind}:{source.path}"
+    if source.kind == "folder" and workload.family != "vision":
+        raise invalid("--data", given, f"{workload.name} does not classify images")
+    if source.kind == "text" and workload.is_image:
+        raise invalid("--data", given, f"{workload.name} takes images")
+    if decode == "gpu" and source.kind != "folder":
+        raise invalid("--decode", decode, "GPU decode is for image folders")
+
+
+def open_pipeline(
+    source: DataSource,
+    workload: Workload,
+    shape: InputShape,
+    batch_size: int,
+    workers: int,
+    decode: str,
+    seed: int,
+    pin_memory: bool,
+) -> Pipeline:
+    """Check the data against the workload, index or tokenise it, and build the loader."""
+    check_data(source, workload, decode)
+    dataset: Dataset
+    if source.kind == "folder":
+        dataset, skipped, size = _image_set(source, shape, batch_size, decode)
+    else:
+        dataset, skipped, size = _text_set(source, workload, shape, batch_size)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        prefetch_factor=PREFETCH_BATCHES if workers else None,
+        persistent_workers=workers > 0,
+        generator=torch.Generator().manual_seed(seed),
+        collate_fn=collate_encoded if decode == "gpu" else None,
+    )
+    return Pipeline(loader, source, workers, decode, len(dataset), skipped, size)
+
+
+class DataFeed:
+    """Endless batches from the pipeline (a new epoch when one ends), made ready for the model
+    by `prepare`; a window observer, so that its counters cover the measured window only."""
+
+    def __init__(self, pipeline: Pipeline, prepare) -> None:
+        self.pipeline = pipeline
+        self.prepare = prepare
+        self._iterator = iter(pipeline.loader)
+        self.wait_s = 0.0
+        self.bytes_read = 0
+        self.samples = 0
+        self.failed = 0
+        self._mark: tuple[float, int, int, float] = (0.0, 0, 0, 0.0)
+        self.window: dict[str, float] = {}
+
+    def _next(self):
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            self._iterator = iter(self.pipeline.loader)
+            return next(self._iterator)
+
+    def fetch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next batch on the device; the host's wait for it is counted."""
+        began = time.perf_counter()
+        inputs, targets, sizes, failed = self._next()
+        self.wait_s += time.perf_counter() - began
+        self.bytes_read += int(sizes.sum())
+        self.samples += len(targets)
+        self.failed += int(failed.sum()) if torch.is_tensor(failed) else int(failed)
+        return self.prepare(inputs, targets)
+
+    def begin_window(self) -> None:
+        self._mark = (self.wait_s, self.bytes_read, self.samples, time.perf_counter())
+
+    def end_window(self) -> None:
+        wait, read, samples, began = self._mark
+        wall = time.perf_counter() - began
+        self.window = {
+            "wait_s": self.wait_s - wait,
+            "bytes": self.bytes_read - read,
+            "samples": self.samples - samples,
+            "wall_s": wall,
+        }
+
+    def columns(self) -> dict[str, Any]:
+        """The row's data columns: source, loader settings, and the window's reads and waits."""
+        p, w = self.pipeline, self.window
+        columns: dict[str, Any] = {
+            "data_path": str(p.source.path),
+            "data_workers": p.workers,
+            "data_decode": p.decode,
+            "data_files": p.files,
+            "data_bytes": p.data_bytes,
+            "data_skipped": p.skipped + self.failed,
+        }
+        if w and w["wall_s"] > 0:
+            columns.update(
+                data_files_read=w["samples"],
+                data_bytes_read=w["bytes"],
+                data_mb_per_s=w["bytes"] / w["wall_s"] / 1e6,
+                data_wait_pct=100.0 * w["wait_s"] / w["wall_s"],
+            )
+        return columns
+
+    def close(self) -> None:
+        """Stop the loader's worker processes now (a sweep worker runs the next point next)."""
+        shutdown = getattr(self._iterator, "_shutdown_workers", None)
+        if shutdown:
+            shutdown()
+
+
+def device_preparer(
+    pipeline: Pipeline,
+    workload: Workload,
+    shape: InputShape,
+    device: torch.device,
+    dtype: torch.dtype,
+    fmt: torch.memory_format,
+):
+    """What turns a loader batch into the step's (inputs, targets) on the device."""
+    if pipeline.source.kind == "text":
+
+        def tokens(inputs: torch.Tensor, targets: torch.Tensor):
+            return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+
+        return tokens
+    images = DeviceImages(device, dtype, fmt, (shape.height, shape.width))
+    gpu = pipeline.decode == "gpu"
+
+    def pixels(inputs, targets: torch.Tensor):
+        batch = images.decode(inputs) if gpu else inputs
+        return images.normalise(batch), targets.to(device, non_blocking=True)
+
+    return pixels

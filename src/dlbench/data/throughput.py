@@ -1,0 +1,94 @@
+"""`dlbench data PATH`: the loader alone, at several worker counts, so a user sees where it
+saturates and can set it beside the model's throughput on the same batch (the smaller of the
+two is what training gets). Each worker count is one row (run_kind=loader)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from dlbench.data.pipeline import Pipeline
+from dlbench.engine.timer import synchronize
+
+MIN_WARMUP_BATCHES = 2
+
+
+def worker_counts(most: int) -> list[int]:
+    """0, 1, 2, 4, ... up to `most`, and `most` itself."""
+    counts, n = [0], 1
+    while n < most:
+        counts.append(n)
+        n *= 2
+    return [*counts, most] if most > 0 else counts
+
+
+def parse_worker_counts(text: str | None, most: int) -> list[int]:
+    """--workers 0,2,8 as given, or the default ladder up to the CPUs."""
+    from dlbench.errors import invalid
+
+    if text is None:
+        return worker_counts(most)
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise invalid("--workers", text, "comma-separated counts, e.g. 0,2,4") from None
+    if not counts or min(counts) < 0:
+        raise invalid("--workers", text, "comma-separated counts of 0 or more")
+    return counts
+
+
+@dataclass(frozen=True)
+class LoaderResult:
+    """One worker count: samples and bytes delivered per second, over at least `min_time`."""
+
+    workers: int
+    batches: int
+    samples: int
+    bytes_read: int
+    seconds: float
+    warmup_s: float
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes_read / self.seconds / 1e6
+
+
+def measure_loader(
+    pipeline: Pipeline, min_time_s: float, device: torch.device, prepare=None
+) -> LoaderResult:
+    """Draw batches for at least `min_time_s` after a warm-up that starts every worker (with
+    GPU decode, `prepare` decodes on the device and the clock stops after a sync)."""
+    began = time.perf_counter()
+    iterator = iter(pipeline.loader)
+    for _ in range(max(MIN_WARMUP_BATCHES, pipeline.workers)):
+        batch = next(iterator, None)
+        if batch is None:
+            iterator = iter(pipeline.loader)
+    synchronize(device)
+    warmup_s = time.perf_counter() - began
+    batches = samples = read = 0
+    started = time.perf_counter()
+    while True:
+        batch = next(iterator, None)
+        if batch is None:
+            iterator = iter(pipeline.loader)
+            continue
+        if prepare is not None:
+            prepare(batch[0], batch[1])
+        batches += 1
+        samples += len(batch[1])
+        read += int(batch[2].sum())
+        if batches >= MIN_WARMUP_BATCHES and time.perf_counter() - started >= min_time_s:
+            break
+    synchronize(device)
+    seconds = time.perf_counter() - started
+    shutdown = getattr(iterator, "_shutdown_workers", None)
+    if shutdown:
+        shutdown()
+    return LoaderResult(pipeline.workers, batches, samples, read, seconds, warmup_s)

@@ -1,0 +1,244 @@
+"""Real input pipelines on generated data: loader rows, the data-wait share, corrupt and short
+folders, text files; all through the real CLI in subprocesses where a user would go."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dlbench.data.images import scan_images
+from dlbench.data.make import ImageSpec, make_images, make_text
+from dlbench.data.pipeline import DataFeed, Pipeline
+from dlbench.data.source import DataSource
+from dlbench.data.throughput import worker_counts
+from dlbench.engine.loop import LoopSettings, run_measured_loop
+from tests.conftest import read_rows, run_cli
+
+TINY_IMAGE = ["--accelerator", "cpu", "--model", "timm:test_resnet", "--width", "32"]
+TINY_IMAGE += ["--height", "32", "--n-iters", "4", "--warmup-steps", "1"]
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> Path:
+    """48 JPEGs (40x40) in 3 class folders."""
+    root = tmp_path_factory.mktemp("data") / "images"
+    make_images(root, ImageSpec(48, 40, 40, classes=3), workers=1)
+    return root
+
+
+def test_make_data_writes_class_folders_of_decodable_jpegs(tmp_path):
+    out = run_cli(
+        "make-data",
+        tmp_path / "set",
+        "--images",
+        "20",
+        "--size",
+        "48x32",
+        "--classes",
+        "4",
+        "--text-lines",
+        "10",
+    )
+    assert out.returncode == 0, out.stderr
+    index = scan_images(tmp_path / "set" / "images")
+    assert len(index.files) == 20 and len(index.classes) == 4 and index.formats == {"jpeg"}
+    from torchvision.io import decode_image
+
+    assert decode_image(str(index.files[0])).shape == (3, 32, 48)
+    assert len((tmp_path / "set" / "corpus.jsonl").read_text().splitlines()) == 10
+
+
+def test_loader_alone_gives_a_row_per_worker_count(images, csv_path):
+    out = run_cli(
+        "data",
+        images,
+        "--model",
+        "timm:test_resnet",
+        "--width",
+        "32",
+        "--height",
+        "32",
+        "--batch-size",
+        "8",
+        "--workers",
+        "0,2",
+        "--min-time",
+        "0.5",
+        "--output",
+        csv_path,
+    )
+    assert out.returncode == 0, out.stderr
+    rows = read_rows(csv_path)
+    assert [r["data_workers"] for r in rows] == ["0", "2"]
+    for row in rows:
+        assert row["run_kind"] == "loader" and row["data"] == f"folder:{images}"
+        assert float(row["images_per_s"]) > 0 and float(row["data_mb_per_s"]) > 0
+        assert float(row["window_s"]) >= 0.5 and row["data_files"] == "48"
+    assert worker_counts(6) == [0, 1, 2, 4, 6] and worker_counts(8) == [0, 1, 2, 4, 8]
+
+
+def test_training_from_a_folder_records_reads_and_waits(images, csv_path):
+    out = run_cli(
+        "train",
+        *TINY_IMAGE,
+        "--batch-size",
+        "8",
+        "--data",
+        f"folder:{images}",
+        "--workers",
+        "2",
+        "--output",
+        csv_path,
+    )
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(csv_path)
+    assert row["data"] == f"folder:{images}" and row["data_workers"] == "2"
+    assert row["data_on"] == "host" and row["data_decode"] == "cpu"
+    assert int(row["data_files_read"]) == 8 * int(row["steps"])
+    assert int(row["data_bytes_read"]) > 0 and 0 <= float(row["data_wait_pct"]) <= 100
+    assert row["data_skipped"] == "0" and float(row["images_per_s"]) > 0
+
+
+class _Slow:
+    """An iterable loader whose every batch takes `delay` seconds to arrive."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    def __iter__(self):
+        while True:
+            time.sleep(self.delay)
+            yield torch.zeros(2, 3), torch.zeros(2), torch.tensor([10, 10]), torch.tensor([0, 0])
+
+
+def _wait_share(loader_delay: float, step_delay: float) -> float:
+    pipeline = Pipeline(_Slow(loader_delay), DataSource("folder", Path(".")), 0, "cpu", 2, 0, 20)
+    feed = DataFeed(pipeline, lambda x, y: (x, y))
+
+    def step(i: int) -> None:
+        feed.fetch(i)
+        time.sleep(step_delay)
+
+    settings = LoopSettings(warmup_steps=1, n_iters=8)
+    run_measured_loop(step, torch.device("cpu"), settings, feed)
+    return feed.columns()["data_wait_pct"]
+
+
+def test_data_wait_share_tells_a_starved_step_from_a_fed_one():
+    assert _wait_share(loader_delay=0.05, step_delay=0.005) > 80
+    assert _wait_share(loader_delay=0.0, step_delay=0.05) < 10
+
+
+def test_corrupt_files_are_counted_and_skipped(images, tmp_path, csv_path):
+    folder = tmp_path / "mixed"
+    make_images(folder, ImageSpec(16, 40, 40, classes=1), workers=1)
+    jpeg = next(folder.rglob("*.jpg")).read_bytes()
+    (folder / "class_00" / "garbage.jpg").write_bytes(b"not an image at all")
+    (folder / "class_00" / "truncated.jpg").write_bytes(jpeg[:300])
+    out = run_cli(
+        "train",
+        *TINY_IMAGE,
+        "--batch-size",
+        "16",
+        "--n-iters",
+        "3",
+        "--data",
+        f"folder:{folder}",
+        "--workers",
+        "0",
+        "--output",
+        csv_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "skipped 1 unreadable" in out.stderr
+    [row] = read_rows(csv_path)
+    assert row["data_files"] == "17"  # the truncated file passes the scan, fails its decode
+    assert int(row["data_skipped"]) >= 2  # the garbage at the scan + the truncated file's decodes
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        ("empty", "no JPEG or PNG files"),
+        ("garbage", "none of the 2 image files"),
+        ("small", "fewer than one batch"),
+        ("missing", "is not a folder"),
+    ],
+)
+def test_bad_folders_exit_2_with_one_line_and_earlier_rows_intact(
+    make, message, images, tmp_path, csv_path
+):
+    first = run_cli("infer", *TINY_IMAGE, "--batch-size", "4", "--output", csv_path)
+    assert first.returncode == 0, first.stderr
+    before = csv_path.read_bytes()
+    folder = tmp_path / make
+    if make != "missing":
+        (folder / "a").mkdir(parents=True)
+    if make == "garbage":
+        for name in ("x.jpg", "y.png"):
+            (folder / "a" / name).write_bytes(b"\0" * 64)
+    if make == "small":
+        make_images(folder, ImageSpec(3, 40, 40, classes=1), workers=1)
+    out = run_cli(
+        "train",
+        *TINY_IMAGE,
+        "--batch-size",
+        "8",
+        "--data",
+        f"folder:{folder}",
+        "--output",
+        csv_path,
+    )
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert message in lines[-1] and "Traceback" not in out.stderr
+    assert csv_path.read_bytes() == before
+
+
+def test_text_corpus_trains_a_causal_lm_and_a_classifier(tmp_path, csv_path):
+    corpus = tmp_path / "corpus.jsonl"
+    make_text(corpus, 200)
+    for model in ("llm_tiny", "distilbert"):
+        out = run_cli(
+            "train",
+            "--accelerator",
+            "cpu",
+            "--model",
+            model,
+            "--seq-len",
+            "16",
+            "--batch-size",
+            "4",
+            "--n-iters",
+            "2",
+            "--warmup-steps",
+            "1",
+            "--data",
+            f"text:{corpus}",
+            "--workers",
+            "0",
+            "--output",
+            csv_path,
+        )
+        assert out.returncode == 0, out.stderr
+    rows = read_rows(csv_path)
+    assert [r["model"] for r in rows] == ["llm_tiny", "distilbert"]
+    assert all(int(r["data_bytes_read"]) > 0 and r["data"] == f"text:{corpus}" for r in rows)
+    assert int(rows[1]["data_files"]) == 200  # a classifier reads a line per sample
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n[1, 2]\n')
+    out = run_cli(
+        "train",
+        "--accelerator",
+        "cpu",
+        "--model",
+        "llm_tiny",
+        "--data",
+        f"text:{bad}",
+        "--output",
+        csv_path,
+    )
+    assert out.returncode == 2 and "bad.jsonl:2 is not a JSON object" in out.stderr
