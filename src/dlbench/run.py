@@ -16,7 +16,7 @@ from dlbench.results.environment import collect_environment
 from dlbench.results.row import config_columns, failure_row, measurement_row, per_rank_rows
 from dlbench.results.store import CsvStore
 from dlbench.startup import since_command_start
-from dlbench.sweep.autobatch import search_batch_size
+from dlbench.sweep.autobatch import confirm_batch_size, search_batch_size
 
 
 def last_line(exc: BaseException) -> str:
@@ -37,7 +37,10 @@ def auto_batch_in_process(config: RunConfig) -> bool:
 def _search_batch_size(plan: Plan):
     """The largest batch that fits, probed in this process; the plan at that size."""
     fabric = create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
-    search = search_batch_size(in_process_probe(plan, fabric), memory_budget(fabric.device))
+    budget = memory_budget(fabric.device)
+    search = search_batch_size(in_process_probe(plan, fabric), budget)
+    if search.batch_size and fabric.device.type == "cuda":
+        search = confirm_batch_size(search, in_process_probe(plan, fabric, autotune=True), budget)
     if search.batch_size == 0:
         raise UserError("--batch-size auto: even batch size 1 does not fit on this device")
     stderr.print(

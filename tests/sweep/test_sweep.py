@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from dlbench.errors import UserError
-from dlbench.sweep.autobatch import MEMORY_FRACTION, Probe, largest_fitting, search_batch_size
+from dlbench.sweep.autobatch import (
+    MEMORY_FRACTION,
+    Probe,
+    confirm_batch_size,
+    largest_fitting,
+    search_batch_size,
+)
 from dlbench.sweep.plan import load_plan, parse_plan
 from tests.conftest import ROOT, cli_env, read_rows, run_cli
 
@@ -278,3 +284,23 @@ def test_auto_search_finds_a_planted_memory_limit_in_at_most_12_probes():
         assert largest - max(1, largest // 16) <= found.batch_size <= largest, (fixed, found)
         assert len(found.probes) <= 12, found.probes
         assert found.columns()["auto_batch_probes"].startswith("2:ok 8:ok")
+
+
+def test_the_chosen_size_is_confirmed_with_autotuned_memory_and_stepped_down():
+    gib = 2**30
+    budget = MEMORY_FRACTION * 80 * gib
+
+    def heuristic(n: int) -> Probe:  # search probes: cuDNN heuristics, small workspaces
+        return Probe(n, True, 2 * gib + 0.1 * gib * n)
+
+    def autotuned(n: int) -> Probe:  # the measured run's algorithms take 4 GiB more
+        return Probe(n, True, 6 * gib + 0.1 * gib * n)
+
+    search = search_batch_size(heuristic, budget)
+    assert search.batch_size >= 640  # (72 - 2) / 0.1 = 700 under heuristics
+    confirmed = confirm_batch_size(search, autotuned, budget)
+    assert 6 * gib + 0.1 * gib * confirmed.batch_size <= budget
+    assert confirmed.batch_size >= 0.85 * 660  # (72 - 6) / 0.1 = 660 fits when autotuned
+    tuned = [p for p in confirmed.probes if p.confirming]
+    assert tuned[-1].fits and not any(p.fits for p in tuned[:-1])
+    assert "(tuned)" in confirmed.columns()["auto_batch_probes"]

@@ -23,8 +23,10 @@ def memory_budget(device: torch.device) -> float | None:
     return MEMORY_FRACTION * torch.cuda.get_device_properties(device).total_memory
 
 
-def in_process_probe(plan, fabric) -> Callable[[int], Probe]:
-    """probe(n): the plan's workload at batch n for two steps; fits, and its peak memory."""
+def in_process_probe(plan, fabric, autotune: bool = False) -> Callable[[int], Probe]:
+    """probe(n): the plan's workload at batch n for two steps; fits, and its peak memory.
+    Search probes skip cuDNN autotuning (seconds per new shape); the chosen size is confirmed
+    by an autotuned probe, whose algorithms and workspaces the measured run will use."""
     device = fabric.device
 
     def probe(n: int) -> Probe:
@@ -33,7 +35,9 @@ def in_process_probe(plan, fabric) -> Callable[[int], Probe]:
         try:
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
-            session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
+            session = open_session(
+                config, plan.workload, plan.shape, plan.precision, fabric, autotune
+            )
             with session.context():
                 for i in range(2):
                     session.step(i)
@@ -49,7 +53,8 @@ def in_process_probe(plan, fabric) -> Callable[[int], Probe]:
                 torch.cuda.empty_cache()
         shown = "" if result.peak_bytes is None else f", peak {result.peak_bytes / 2**30:.1f} GiB"
         stderr.print(
-            f"--batch-size auto: probe {n}: {'fits' if result.fits else 'out of memory'}{shown}"
+            f"--batch-size auto: probe {n}{' (autotuned)' if autotune else ''}: "
+            f"{'fits' if result.fits else 'out of memory'}{shown}"
         )
         return result
 

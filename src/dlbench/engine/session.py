@@ -149,10 +149,12 @@ def open_session(
     shape: InputShape,
     precision: PrecisionPlan,
     fabric: Any,
+    autotune: bool = True,
 ) -> Session:
-    """Build model, optimizer and data on the device; return the step closure for the loop."""
+    """Build model, optimizer and data on the device; return the step closure for the loop.
+    `autotune=False` keeps cuDNN on its heuristics (fast batch-size probes skip benchmarking)."""
     precision.apply_matmul_settings()
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = autotune
     torch.manual_seed(config.seed + fabric.global_rank)
     with fabric.init_module():
         model = workload.build(shape)

@@ -25,6 +25,9 @@ STEP_UP = 1.125  # from a checked estimate, try this much more before bisecting
 PROBE_FLAGS = ["--n-iters", "1", "--warmup-steps", "1", "--no-telemetry", "--min-time", "0"]
 
 
+CONFIRM_TRIES = 4  # autotuned confirmations, each 1/16 smaller than the last
+
+
 @dataclass(frozen=True)
 class Probe:
     """One probe's outcome: it ran (with its peak memory in bytes, if known) or ran out."""
@@ -32,6 +35,7 @@ class Probe:
     batch_size: int
     fits: bool
     peak_bytes: float | None = None
+    confirming: bool = False  # the autotuned check of the chosen size
 
 
 @dataclass
@@ -44,7 +48,10 @@ class Search:
 
     def columns(self) -> dict[str, object]:
         """What the row records about the search."""
-        trail = " ".join(f"{p.batch_size}:{'ok' if p.fits else 'oom'}" for p in self.probes)
+        trail = " ".join(
+            f"{p.batch_size}:{'ok' if p.fits else 'oom'}{'(tuned)' if p.confirming else ''}"
+            for p in self.probes
+        )
         return {"batch_size_mode": "auto", "auto_batch_probes": trail, "auto_batch_s": self.seconds}
 
 
@@ -90,6 +97,29 @@ def search_batch_size(
         middle = (good + bad) // 2
         good, bad = (middle, bad) if fits(middle) else (good, middle)
     search.batch_size, search.seconds = good, time.monotonic() - started
+    return search
+
+
+def confirm_batch_size(
+    search: Search, probe: Callable[[int], Probe], budget_bytes: float | None
+) -> Search:
+    """Check the found size with the probe the measured run will match (cuDNN autotuned: other
+    algorithms, other workspaces); step down 1/16 at a time until one fits."""
+    started = time.monotonic() - search.seconds
+    n = search.batch_size
+    for _ in range(CONFIRM_TRIES):
+        if n < 1:
+            break
+        result = probe(n)
+        ok = result.fits and (
+            budget_bytes is None or result.peak_bytes is None or result.peak_bytes <= budget_bytes
+        )
+        search.probes.append(Probe(n, ok, result.peak_bytes, confirming=True))
+        if ok:
+            search.batch_size, search.seconds = n, time.monotonic() - started
+            return search
+        n = min(n - 1, math.floor(n * (1 - 1 / 16)))
+    search.batch_size, search.seconds = 0, time.monotonic() - started
     return search
 
 
