@@ -100,6 +100,7 @@ def test_training_from_a_folder_records_reads_and_waits(images, csv_path):
     assert int(row["data_files_read"]) == 8 * int(row["steps"])
     assert int(row["data_bytes_read"]) > 0 and 0 <= float(row["data_wait_pct"]) <= 100
     assert row["data_skipped"] == "0" and float(row["images_per_s"]) > 0
+    assert row["input_bound"] == str(float(row["data_wait_pct"]) > 10)
 
 
 class _Slow:
@@ -124,12 +125,14 @@ def _wait_share(loader_delay: float, step_delay: float) -> float:
 
     settings = LoopSettings(warmup_steps=1, n_iters=8)
     run_measured_loop(step, torch.device("cpu"), settings, feed)
-    return feed.columns()["data_wait_pct"]
+    return feed.columns()
 
 
 def test_data_wait_share_tells_a_starved_step_from_a_fed_one():
-    assert _wait_share(loader_delay=0.05, step_delay=0.005) > 80
-    assert _wait_share(loader_delay=0.0, step_delay=0.05) < 10
+    starved = _wait_share(loader_delay=0.05, step_delay=0.005)
+    assert starved["data_wait_pct"] > 80 and starved["input_bound"] is True
+    fed = _wait_share(loader_delay=0.0, step_delay=0.05)
+    assert fed["data_wait_pct"] < 10 and fed["input_bound"] is False
 
 
 def test_corrupt_files_are_counted_and_skipped(images, tmp_path, csv_path):
@@ -242,3 +245,21 @@ def test_text_corpus_trains_a_causal_lm_and_a_classifier(tmp_path, csv_path):
         csv_path,
     )
     assert out.returncode == 2 and "bad.jsonl:2 is not a JSON object" in out.stderr
+
+
+def test_encoded_batches_travel_packed_and_decode_like_the_cpu_path(images):
+    """The GPU-decode path's packing through real worker processes, decoded here on the CPU."""
+    from torch.utils.data import DataLoader
+
+    from dlbench.data.images import DeviceImages, ImageFolderSet, collate_encoded
+
+    index = scan_images(images)
+    dataset = ImageFolderSet(index, (32, 32), decode_on_gpu=True)
+    loader = DataLoader(dataset, batch_size=16, num_workers=2, collate_fn=collate_encoded)
+    (flat, lengths), labels, _sizes, failed = next(iter(loader))
+    assert flat.dim() == 1 and flat.dtype == torch.uint8 and int(lengths.sum()) == flat.numel()
+    assert labels.shape == (16,) and int(failed.sum()) == 0
+    device = DeviceImages(torch.device("cpu"), torch.float32, torch.contiguous_format, (32, 32))
+    batch = device.normalise(device.decode((flat, lengths)))
+    assert batch.shape == (16, 3, 32, 32) and batch.dtype == torch.float32
+    assert -3 < float(batch.mean()) < 3

@@ -36,8 +36,9 @@ SUMMARY_COLUMNS = {
     "host_bound": "host-bound",
 }
 HOST_BOUND_NOTE = (
-    "Marked host-bound: the GPU idled more than 10 % of each step, so these ratios measure the "
-    "host's kernel launches, not the GPUs; compare GPUs on rows that are not marked."
+    "Marked host-bound: the GPU idled more than 10 % of each step, or the host waited for the "
+    "input pipeline (--data) more than 10 % of the window, so these ratios measure the host's "
+    "kernel launches or its loader, not the GPUs; compare GPUs on rows that are not marked."
 )
 
 

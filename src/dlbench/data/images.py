@@ -122,10 +122,12 @@ class ImageFolderSet(Dataset):
         raise UserError(f"--data: {RETRIES} files in a row failed to decode near {path}")
 
 
-def collate_encoded(samples: list) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, int]:
-    """GPU decode: the encoded files stay a list (they differ in length)."""
+def collate_encoded(samples: list) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+    """GPU decode: the encoded files end to end in one tensor, with their lengths (one shared
+    buffer per batch; a tensor per file would cost a file descriptor each between processes)."""
     raws, labels, sizes, failed = zip(*samples)
-    return list(raws), torch.tensor(labels), torch.tensor(sizes), sum(failed)
+    lengths = torch.tensor(sizes)
+    return (torch.cat(raws), lengths), torch.tensor(labels), lengths, torch.tensor(failed)
 
 
 class DeviceImages:
@@ -150,13 +152,16 @@ class DeviceImages:
         x = (x - self.mean) / self.std
         return x.to(self.dtype).contiguous(memory_format=self.fmt)
 
-    def decode(self, raws: list[torch.Tensor]) -> torch.Tensor:
-        """nvJPEG batch decode, then the same crop and flip as the CPU path, image by image."""
+    def decode(self, packed: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """nvJPEG batch decode of the packed files, then the CPU path's crop and flip, image by
+        image (they differ in size until cropped)."""
         from torchvision.io import ImageReadMode, decode_jpeg
         from torchvision.transforms import v2
 
         augment = v2.Compose(
             [v2.RandomResizedCrop(self.size, antialias=True), v2.RandomHorizontalFlip()]
         )
+        flat, lengths = packed
+        raws = list(torch.split(flat, lengths.tolist()))
         decoded = decode_jpeg(raws, mode=ImageReadMode.RGB, device=self.device)
         return torch.stack([augment(image) for image in decoded])

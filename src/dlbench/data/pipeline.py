@@ -18,6 +18,8 @@ from dlbench.errors import UserError, invalid
 from dlbench.workloads import InputShape, Workload
 
 PREFETCH_BATCHES = 4  # batches each worker prepares ahead
+# A window whose host waited longer than this share for batches measures the loader, not the GPU.
+INPUT_BOUND_WAIT_PCT = 10.0
 
 
 @dataclass
@@ -159,6 +161,7 @@ class DataFeed:
                 data_mb_per_s=w["bytes"] / w["wall_s"] / 1e6,
                 data_wait_pct=100.0 * w["wait_s"] / w["wall_s"],
             )
+            columns["input_bound"] = columns["data_wait_pct"] > INPUT_BOUND_WAIT_PCT
         return columns
 
     def close(self) -> None:

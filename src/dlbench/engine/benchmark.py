@@ -166,6 +166,7 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
             session.feed.close()
     if session.feed:
         columns.update(session.feed.columns())
+        columns["host_bound"] = bool(columns.get("host_bound") or columns.get("input_bound"))
     columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
     return loop, session.param_count, columns
 
