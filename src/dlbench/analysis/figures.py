@@ -122,3 +122,51 @@ def power_curves(points: pd.DataFrame, picks: pd.DataFrame) -> Figure | None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def input_pipeline(table: pd.DataFrame) -> Figure | None:
+    """Samples/s against loader workers: the loader alone, training fed by it, and the model on
+    synthetic data (dashed); one panel per data set, model, batch and decoder."""
+    if table.empty:
+        return None
+    groups = list(table.groupby(["data", "model", "batch_size"], dropna=False))
+    fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4), squeeze=False)
+    for ax, ((data, model, batch), g) in zip(axes[0], groups):
+        for decode, line in g.groupby("decode"):
+            line = line.sort_values("workers")
+            alone = line.dropna(subset=["loader"])
+            ax.plot(
+                alone["workers"], alone["loader"], "o-", label=f"loader alone ({decode} decode)"
+            )
+            fed = line.dropna(subset=["training"])
+            ax.plot(fed["workers"], fed["training"], "s--", label=f"training ({decode} decode)")
+        target = g["model (synthetic)"].dropna()
+        if not target.empty:
+            ax.axhline(target.iloc[0], color="grey", ls=":", label="model, synthetic data")
+        ax.set(title=f"{model} bs{batch}: {data}", xlabel="loader workers", ylabel="samples/s")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def telemetry_timeline(samples: pd.DataFrame) -> Figure | None:
+    """Power, SM clock, utilisation and temperature over time, throttled samples shaded."""
+    if samples.empty:
+        return None
+    titles = {
+        "power_w": "power (W)",
+        "sm_clock_mhz": "SM clock (MHz)",
+        "gpu_util": "GPU utilisation (%)",
+        "temp_c": "temperature (°C)",
+    }
+    fig, axes = plt.subplots(len(titles), 1, figsize=(10, 8), sharex=True)
+    for ax, (field, title) in zip(axes, titles.items()):
+        for (source, device), line in samples.groupby(["source", "device"]):
+            ax.plot(line["seconds"], line[field], lw=1, label=f"{source} GPU {device}")
+        for t in samples.loc[samples["throttled"], "seconds"]:
+            ax.axvspan(t - 0.05, t + 0.05, color="red", alpha=0.15, lw=0)
+        ax.set_ylabel(title, fontsize=8)
+    axes[0].legend(fontsize=7)
+    axes[-1].set_xlabel("seconds from the first sample")
+    fig.tight_layout()
+    return fig

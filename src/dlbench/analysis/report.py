@@ -12,10 +12,13 @@ import pandas as pd
 
 from dlbench.analysis import figures
 from dlbench.analysis.compare import ENVIRONMENT, markdown_table
+from dlbench.analysis.documents import write_pdf, write_pptx
 from dlbench.analysis.load import SHAPE_KEY, benchmark_rows, load_rows, machine_labels
+from dlbench.analysis.pipeline import pipeline_table, saturation_notes
 from dlbench.analysis.power import power_points, recommend_power
 from dlbench.analysis.roofline import decode_table
 from dlbench.analysis.scaling import scaling_table
+from dlbench.analysis.timeline import load_timeline, throttle_summary
 from dlbench.errors import UserError
 
 SUMMARY_COLUMNS = {
@@ -23,6 +26,8 @@ SUMMARY_COLUMNS = {
     "mode": "mode",
     "precision": "precision",
     "batch_size": "batch",
+    "data": "data",
+    "data_workers": "workers",
     "purpose": "purpose",
     "world_size": "GPUs",
     "machine": "machine",
@@ -59,6 +64,7 @@ class Report:
     html: Path
     markdown: Path
     pngs: list[Path] = field(default_factory=list)
+    documents: list[Path] = field(default_factory=list)  # report.pdf, report.pptx
 
 
 def pick_baseline(runs: pd.DataFrame, wanted: str | None) -> str:
@@ -131,7 +137,9 @@ def shard_notes(runs: pd.DataFrame) -> list[str]:
     ]
 
 
-def _sections(rows: pd.DataFrame, baseline_wanted: str | None, max_slowdown: float):
+def _sections(
+    rows: pd.DataFrame, baseline_wanted: str | None, max_slowdown: float, timelines: list[Path]
+):
     runs = benchmark_rows(rows)
     if runs.empty:
         raise UserError("CSV: no finished benchmark rows (status ok) to report on")
@@ -175,6 +183,19 @@ def _sections(rows: pd.DataFrame, baseline_wanted: str | None, max_slowdown: flo
             ),
             None,
         )
+    inputs = pipeline_table(rows, runs)
+    if not inputs.empty:
+        yield (
+            Section(
+                "Input pipeline",
+                "Loader alone (dlbench data) and training fed by it (--data), per worker count, "
+                "beside the model on synthetic data at the same batch: training can get the "
+                "smaller of loader and model. wait % = share of the window the host waited for "
+                "the next batch.\n" + saturation_notes(inputs),
+                inputs,
+            ),
+            figures.input_pipeline(inputs),
+        )
     yield Section("Throughput against batch size"), figures.throughput_vs_batch(runs)
     yield (
         Section("Energy efficiency", "GPU energy over the measured window."),
@@ -197,19 +218,36 @@ def _sections(rows: pd.DataFrame, baseline_wanted: str | None, max_slowdown: flo
         ),
         figures.power_curves(points, picks),
     )
+    if timelines:
+        samples = load_timeline(timelines)
+        yield (
+            Section(
+                "Telemetry timeline",
+                f"Every sample of {', '.join(p.name for p in timelines)} (--telemetry-log), "
+                "time from each file's first sample. " + throttle_summary(samples),
+            ),
+            figures.telemetry_timeline(samples),
+        )
     if not failures.empty:
         cols = [c for c in ("model", "mode", "batch_size", "status", "error") if c in failures]
         yield Section("Runs that did not finish", table=failures[cols]), None
 
 
 def build_report(
-    paths: list[Path], out_dir: Path, baseline: str | None = None, max_slowdown: float = 10.0
+    paths: list[Path],
+    out_dir: Path,
+    baseline: str | None = None,
+    max_slowdown: float = 10.0,
+    timelines: list[Path] | None = None,
+    pdf: bool = False,
+    pptx: bool = False,
 ) -> Report:
-    """Read the CSVs, draw what they hold, write report.html, report.md and the PNGs."""
+    """Read the CSVs (and telemetry logs), draw what they hold, write report.html, report.md
+    and the PNGs, and report.pdf / report.pptx when asked."""
     rows = load_rows(paths)
     out_dir.mkdir(parents=True, exist_ok=True)
     sections, pngs = [], []
-    for section, figure in _sections(rows, baseline, max_slowdown):
+    for section, figure in _sections(rows, baseline, max_slowdown, timelines or []):
         if figure is not None:
             png = out_dir / f"{len(pngs) + 1:02d}-{_slug(section.title)}.png"
             figure.savefig(png, dpi=110)
@@ -222,6 +260,14 @@ def build_report(
     report = Report(out_dir / "report.html", out_dir / "report.md", pngs)
     report.html.write_text(_html(sections, sources, out_dir), encoding="utf-8")
     report.markdown.write_text(_markdown(sections, sources), encoding="utf-8")
+    if pdf:
+        report.documents.append(
+            write_pdf(sections, sources, out_dir, out_dir / "report.pdf", _number)
+        )
+    if pptx:
+        report.documents.append(
+            write_pptx(sections, sources, out_dir, out_dir / "report.pptx", _number)
+        )
     return report
 
 

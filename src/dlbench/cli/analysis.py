@@ -26,11 +26,18 @@ def report(
     ),
     baseline: Baseline = None,
     max_slowdown: MaxSlowdown = 10.0,
+    timeline: Annotated[
+        list[Path] | None,
+        typer.Option(help="A --telemetry-log CSV to draw over time (repeatable)."),
+    ] = None,
+    pdf: Annotated[bool, typer.Option("--pdf", help="Also write report.pdf.")] = False,
+    pptx: Annotated[bool, typer.Option("--pptx", help="Also write report.pptx.")] = False,
 ) -> None:
     from dlbench.analysis.report import build_report
 
-    written = build_report(csv, out, baseline, max_slowdown)
-    print(f"wrote {written.html} ({len(written.pngs)} plots embedded), {written.markdown}")
+    written = build_report(csv, out, baseline, max_slowdown, timeline, pdf, pptx)
+    extra = "".join(f", {path}" for path in written.documents)
+    print(f"wrote {written.html} ({len(written.pngs)} plots embedded), {written.markdown}{extra}")
 
 
 @app.command("compare", help="Baseline vs candidate rows; exit 1 on a regression.")

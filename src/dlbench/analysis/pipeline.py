@@ -1,0 +1,96 @@
+"""The input pipeline beside the model: loader-alone throughput per worker count (`dlbench
+data` rows), training from the same data at each count, and the model on synthetic data at the
+same batch. The smaller of loader and model is what training can get; the loader saturates the
+model at the first worker count whose rate reaches the model's."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+COLUMNS = ["data", "model", "batch_size", "decode", "workers", "loader", "training", "wait %"]
+
+
+def _model_rate(runs: pd.DataFrame, model: str, batch: int) -> float | None:
+    """Best synthetic-data throughput of the model at this batch (any precision)."""
+    data = runs.get("data", pd.Series("synthetic", index=runs.index)).fillna("synthetic")
+    same = runs[(runs["model"] == model) & (runs["batch_size"] == batch) & (data == "synthetic")]
+    same = same[same["mode"] == "train"] if (same["mode"] == "train").any() else same
+    return None if same.empty else float(same["samples_per_s"].max())
+
+
+def pipeline_table(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One line per data set, model, batch, decoder and worker count."""
+    kind = rows.get("run_kind", pd.Series("", index=rows.index))
+    loader = rows[(kind == "loader") & (rows["status"] == "ok")]
+    fed = (
+        runs[
+            runs.get("data", pd.Series("synthetic", index=runs.index)).fillna("synthetic")
+            != "synthetic"
+        ]
+        if "data" in runs
+        else runs.iloc[0:0]
+    )
+    needed = ["data", "model", "batch_size", "data_decode", "data_workers", "samples_per_s"]
+    needed += ["data_wait_pct"]
+    parts = [
+        frame.reindex(columns=needed).assign(_side=side)
+        for side, frame in (("loader", loader), ("training", fed))
+        if not frame.empty
+    ]
+    if not parts:
+        return pd.DataFrame(columns=COLUMNS)
+    both = pd.concat(parts, ignore_index=True)
+    both = both.assign(decode=both["data_decode"].fillna("cpu"), workers=both["data_workers"])
+    lines = []
+    keys = ["data", "model", "batch_size", "decode", "workers"]
+    for key, group in both.groupby(keys, dropna=False):
+        best = group.groupby("_side")["samples_per_s"].max()
+        wait = group.loc[group["_side"] == "training", "data_wait_pct"]
+        lines.append(
+            {
+                **dict(zip(keys, key)),
+                "loader": best.get("loader"),
+                "training": best.get("training"),
+                "wait %": None if wait.empty else float(wait.iloc[-1]),
+            }
+        )
+    table = pd.DataFrame(lines)
+    table["workers"] = table["workers"].astype("Int64")
+    table["model (synthetic)"] = [
+        _model_rate(runs, m, b) for m, b in zip(table["model"], table["batch_size"])
+    ]
+    table["training can get"] = table[["loader", "model (synthetic)"]].min(axis=1, skipna=False)
+    return table.sort_values(["data", "model", "batch_size", "decode", "workers"]).reset_index(
+        drop=True
+    )
+
+
+def saturation_notes(table: pd.DataFrame) -> str:
+    """Where the loader first keeps up with the model, per data set, model and decoder."""
+    notes = []
+    for (data, model, batch, decode), group in table.groupby(
+        ["data", "model", "batch_size", "decode"], dropna=False
+    ):
+        target = group["model (synthetic)"].dropna()
+        measured = group.dropna(subset=["loader"])
+        if target.empty or measured.empty:
+            continue
+        enough = measured[measured["loader"] >= target.iloc[0]]
+        where = (
+            f"keeps up from {int(enough['workers'].min())} workers"
+            if not enough.empty
+            else f"stays below the model up to {int(measured['workers'].max())} workers"
+        )
+        short = group[group["training"] < 0.95 * group["training can get"]]
+        shortfall = (
+            f" Training fed by it fell more than 5 % short of that at "
+            f"{', '.join(str(int(w)) for w in short['workers'])} workers: the loader's workers and "
+            "the training loop share the host's CPUs."
+            if not short.empty
+            else ""
+        )
+        notes.append(
+            f"{data} ({decode} decode) for {model} bs{batch}: the loader {where} "
+            f"(model on synthetic data: {target.iloc[0]:,.0f}/s).{shortfall}"
+        )
+    return "\n".join(notes)

@@ -1,0 +1,139 @@
+"""Report documents people pass on, opened by real readers: the PDF's pages (pdftoppm, or the
+page objects), the PPTX's slides (python-pptx); the input-pipeline section and the timeline."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dlbench.analysis.report import build_report
+from tests.analysis.rows import benchmark_row, write_rows
+from tests.conftest import run_cli
+
+
+def _loader_row(workers: int, rate: float) -> dict[str, object]:
+    return benchmark_row(
+        run_kind="loader",
+        data="folder:/data",
+        data_workers=workers,
+        data_decode="cpu",
+        samples_per_s=rate,
+        batch_size=256,
+    )
+
+
+@pytest.fixture
+def csvs(tmp_path) -> list[Path]:
+    results = write_rows(
+        tmp_path / "h100.csv",
+        [
+            benchmark_row(batch_size=256, samples_per_s=4000.0, data="synthetic"),
+            benchmark_row(batch_size=128, samples_per_s=3800.0),
+            benchmark_row(
+                batch_size=256,
+                samples_per_s=2800.0,
+                data="folder:/data",
+                data_workers=4,
+                data_decode="cpu",
+                data_wait_pct=40.0,
+            ),
+            benchmark_row(
+                batch_size=256,
+                samples_per_s=3900.0,
+                data="folder:/data",
+                data_workers=8,
+                data_decode="cpu",
+                data_wait_pct=2.0,
+            ),
+        ],
+    )
+    loader = write_rows(
+        tmp_path / "loader.csv",
+        [_loader_row(w, r) for w, r in [(0, 600.0), (4, 2500.0), (8, 4800.0)]],
+    )
+    return [results, loader]
+
+
+@pytest.fixture
+def telemetry_log(tmp_path) -> Path:
+    path = tmp_path / "telemetry.csv"
+    fields = [
+        "t",
+        "device",
+        "power_w",
+        "temp_c",
+        "gpu_util",
+        "mem_util",
+        "mem_used_mb",
+        "sm_clock_mhz",
+        "mem_clock_mhz",
+        "throttle_bits",
+    ]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for k in range(50):
+            writer.writerow(
+                {
+                    "t": 100 + 0.1 * k,
+                    "device": 0,
+                    "power_w": 500 + k,
+                    "temp_c": 60,
+                    "gpu_util": 100,
+                    "mem_util": 40,
+                    "mem_used_mb": 1000,
+                    "sm_clock_mhz": 1980 - 5 * k,
+                    "mem_clock_mhz": 2619,
+                    "throttle_bits": 4 if k > 40 else 0,
+                }
+            )
+    return path
+
+
+def _pdf_pages(path: Path) -> int:
+    if shutil.which("pdftoppm"):
+        out = path.parent / "pages"
+        subprocess.run(["pdftoppm", "-png", "-r", "20", str(path), str(out)], check=True)
+        return len(list(path.parent.glob("pages-*.png")))
+    return len(re.findall(rb"/Type /Page\b", path.read_bytes()))
+
+
+def test_pdf_and_pptx_hold_a_page_per_section_and_a_slide_per_figure(csvs, telemetry_log, tmp_path):
+    from pptx import Presentation
+
+    report = build_report(csvs, tmp_path / "report", timelines=[telemetry_log], pdf=True, pptx=True)
+    pdf, pptx = report.documents
+    assert pdf.read_bytes().startswith(b"%PDF")
+    sections = re.findall(r"^## ", report.markdown.read_text(), re.M)
+    assert _pdf_pages(pdf) == len(sections)
+    slides = Presentation(str(pptx)).slides
+    assert len(slides) == 1 + len(report.pngs)  # the summary, then a slide per figure
+    titles = [s.shapes.title.text for s in slides]
+    assert titles[0] == "dlbench report" and "Input pipeline" in titles
+    assert "Telemetry timeline" in titles
+    table = next(sh for sh in slides[0].shapes if sh.has_table).table
+    assert table.cell(0, 0).text == "model" and table.cell(1, 0).text == "resnet50"
+
+
+def test_input_pipeline_section_says_where_the_loader_keeps_up(csvs, tmp_path):
+    report = build_report(csvs, tmp_path / "report")
+    text = report.markdown.read_text()
+    assert "keeps up from 8 workers" in text  # 4,800/s >= the model's 4,000/s
+    assert "fell more than 5 % short of that at 4 workers" not in text  # 2,800 vs min 2,500
+    section = text.split("## Input pipeline")[1].split("## ")[0]
+    assert "2,500" in section and "4,800" in section and "4,000" in section
+
+
+def test_timeline_marks_throttling_and_refuses_foreign_files(telemetry_log, csvs, tmp_path):
+    report = build_report(csvs, tmp_path / "report", timelines=[telemetry_log])
+    assert "Throttled in 18 % of samples (sw_power_cap)" in report.markdown.read_text()
+    foreign = tmp_path / "foreign.csv"
+    foreign.write_text("a,b\n1,2\n")
+    out = run_cli("report", *csvs, "--timeline", foreign, "-o", tmp_path / "r2")
+    assert out.returncode == 2 and "not a dlbench --telemetry-log file" in out.stderr
+    assert "Traceback" not in out.stderr
