@@ -132,3 +132,21 @@ def test_warmup_keeps_the_device_busy_for_its_minimum_time_before_the_window():
 def test_warmup_without_a_minimum_time_runs_exactly_its_steps():
     result = run_measured_loop(sleeper(0.01, 0.01, 0), CPU, LoopSettings(4, 2))
     assert result.warmup_steps == 4
+
+
+def test_the_cyclic_collector_runs_before_the_window_and_not_inside_it():
+    import gc
+
+    enabled_at: dict[int, bool] = {}
+    garbage: list[object] = []
+
+    def step(i: int) -> None:
+        enabled_at[i] = gc.isenabled()
+        cycle: list[object] = []
+        cycle.append(cycle)  # cyclic garbage, as a long-lived sweep worker accumulates
+        garbage.append(cycle)
+
+    run_measured_loop(step, CPU, LoopSettings(2, 5))
+    assert enabled_at[0] and enabled_at[1]  # warm-up as usual
+    assert not any(enabled_at[i] for i in range(2, 7))  # the window: no collector pauses
+    assert gc.isenabled()  # and back on after it

@@ -8,11 +8,12 @@ same steps and no collective is left unmatched."""
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -106,6 +107,22 @@ def unit_times(step_times: list[float], steps_per_unit: int) -> list[float]:
     return [sum(step_times[k * steps_per_unit : (k + 1) * steps_per_unit]) for k in range(n)]
 
 
+@contextmanager
+def _no_garbage_collection():
+    """Collect before the window and not inside it (as timeit does): Python's cyclic collector
+    stalls the host at random steps, and the longer a process lives (a sweep worker that ran
+    other models) the longer each pass takes. Reference counting still frees every step's
+    tensors."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _nvtx(name: str, enabled: bool):
     return torch.cuda.nvtx.range(name) if enabled else nullcontext()
 
@@ -164,20 +181,21 @@ def run_measured_loop(
 
     window = _Window(times=[])
     next_step, chunk, noise_met = warmed, settings.n_iters, None
-    if observer:
-        observer.begin_window()
-    window_started = time.perf_counter()
-    with _nvtx("dlbench.measured_window", nvtx):
-        while chunk:
-            _time_chunk(step, device, range(next_step, next_step + chunk), window, nvtx)
-            next_step += chunk
-            spread = _spread(window.times, settings)
-            spread, elapsed = agree([spread, time.perf_counter() - window_started])
-            if settings.max_noise_pct is not None:
-                noise_met = spread <= settings.max_noise_pct
-            chunk = next_chunk_steps(settings, spread, elapsed, len(window.times))
-    if observer:
-        observer.end_window()
+    with _no_garbage_collection():
+        if observer:
+            observer.begin_window()
+        window_started = time.perf_counter()
+        with _nvtx("dlbench.measured_window", nvtx):
+            while chunk:
+                _time_chunk(step, device, range(next_step, next_step + chunk), window, nvtx)
+                next_step += chunk
+                spread = _spread(window.times, settings)
+                spread, elapsed = agree([spread, time.perf_counter() - window_started])
+                if settings.max_noise_pct is not None:
+                    noise_met = spread <= settings.max_noise_pct
+                chunk = next_chunk_steps(settings, spread, elapsed, len(window.times))
+        if observer:
+            observer.end_window()
     return LoopResult(
         window.times,
         window.device_s,
