@@ -15,8 +15,8 @@ SLIDE_COLUMNS = ("model", "mode", "precision", "batch", "machine", "samples/s", 
 
 
 def _cells(table: pd.DataFrame, limit: int, fmt: Callable[[object], object]) -> pd.DataFrame:
-    shown = table.head(limit).map(fmt).astype(str).replace({"nan": "", "None": ""})
-    return shown
+    """The first `limit` rows as text, numbers formatted, empty cells empty."""
+    return table.head(limit).map(lambda v: "" if pd.isna(v) else str(fmt(v)))
 
 
 def write_pdf(sections, sources: list[str], folder: Path, path: Path, fmt) -> Path:
