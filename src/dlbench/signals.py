@@ -20,13 +20,26 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+_pending: list[int] = []  # a signal that arrived, in case its exception was swallowed
+
+
 def _raise(signum: int, _frame: object) -> None:
+    _pending.append(signum)
     raise Interrupted(signum)
+
+
+def raise_if_interrupted() -> None:
+    """Raise the signal that arrived if its exception was lost: a handler that fires inside a
+    `__del__` (an import's clean-up, say) has its exception printed and ignored by Python, and
+    the run would go on. The measured loop calls this between steps (a list read, no sync)."""
+    if _pending:
+        raise Interrupted(_pending[-1])
 
 
 @contextmanager
 def interruptible() -> Iterator[None]:
     """Turn SIGTERM and SIGINT into `Interrupted` inside the block; restore handlers after."""
+    _pending.clear()
     previous = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield

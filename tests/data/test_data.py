@@ -162,75 +162,77 @@ def test_corrupt_files_are_counted_and_skipped(images, tmp_path, csv_path):
     assert int(row["data_skipped"]) >= 2  # the garbage at the scan + the truncated file's decodes
 
 
-@pytest.mark.parametrize(
-    ("make", "message"),
-    [
+def test_bad_folders_exit_2_with_one_line_and_earlier_rows_intact(images, tmp_path, csv_path):
+    first = run_cli("infer", *TINY_IMAGE, "--batch-size", "4", "--output", csv_path)
+    assert first.returncode == 0, first.stderr
+    before = csv_path.read_bytes()
+    for make, message in [
         ("empty", "no JPEG or PNG files"),
         ("garbage", "none of the 2 image files"),
         ("small", "fewer than one batch"),
         ("missing", "is not a folder"),
-    ],
-)
-def test_bad_folders_exit_2_with_one_line_and_earlier_rows_intact(
-    make, message, images, tmp_path, csv_path
-):
-    first = run_cli("infer", *TINY_IMAGE, "--batch-size", "4", "--output", csv_path)
-    assert first.returncode == 0, first.stderr
-    before = csv_path.read_bytes()
-    folder = tmp_path / make
-    if make != "missing":
-        (folder / "a").mkdir(parents=True)
-    if make == "garbage":
-        for name in ("x.jpg", "y.png"):
-            (folder / "a" / name).write_bytes(b"\0" * 64)
-    if make == "small":
-        make_images(folder, ImageSpec(3, 40, 40, classes=1), workers=1)
-    out = run_cli(
-        "train",
-        *TINY_IMAGE,
-        "--batch-size",
-        "8",
-        "--data",
-        f"folder:{folder}",
-        "--output",
-        csv_path,
-    )
-    assert out.returncode == 2
-    lines = out.stderr.strip().splitlines()
-    assert message in lines[-1] and "Traceback" not in out.stderr
-    assert csv_path.read_bytes() == before
-
-
-def test_text_corpus_trains_a_causal_lm_and_a_classifier(tmp_path, csv_path):
-    corpus = tmp_path / "corpus.jsonl"
-    make_text(corpus, 200)
-    for model in ("llm_tiny", "distilbert"):
+    ]:
+        folder = tmp_path / make
+        if make != "missing":
+            (folder / "a").mkdir(parents=True)
+        if make == "garbage":
+            for name in ("x.jpg", "y.png"):
+                (folder / "a" / name).write_bytes(b"\0" * 64)
+        if make == "small":
+            make_images(folder, ImageSpec(3, 40, 40, classes=1), workers=1)
         out = run_cli(
             "train",
-            "--accelerator",
-            "cpu",
-            "--model",
-            model,
-            "--seq-len",
-            "16",
+            *TINY_IMAGE,
             "--batch-size",
-            "4",
-            "--n-iters",
-            "2",
-            "--warmup-steps",
-            "1",
+            "8",
             "--data",
-            f"text:{corpus}",
-            "--workers",
-            "0",
+            f"folder:{folder}",
             "--output",
             csv_path,
         )
-        assert out.returncode == 0, out.stderr
-    rows = read_rows(csv_path)
-    assert [r["model"] for r in rows] == ["llm_tiny", "distilbert"]
-    assert all(int(r["data_bytes_read"]) > 0 and r["data"] == f"text:{corpus}" for r in rows)
-    assert int(rows[1]["data_files"]) == 200  # a classifier reads a line per sample
+        assert out.returncode == 2, make
+        lines = out.stderr.strip().splitlines()
+        assert message in lines[-1] and "Traceback" not in out.stderr, make
+        assert csv_path.read_bytes() == before, make
+
+
+def test_text_corpus_trains_a_causal_lm_and_classifiers_read_a_line_per_sample(tmp_path, csv_path):
+    from dlbench.data.text import TokenSet, read_samples, train_tokenizer
+
+    corpus = tmp_path / "corpus.jsonl"
+    make_text(corpus, 200)
+    out = run_cli(
+        "train",
+        "--accelerator",
+        "cpu",
+        "--model",
+        "llm_tiny",
+        "--seq-len",
+        "16",
+        "--batch-size",
+        "4",
+        "--n-iters",
+        "2",
+        "--warmup-steps",
+        "1",
+        "--data",
+        f"text:{corpus}",
+        "--workers",
+        "0",
+        "--output",
+        csv_path,
+    )
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(csv_path)
+    assert int(row["data_bytes_read"]) > 0 and row["data"] == f"text:{corpus}"
+    samples = read_samples(corpus)
+    tokenizer = train_tokenizer(samples, 1000)
+    packed = TokenSet(samples, tokenizer, 16, causal=True)
+    assert packed[0][0].shape == (16,) and packed[0][1].shape == (16,)
+    assert torch.equal(packed[0][0][1:], packed[0][1][:-1])  # targets: the next tokens
+    lines = TokenSet(samples, tokenizer, 16, causal=False)
+    assert len(lines) == 200 and lines[0][1].item() == samples.labels[0]
+    assert max(int(x.max()) for x, *_ in lines) < 1000  # ids below the model's vocabulary
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n[1, 2]\n')
     out = run_cli(

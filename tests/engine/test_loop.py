@@ -150,3 +150,22 @@ def test_the_cyclic_collector_runs_before_the_window_and_not_inside_it():
     assert enabled_at[0] and enabled_at[1]  # warm-up as usual
     assert not any(enabled_at[i] for i in range(2, 7))  # the window: no collector pauses
     assert gc.isenabled()  # and back on after it
+
+
+def test_a_signal_whose_exception_was_swallowed_still_stops_the_loop():
+    import os
+    import signal as signals
+
+    from dlbench.signals import Interrupted, interruptible
+
+    class SwallowsInDel:  # Python prints and ignores exceptions raised inside __del__
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signals.SIGTERM)
+
+    def step(i: int) -> None:
+        if i == 3:
+            SwallowsInDel()  # the handler fires inside __del__: its Interrupted is lost
+
+    with interruptible(), pytest.raises(Interrupted) as stopped:
+        run_measured_loop(step, CPU, LoopSettings(1, 1000))
+    assert stopped.value.exit_code == 143

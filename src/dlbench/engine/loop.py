@@ -21,6 +21,7 @@ import torch
 
 from dlbench.analysis.stats import StepStats
 from dlbench.engine.timer import StepTimer, synchronize
+from dlbench.signals import raise_if_interrupted
 
 # Elementwise maximum over all ranks of a few numbers; identity for a single process.
 Agreement = Callable[[list[float]], list[float]]
@@ -170,6 +171,7 @@ def run_measured_loop(
     first_step_s = None
     with _nvtx("dlbench.warmup", nvtx):
         for i in range(settings.warmup_steps):
+            raise_if_interrupted()
             step(i)
             if i == 0:
                 synchronize(device)
@@ -227,6 +229,7 @@ def _warm_for(
         missing = (settings.min_warmup_s - elapsed) * MIN_TIME_OVERSHOOT
         extra = math.ceil(max(missing * rate, 1) / unit) * unit
         for i in range(done, done + extra):
+            raise_if_interrupted()
             step(i)
         synchronize(device)
         done += extra
@@ -241,6 +244,7 @@ def _time_chunk(
     chunk_started = time.perf_counter()
     timer.mark()
     for i in steps:
+        raise_if_interrupted()
         with _nvtx(f"step {i}", nvtx):
             step(i)
         timer.mark()
