@@ -127,9 +127,13 @@ def test_sigterm_mid_run_exits_143_and_keeps_earlier_rows(csv_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(8)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    try:
+        time.sleep(8)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # never leave a stray run eating the CI's two cores
+            proc.kill()
     assert proc.returncode == 143, err
     assert "SIGTERM" in err
     assert csv_path.read_text() == before
