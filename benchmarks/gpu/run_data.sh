@@ -5,16 +5,7 @@
 # then --batch-size auto (fast probes + autotuned confirmation) and the mobilenet_v3 validate
 # ratio. Commands run while enough of the 570 s budget is left; rows go to $OUT as they finish.
 set -uo pipefail
-export PYTHONPATH="src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-D="python3 -m dlbench"
-t0=$(date +%s)
-run() {  # run ESTIMATE_S COMMAND...: skip what would not finish inside the call
-  local need=$1; shift
-  local left=$(( 570 - ($(date +%s) - t0) ))
-  if (( left < need )); then echo "skipped (needs ${need} s, ${left} s left): $*"; return; fi
-  timeout "$left" "$@"; local rc=$?
-  echo "[$(( $(date +%s) - t0 )) s] exit $rc: $*"
-}
+source "$(dirname "$0")/budget.sh"
 nproc; df -h /dev/shm | tail -1; python3 -c "import torchvision; print('torchvision', torchvision.__version__)"
 IMAGES=/tmp/dlbench-data
 run 60 $D make-data $IMAGES --images 20000 --size 224x224 --quality 90

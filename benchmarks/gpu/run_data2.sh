@@ -3,16 +3,7 @@
 # 0 workers, --batch-size auto for resnet50 (fast probes + autotuned confirmation), and the
 # mobilenet_v3 validate ratio. Same 570 s guard as run_data.sh.
 set -uo pipefail
-export PYTHONPATH="src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-D="python3 -m dlbench"
-t0=$(date +%s)
-run() {
-  local need=$1; shift
-  local left=$(( 570 - ($(date +%s) - t0) ))
-  if (( left < need )); then echo "skipped (needs ${need} s, ${left} s left): $*"; return; fi
-  timeout "$left" "$@"; local rc=$?
-  echo "[$(( $(date +%s) - t0 )) s] exit $rc: $*"
-}
+source "$(dirname "$0")/budget.sh"
 IMAGES=/tmp/dlbench-data
 run 60 $D make-data $IMAGES --images 20000 --size 224x224 --quality 90
 IMG="$IMAGES/images"

@@ -1,0 +1,12 @@
+# Sourced by the GPU scripts: `run ESTIMATE_S COMMAND...` runs a command only while enough of
+# the call's BUDGET_S (default 570 s) is left, cut at what is left, and logs its exit code.
+export PYTHONPATH="src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+D="python3 -m dlbench"
+t0=$(date +%s)
+run() {
+  local need=$1; shift
+  local left=$(( ${BUDGET_S:-570} - ($(date +%s) - t0) ))
+  if (( left < need )); then echo "skipped (needs ${need} s, ${left} s left): $*"; return; fi
+  timeout "$left" "$@"; local rc=$?
+  echo "[$(( $(date +%s) - t0 )) s] exit $rc: $*"
+}
