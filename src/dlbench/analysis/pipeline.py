@@ -10,10 +10,16 @@ import pandas as pd
 COLUMNS = ["data", "model", "batch_size", "decode", "workers", "loader", "training", "wait %"]
 
 
+def _data(runs: pd.DataFrame) -> pd.Series:
+    """Each row's --data (rows from before the column existed read synthetic data)."""
+    return runs.get("data", pd.Series("synthetic", index=runs.index)).fillna("synthetic")
+
+
 def _model_rate(runs: pd.DataFrame, model: str, batch: int) -> float | None:
     """Best synthetic-data throughput of the model at this batch (any precision)."""
-    data = runs.get("data", pd.Series("synthetic", index=runs.index)).fillna("synthetic")
-    same = runs[(runs["model"] == model) & (runs["batch_size"] == batch) & (data == "synthetic")]
+    same = runs[
+        (runs["model"] == model) & (runs["batch_size"] == batch) & (_data(runs) == "synthetic")
+    ]
     same = same[same["mode"] == "train"] if (same["mode"] == "train").any() else same
     return None if same.empty else float(same["samples_per_s"].max())
 
@@ -22,14 +28,7 @@ def pipeline_table(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One line per data set, model, batch, decoder and worker count."""
     kind = rows.get("run_kind", pd.Series("", index=rows.index))
     loader = rows[(kind == "loader") & (rows["status"] == "ok")]
-    fed = (
-        runs[
-            runs.get("data", pd.Series("synthetic", index=runs.index)).fillna("synthetic")
-            != "synthetic"
-        ]
-        if "data" in runs
-        else runs.iloc[0:0]
-    )
+    fed = runs[_data(runs) != "synthetic"]
     needed = ["data", "model", "batch_size", "data_decode", "data_workers", "samples_per_s"]
     needed += ["data_wait_pct"]
     parts = [

@@ -88,18 +88,22 @@ def scan_images(root: Path, need: int = 1) -> ImageIndex:
     return index
 
 
+def augmentation(size: tuple[int, int]):
+    """The training augmentation, the same on the CPU (workers) and on the GPU (after nvJPEG):
+    a random resized crop to the model's (height, width) and a horizontal flip."""
+    from torchvision.transforms import v2
+
+    return v2.Compose([v2.RandomResizedCrop(size, antialias=True), v2.RandomHorizontalFlip()])
+
+
 class ImageFolderSet(Dataset):
     """One sample: (uint8 CHW image at the crop size, or the file's encoded bytes for GPU
     decode; label; bytes read; files that failed to decode on the way)."""
 
     def __init__(self, index: ImageIndex, size: tuple[int, int], decode_on_gpu: bool) -> None:
-        from torchvision.transforms import v2
-
         self.index = index
         self.decode_on_gpu = decode_on_gpu
-        self.augment = v2.Compose(
-            [v2.RandomResizedCrop(size, antialias=True), v2.RandomHorizontalFlip()]
-        )
+        self.augment = augmentation(size)
 
     def __len__(self) -> int:
         return len(self.index.files)
@@ -141,7 +145,8 @@ class DeviceImages:
         fmt: torch.memory_format,
         size: tuple[int, int],
     ) -> None:
-        self.device, self.dtype, self.fmt, self.size = device, dtype, fmt, size
+        self.device, self.dtype, self.fmt = device, dtype, fmt
+        self.augment = augmentation(size)
         shape = (1, 3, 1, 1)
         self.mean = 255 * torch.tensor(IMAGENET_MEAN, device=device).view(shape)
         self.std = 255 * torch.tensor(IMAGENET_STD, device=device).view(shape)
@@ -156,12 +161,8 @@ class DeviceImages:
         """nvJPEG batch decode of the packed files, then the CPU path's crop and flip, image by
         image (they differ in size until cropped)."""
         from torchvision.io import ImageReadMode, decode_jpeg
-        from torchvision.transforms import v2
 
-        augment = v2.Compose(
-            [v2.RandomResizedCrop(self.size, antialias=True), v2.RandomHorizontalFlip()]
-        )
         flat, lengths = packed
         raws = list(torch.split(flat, lengths.tolist()))
         decoded = decode_jpeg(raws, mode=ImageReadMode.RGB, device=self.device)
-        return torch.stack([augment(image) for image in decoded])
+        return torch.stack([self.augment(image) for image in decoded])

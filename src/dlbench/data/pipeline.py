@@ -127,7 +127,7 @@ class DataFeed:
         self.wait_s += time.perf_counter() - began
         self.bytes_read += int(sizes.sum())
         self.samples += len(targets)
-        self.failed += int(failed.sum()) if torch.is_tensor(failed) else int(failed)
+        self.failed += int(failed.sum())
         return self.prepare(inputs, targets)
 
     def begin_window(self) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dlbench.data.pipeline import Pipeline
+from dlbench.data.pipeline import DataFeed, Pipeline
 from dlbench.engine.timer import synchronize
 
 MIN_WARMUP_BATCHES = 2
@@ -62,33 +62,25 @@ class LoaderResult:
 def measure_loader(
     pipeline: Pipeline, min_time_s: float, device: torch.device, prepare=None
 ) -> LoaderResult:
-    """Draw batches for at least `min_time_s` after a warm-up that starts every worker (with
-    GPU decode, `prepare` decodes on the device and the clock stops after a sync)."""
+    """Draw batches through the same feed a training run uses, for at least `min_time_s` after
+    a warm-up that starts every worker (with GPU decode, `prepare` decodes on the device and
+    the clock stops after a sync)."""
+    feed = DataFeed(pipeline, prepare or (lambda inputs, targets: (inputs, targets)))
     began = time.perf_counter()
-    iterator = iter(pipeline.loader)
-    for _ in range(max(MIN_WARMUP_BATCHES, pipeline.workers)):
-        batch = next(iterator, None)
-        if batch is None:
-            iterator = iter(pipeline.loader)
+    for i in range(max(MIN_WARMUP_BATCHES, pipeline.workers)):
+        feed.fetch(i)
     synchronize(device)
     warmup_s = time.perf_counter() - began
-    batches = samples = read = 0
+    batches = 0
+    feed.begin_window()
     started = time.perf_counter()
-    while True:
-        batch = next(iterator, None)
-        if batch is None:
-            iterator = iter(pipeline.loader)
-            continue
-        if prepare is not None:
-            prepare(batch[0], batch[1])
+    while batches < MIN_WARMUP_BATCHES or time.perf_counter() - started < min_time_s:
+        feed.fetch(batches)
         batches += 1
-        samples += len(batch[1])
-        read += int(batch[2].sum())
-        if batches >= MIN_WARMUP_BATCHES and time.perf_counter() - started >= min_time_s:
-            break
     synchronize(device)
-    seconds = time.perf_counter() - started
-    shutdown = getattr(iterator, "_shutdown_workers", None)
-    if shutdown:
-        shutdown()
-    return LoaderResult(pipeline.workers, batches, samples, read, seconds, warmup_s)
+    feed.end_window()
+    feed.close()
+    window = feed.window
+    return LoaderResult(
+        pipeline.workers, batches, window["samples"], window["bytes"], window["wall_s"], warmup_s
+    )

@@ -55,6 +55,13 @@ class Search:
         return {"batch_size_mode": "auto", "auto_batch_probes": trail, "auto_batch_s": self.seconds}
 
 
+def within_budget(result: Probe, budget_bytes: float | None) -> bool:
+    """A size fits when its probe ran and its peak (if known) stayed within the budget."""
+    return result.fits and (
+        budget_bytes is None or result.peak_bytes is None or result.peak_bytes <= budget_bytes
+    )
+
+
 def search_batch_size(
     probe: Callable[[int], Probe],
     budget_bytes: float | None,
@@ -67,9 +74,7 @@ def search_batch_size(
 
     def fits(n: int) -> bool:
         result = probe(n)
-        ok = result.fits and (
-            budget_bytes is None or result.peak_bytes is None or result.peak_bytes <= budget_bytes
-        )
+        ok = within_budget(result, budget_bytes)
         search.probes.append(Probe(n, ok, result.peak_bytes))
         return ok
 
@@ -111,9 +116,7 @@ def confirm_batch_size(
         if n < 1:
             break
         result = probe(n)
-        ok = result.fits and (
-            budget_bytes is None or result.peak_bytes is None or result.peak_bytes <= budget_bytes
-        )
+        ok = within_budget(result, budget_bytes)
         search.probes.append(Probe(n, ok, result.peak_bytes, confirming=True))
         if ok:
             search.batch_size, search.seconds = n, time.monotonic() - started
