@@ -33,6 +33,9 @@ def csvs(tmp_path) -> list[Path]:
         tmp_path / "h100.csv",
         [
             benchmark_row(batch_size=256, samples_per_s=4000.0, data="synthetic"),
+            # two GPUs, and another GPU: not the rate one device's loader must keep up with
+            benchmark_row(batch_size=256, samples_per_s=9000.0, data="synthetic", world_size=2),
+            benchmark_row(batch_size=256, samples_per_s=6000.0, gpu_name="NVIDIA H200"),
             benchmark_row(batch_size=128, samples_per_s=3800.0),
             benchmark_row(
                 batch_size=256,

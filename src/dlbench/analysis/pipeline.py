@@ -15,11 +15,19 @@ def _data(runs: pd.DataFrame) -> pd.Series:
     return runs.get("data", pd.Series("synthetic", index=runs.index)).fillna("synthetic")
 
 
-def _model_rate(runs: pd.DataFrame, model: str, batch: int) -> float | None:
-    """Best synthetic-data throughput of the model at this batch (any precision)."""
+def _model_rate(runs: pd.DataFrame, model: str, batch: int, gpus: set[str]) -> float | None:
+    """Best synthetic-data throughput of the model at this batch (any precision) on one device:
+    of the GPU the data-fed runs used, when they name one (a loader feeds one device, so a
+    DDP row or another GPU's row is not the rate it has to keep up with)."""
+    one_device = runs.get("world_size", pd.Series(1, index=runs.index)).fillna(1) == 1
     same = runs[
-        (runs["model"] == model) & (runs["batch_size"] == batch) & (_data(runs) == "synthetic")
+        (runs["model"] == model)
+        & (runs["batch_size"] == batch)
+        & (_data(runs) == "synthetic")
+        & one_device
     ]
+    if gpus and "gpu_name" in same:
+        same = same[same["gpu_name"].isin(gpus)]
     same = same[same["mode"] == "train"] if (same["mode"] == "train").any() else same
     return None if same.empty else float(same["samples_per_s"].max())
 
@@ -55,8 +63,9 @@ def pipeline_table(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         )
     table = pd.DataFrame(lines)
     table["workers"] = table["workers"].astype("Int64")
+    gpus = set(fed["gpu_name"].dropna().astype(str)) - {""} if "gpu_name" in fed else set()
     table["model (synthetic)"] = [
-        _model_rate(runs, m, b) for m, b in zip(table["model"], table["batch_size"])
+        _model_rate(runs, m, b, gpus) for m, b in zip(table["model"], table["batch_size"])
     ]
     table["training can get"] = table[["loader", "model (synthetic)"]].min(axis=1, skipna=False)
     return table.sort_values(["data", "model", "batch_size", "decode", "workers"]).reset_index(
