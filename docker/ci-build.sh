@@ -137,7 +137,8 @@ build() {
     local torch
     torch=$(grep -E '^(torch|torchvision)==' "$ROOT/constraints.txt" | tr '\n' ' ')
     say "building $IMAGE from $DOCKERFILE ($torch from pip's configured index, $STORAGE)"
-    buildah bud --isolation chroot --pull=never "$LAYERS" "${mounts[@]}" \
+    # --force-rm: a failed build leaves no working container behind (it would pin its layers).
+    buildah bud --isolation chroot --pull=never --force-rm "$LAYERS" "${mounts[@]}" \
         --build-arg BASE="$BASE_IMAGE" --build-arg TORCH_INDEX= \
         --build-arg TORCH_PACKAGES="$torch" \
         -f "$DOCKERFILE" -t "$IMAGE" "$ROOT" > "$STATE/build.log" 2>&1 || {

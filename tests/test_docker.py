@@ -185,3 +185,9 @@ def test_cpu_override_drops_the_gpu_reservation_and_runs_the_quick_plan():
         assert services[name]["network_mode"] == "none"
     assert services["sweep"]["command"][:2] == ["sweep", "quick"]
     assert "--accelerator" in services["train"]["command"]
+
+
+def test_the_readme_docker_run_lines_remove_their_containers():
+    lines = [line for line in (ROOT / "README.md").read_text().splitlines()]
+    runs = [line for line in lines if line.startswith("docker run ")]
+    assert runs and all(shlex.split(line)[2] == "--rm" for line in runs)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlbench.data.source import DECODERS, DataSource
 from dlbench.engine.ddp import STRATEGIES, DdpSettings
-from dlbench.errors import invalid
+from dlbench.errors import UserError, check_finite, invalid
 
 MODES = ("train", "infer")
 PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
@@ -122,6 +124,8 @@ class RunConfig:
             raise invalid("--min-time", self.min_time, "must be 0 or more seconds")
         if self.sample_interval <= 0:
             raise invalid("--sample-interval", self.sample_interval, "must be positive seconds")
+        for name in ("max_noise", "max_time", "min_time", "sample_interval"):
+            check_finite(flag_name(name), getattr(self, name))
 
     def min_time_s(self, device_type: str) -> float:
         """The window's minimum length: as given, else DEFAULT_MIN_TIME_S where GPU telemetry
@@ -141,6 +145,60 @@ class RunConfig:
     def replace(self, **changes: object) -> RunConfig:
         """A copy with some fields changed, validated again."""
         return dataclasses.replace(self, **changes)
+
+
+# Flags whose name is not the field's (`--workers` sets data_workers).
+_FLAG_NAMES = {"data_workers": "--workers", "data_decode": "--decode"}
+# Fields a sweep sets for each point itself; a plan that sets them is refused.
+SWEEP_OWNED = ("mode", "output", "run_id", "extra")
+
+
+def flag_name(field_name: str) -> str:
+    """The command-line flag of a RunConfig field: `--batch-size` for batch_size."""
+    return _FLAG_NAMES.get(field_name, "--" + field_name.replace("_", "-"))
+
+
+def typed_value(name: str, value: object, where: str) -> object:
+    """A plan's value for field `name` in the field's type (YAML gives ints, strings, lists),
+    or a UserError naming where it came from, the field and what is allowed."""
+    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
+    if name not in fields or name in SWEEP_OWNED:
+        known = sorted(set(fields) - set(SWEEP_OWNED))
+        raise UserError(f"{where}: unknown flag {name!r}; known: {', '.join(known)}")
+    kind = typing.get_type_hints(RunConfig)[name]
+    union = typing.get_origin(kind) in (typing.Union, types.UnionType)
+    options = [k for k in typing.get_args(kind) if k is not type(None)] if union else [kind]
+    if value is None and union and type(None) in typing.get_args(kind):
+        return None
+    for option in options:
+        converted = _convert(option, value)
+        if converted is not _NO:
+            return converted
+    wanted = " or ".join(getattr(o, "__name__", str(o)) for o in options)
+    raise UserError(f"{where}: {name}: invalid value {value!r}; expected {wanted}")
+
+
+_NO = object()
+
+
+def _convert(kind: object, value: object) -> object:
+    """value as `kind` when it plainly is one (no bool for a number, no text for a number)."""
+    if kind is bool:
+        return value if isinstance(value, bool) else _NO
+    if kind is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else _NO
+    if kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return float(value) if ok else _NO
+    if kind is str:
+        ok = isinstance(value, (str, int, float)) and not isinstance(value, bool)
+        return str(value) if ok else _NO
+    if kind is Path:
+        return Path(value) if isinstance(value, str) else _NO
+    if typing.get_origin(kind) is tuple:
+        items = value if isinstance(value, list) else [value]
+        return tuple(str(v) for v in items) if all(isinstance(v, str) for v in items) else _NO
+    return _NO
 
 
 def _check_choice(flag: str, value: str, allowed: tuple[str, ...]) -> None:

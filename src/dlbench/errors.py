@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable
 
 EXIT_OK = 0
+EXIT_FAILED = 1  # a sweep with failed points, a regression in compare: CI must see it
 EXIT_USER_ERROR = 2
 EXIT_OOM = 3  # the run did not fit; a row with status=oom was recorded
+
+
+def one_line(message: str) -> str:
+    """A message on one line: whatever a layer below wrote over several, joined."""
+    return " ".join(part.strip() for part in message.splitlines() if part.strip())
 
 
 class UserError(Exception):
@@ -28,3 +35,9 @@ def unknown_choice(flag: str, value: str, choices: Iterable[str]) -> UserError:
         ", ".join(choices) if len(choices) <= 40 else f"{len(choices)} names, see `dlbench models`"
     )
     return UserError(f"{flag}: unknown value {value!r}.{hint} Valid: {listing}")
+
+
+def check_finite(flag: str, value: float | None) -> None:
+    """NaN and infinity pass every `<` and `>` test the wrong way: refuse them by name."""
+    if value is not None and not math.isfinite(value):
+        raise invalid(flag, value, "must be a finite number")

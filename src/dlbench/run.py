@@ -29,6 +29,11 @@ def auto_batch_in_process(config: RunConfig) -> bool:
     """Whether `--batch-size auto` can search inside this process: one process (DDP ranks
     would disagree on an OOM) and a step workload (generation probes go to subprocesses)."""
     plan = make_plan(config)
+    if plan.devices.device_type != "cuda":
+        raise UserError(
+            "--batch-size auto: needs a GPU (the CPU's memory has no fixed budget to fill, so "
+            "every size up to the limit fits); give a number"
+        )
     return plan.devices.world_size == 1 and not (
         plan.workload.generative and plan.config.mode == "infer"
     )

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+# Set by a sweep for the processes it starts: the pid they must not outlive.
+PARENT_PID_VARIABLE = "DLBENCH_PARENT_PID"
+_PR_SET_PDEATHSIG = 1
 
 
 class Interrupted(BaseException):
@@ -46,3 +52,23 @@ def interruptible() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def child_environment() -> dict[str, str]:
+    """The environment for a process that must die with this one (see `die_with_parent`)."""
+    return {**os.environ, PARENT_PID_VARIABLE: str(os.getpid())}
+
+
+def die_with_parent() -> None:
+    """In a process a sweep started: ask the kernel for SIGKILL when the parent dies, however
+    it dies (SIGKILL included), so that no point runs on and appends a row after its sweep is
+    gone. Our own children (DDP ranks) inherit the request, aimed at us. Linux only."""
+    parent = os.environ.get(PARENT_PID_VARIABLE)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != int(parent):  # the parent died before the request took hold
+        os._exit(128 + signal.SIGKILL)
+    os.environ[PARENT_PID_VARIABLE] = str(os.getpid())

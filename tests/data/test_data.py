@@ -135,31 +135,60 @@ def test_data_wait_share_tells_a_starved_step_from_a_fed_one():
     assert fed["data_wait_pct"] < 10 and fed["input_bound"] is False
 
 
-def test_corrupt_files_are_counted_and_skipped(images, tmp_path, csv_path):
+def test_each_bad_file_is_counted_once_however_often_it_is_tried(tmp_path, csv_path):
+    import os
+
     folder = tmp_path / "mixed"
     make_images(folder, ImageSpec(16, 40, 40, classes=1), workers=1)
     jpeg = next(folder.rglob("*.jpg")).read_bytes()
     (folder / "class_00" / "garbage.jpg").write_bytes(b"not an image at all")
-    (folder / "class_00" / "truncated.jpg").write_bytes(jpeg[:300])
+    for k in range(3):
+        (folder / "class_00" / f"truncated{k}.jpg").write_bytes(jpeg[: 200 + k])
+    os.mkfifo(folder / "class_00" / "pipe.jpg")  # a scan that opened it would wait forever
     out = run_cli(
         "train",
         *TINY_IMAGE,
         "--batch-size",
         "16",
         "--n-iters",
-        "3",
+        "6",  # 19 files, one batch an epoch: every truncated file is tried several times
         "--data",
         f"folder:{folder}",
         "--workers",
-        "0",
+        "2",
+        "--output",
+        csv_path,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "skipped 2 unreadable" in out.stderr
+    [row] = read_rows(csv_path)
+    assert row["data_files"] == "19"  # the truncated files pass the scan, fail their decode
+    assert row["data_skipped"] == "5"  # garbage and pipe at the scan, 3 truncated: once each
+
+
+def test_a_folder_nothing_in_which_decodes_ends_in_one_line_from_the_workers(tmp_path, csv_path):
+    folder = tmp_path / "undecodable" / "a"
+    folder.mkdir(parents=True)
+    for k in range(20):  # JPEG magic bytes, then nothing a decoder can use
+        (folder / f"{k}.jpg").write_bytes(b"\xff\xd8\xff" + bytes(200))
+    out = run_cli(
+        "train",
+        *TINY_IMAGE,
+        "--batch-size",
+        "4",
+        "--data",
+        f"folder:{folder.parent}",
+        "--workers",
+        "2",
         "--output",
         csv_path,
     )
-    assert out.returncode == 0, out.stderr
-    assert "skipped 1 unreadable" in out.stderr
-    [row] = read_rows(csv_path)
-    assert row["data_files"] == "17"  # the truncated file passes the scan, fails its decode
-    assert int(row["data_skipped"]) >= 2  # the garbage at the scan + the truncated file's decodes
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2, out.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: --data:"), out.stderr
+    assert "failed to read or decode" in lines[0] and "Traceback" not in out.stderr
+    assert not csv_path.exists()
 
 
 def test_bad_folders_exit_2_with_one_line_and_earlier_rows_intact(images, tmp_path, csv_path):

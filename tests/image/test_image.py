@@ -147,6 +147,11 @@ def test_the_readme_docker_run_lines_run_with_the_engine_swapped(results):
         assert out.returncode == 0, (command, out.stderr[-2000:])
     assert [r["status"] for r in _rows(results / "benchmark.csv")] == ["ok", "ok"]
     _owned_by_user(results)
+    left = subprocess.run(
+        ["podman", "ps", "--all", "--quiet", "--filter", f"ancestor={IMAGE}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert left.stdout.strip() == "", "the README's docker run lines left containers behind"
 
 
 def test_compose_sweep_and_report_services_run_with_the_cpu_override(tmp_path):
@@ -198,3 +203,5 @@ def test_a_broken_dockerfile_fails_the_ci_script(tmp_path, change, expected):
         subprocess.run(["podman", "rmi", "-f", "dlbench:broken"], capture_output=True)
     assert out.returncode != 0, out.stdout[-2000:]
     assert re.search(expected, out.stdout + out.stderr), out.stdout[-2000:]
+    working = subprocess.run(["buildah", "containers", "--quiet"], capture_output=True, text=True)
+    assert working.stdout.strip() == "", "a failed build left its working container"

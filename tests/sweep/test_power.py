@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+import tests.fault_workloads  # noqa: F401  (plans name fault_crash; points are checked)
 from dlbench.errors import UserError
 from dlbench.sweep.plan import parse_plan
 from dlbench.sweep.power import PowerLimiter, has_admin_rights

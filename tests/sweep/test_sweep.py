@@ -57,6 +57,8 @@ def env_with(**extra: str) -> dict[str, str]:
 
 
 def test_plan_expands_axes_and_blocks():
+    import tests.fault_workloads  # noqa: F401  (the plan's points are checked against the registry)
+
     plan = parse_plan(FAULT_PLAN)
     points = plan.points()
     assert len(points) == 8
@@ -101,7 +103,10 @@ def test_one_failure_never_costs_the_others(tmp_path):
     out = run_cli(
         "sweep", str(plan_file), "--output", str(csv_path), env=env_with(**FAULT_ENV), timeout=400
     )
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 1, out.stderr  # CI must see failed points
+    assert out.stderr.strip().splitlines()[-1] == (
+        "error: 4 of 8 point(s) failed (oom, error, timeout or interrupted); their rows say why"
+    )
     rows = read_rows(csv_path)
     assert len(rows) == 8
     by_point = {(r["model"], r["mode"], r["batch_size"]): r for r in rows}
@@ -159,25 +164,20 @@ def test_largest_fitting_finds_the_limit_within_resolution():
     assert largest_fitting(lambda n: n <= 5, resolution=0) == 5
 
 
-def test_batch_size_auto_finds_and_records_the_largest_fit(tmp_path):
+def test_batch_size_auto_finds_and_records_the_largest_fit(tmp_path, monkeypatch):
+    """The in-process search and the row it leaves, driven on the CPU (where the CLI refuses
+    `auto`: a CPU has no memory budget) by a workload that raises torch's OutOfMemoryError."""
+    import tests.fault_workloads  # noqa: F401  (registers fault_oom)
+    from dlbench.config import RunConfig
+    from dlbench.run import execute
+
+    monkeypatch.setenv("DLBENCH_FAULT_MAX_BATCH", "3")
     csv_path = tmp_path / "auto.csv"
-    out = run_cli(
-        "train",
-        "--model",
-        "fault_oom",
-        "--accelerator",
-        "cpu",
-        "--batch-size",
-        "auto",
-        "--n-iters",
-        "2",
-        "--warmup-steps",
-        "0",
-        "--output",
-        str(csv_path),
-        env=env_with(DLBENCH_PLUGINS="tests.fault_workloads", DLBENCH_FAULT_MAX_BATCH="3"),
-    )
-    assert out.returncode == 0, out.stderr
+    config = RunConfig(
+        model="fault_oom", accelerator="cpu", batch_size=1, n_iters=2, warmup_steps=0,
+        output=csv_path, extra={"batch_size_mode": "auto"},
+    )  # fmt: skip
+    assert execute(config, auto_batch=True) == 0
     (row,) = read_rows(csv_path)
     assert row["batch_size"] == "3" and row["batch_size_mode"] == "auto"
     assert Path(csv_path).read_text().count("fault_oom") == 1  # probes write no rows
@@ -185,9 +185,15 @@ def test_batch_size_auto_finds_and_records_the_largest_fit(tmp_path):
     assert float(row["auto_batch_s"]) < 30
 
 
+def test_a_search_where_everything_fits_keeps_the_largest_size_it_measured():
+    search = search_batch_size(lambda n: Probe(n, True), None, limit=64)
+    assert search.batch_size == 64  # it was recorded as 8 while 8192 had fitted
+    assert largest_fitting(lambda n: n <= 40, start=16, limit=64) == 40
+
+
 def test_repeats_and_block_tags_label_the_points():
     plan = parse_plan(
-        "repeats: 2\nruns: [{models: [a], batch_sizes: [1], tags: {purpose: latency}}]"
+        "repeats: 2\nruns: [{models: [resnet50], batch_sizes: [1], tags: {purpose: latency}}]"
     )
     points = plan.points()
     assert [p.tags for p in points] == [
@@ -254,7 +260,7 @@ def test_worker_mode_survives_a_crash_and_measures_what_isolated_processes_measu
             "sweep", str(plan_file), "--isolation", isolation, "--output", str(csv_path),
             env=env_with(**FAULT_ENV), timeout=400,
         )  # fmt: skip
-        assert out.returncode == 0, out.stderr
+        assert out.returncode == 1, out.stderr  # one point failed
         rows = read_rows(csv_path)
         assert [r["status"] for r in rows] == ["ok", "error", "ok"]
         assert "SIGKILL" in rows[1]["error"]
@@ -304,3 +310,75 @@ def test_the_chosen_size_is_confirmed_with_autotuned_memory_and_stepped_down():
     tuned = [p for p in confirmed.probes if p.confirming]
     assert tuned[-1].fits and not any(p.fits for p in tuned[:-1])
     assert "(tuned)" in confirmed.columns()["auto_batch_probes"]
+
+
+LONG_PLAN = """
+name: long
+timeout_s: 120
+fixed: {accelerator: cpu, n_iters: 1500, warmup_steps: 0}
+runs:
+  - models: [steady]
+    batch_sizes: [2]
+"""
+SHORT_PLAN = LONG_PLAN.replace("1500", "2")
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_sweep_leaves_no_worker_and_one_sweep_writes_a_csv_at_a_time(tmp_path):
+    long_plan, short_plan = tmp_path / "long.yaml", tmp_path / "short.yaml"
+    long_plan.write_text(LONG_PLAN)
+    short_plan.write_text(SHORT_PLAN)
+    csv_path = tmp_path / "sweep.csv"
+    cmd = [sys.executable, "-m", "dlbench", "sweep", str(long_plan), "--output", str(csv_path)]
+    env = env_with(**FAULT_ENV)
+    sweep = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not _children(sweep.pid):
+            time.sleep(0.2)
+        [worker] = _children(sweep.pid)
+        time.sleep(3)  # the worker is inside its 30 s point now
+
+        second = run_cli("sweep", str(short_plan), "--output", str(csv_path), env=env)
+        assert second.returncode == 2, second.stderr
+        assert "another sweep is writing" in second.stderr.strip().splitlines()[-1]
+
+        sweep.send_signal(signal.SIGKILL)
+        sweep.wait(timeout=10)
+        deadline = time.time() + 10
+        while time.time() < deadline and _alive(worker):
+            time.sleep(0.1)
+        assert not _alive(worker), "the worker outlived its sweep"
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert not csv_path.exists()  # nothing finished, and nothing appends a row later
+
+    again = run_cli("sweep", str(short_plan), "--output", str(csv_path), env=env)
+    assert again.returncode == 0, again.stderr  # the dead sweep's lock went with it
+    resumed = run_cli("sweep", str(short_plan), "--output", str(csv_path), env=env)
+    assert resumed.returncode == 0 and "resuming: 1 of 1 point(s)" in resumed.stderr
+    assert len(read_rows(csv_path)) == 1
+    rerun = run_cli("sweep", str(short_plan), "--no-resume", "--output", str(csv_path), env=env)
+    assert rerun.returncode == 0 and "resuming" not in rerun.stderr
+    assert len(read_rows(csv_path)) == 2

@@ -158,6 +158,8 @@ def compare_runs(
     uncertainty of the two means (about 95 %), at least NOISE_FLOOR_PCT: inside it the verdict
     is `same`; a slowdown outside it is `slower`, and `regression` beyond the threshold too."""
     key = resolve_key(baseline, candidate, key)
+    if benchmark_rows(baseline).empty:
+        raise UserError("BASELINE: holds no finished benchmark rows to compare against")
     if benchmark_rows(candidate).empty and candidate[candidate["status"] != "ok"].empty:
         raise UserError("CANDIDATE: holds no benchmark rows")
     base, cand = summarise(baseline, key), summarise(candidate, key)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.config import CONFIG_KEY
-from dlbench.errors import UserError
+from dlbench.errors import UserError, one_line
 from dlbench.results.store import CsvStore
 
 # What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
@@ -33,15 +33,32 @@ def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
     for path in files:
         if not Path(path).is_file():
             raise UserError(f"{argument}: {path} does not exist or is not a file")
-        CsvStore(Path(path)).header()  # a UserError for foreign or unreadable files
-        frame = pd.read_csv(path, low_memory=False)
+        if not CsvStore(Path(path)).header():  # a UserError for foreign or unreadable files
+            raise UserError(f"{argument}: {path} is empty (no header, no rows)")
+        try:
+            frame = pd.read_csv(path, low_memory=False)
+        except (pd.errors.ParserError, ValueError, OSError) as exc:
+            raise UserError(f"{argument}: cannot read {path}: {one_line(str(exc))}") from None
         frame["source"] = Path(path).name
         frames.append(frame)
     return pd.concat(frames, ignore_index=True, sort=False)
 
 
+def require_columns(rows: pd.DataFrame, columns: tuple[str, ...], argument: str) -> None:
+    """A UserError when finished benchmark rows lack a column the analysis reads (a file cut
+    or edited by hand): named, with the files it came from."""
+    if benchmark_rows(rows).empty:
+        return
+    missing = [c for c in columns if c not in rows.columns]
+    if missing:
+        files = ", ".join(sorted(rows["source"].astype(str).unique()))
+        raise UserError(f"{argument}: {files} has no {', '.join(missing)} column")
+
+
 def benchmark_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Finished benchmark runs only (no validate, scaling, per-rank or failure rows)."""
+    if "status" not in rows:
+        return rows.iloc[0:0].copy()
     kind = rows.get("run_kind", pd.Series("benchmark", index=rows.index)).fillna("benchmark")
     return rows[(rows["status"] == "ok") & (kind == "benchmark")].copy()
 

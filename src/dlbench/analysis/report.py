@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -245,13 +246,35 @@ def build_report(
     """Read the CSVs (and telemetry logs), draw what they hold, write report.html, report.md
     and the PNGs, and report.pdf / report.pptx when asked."""
     rows = load_rows(paths)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_folder(out_dir)
+    try:
+        return _write(rows, out_dir, baseline, max_slowdown, timelines or [], pdf, pptx)
+    except OSError as exc:
+        where = exc.filename or out_dir
+        raise UserError(f"--out: cannot write {where}: {exc.strerror or exc}") from None
+
+
+def _check_folder(out_dir: Path) -> None:
+    """The report's folder exists or can be made, and takes files: before anything is drawn."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out: {out_dir} exists and is not a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--out: cannot create {out_dir}: {exc.strerror or exc}") from None
+    if not os.access(out_dir, os.W_OK):
+        raise UserError(f"--out: {out_dir} is not writable")
+
+
+def _write(rows, out_dir, baseline, max_slowdown, timelines, pdf, pptx) -> Report:
     sections, pngs = [], []
-    for section, figure in _sections(rows, baseline, max_slowdown, timelines or []):
+    for section, figure in _sections(rows, baseline, max_slowdown, timelines):
         if figure is not None:
             png = out_dir / f"{len(pngs) + 1:02d}-{_slug(section.title)}.png"
-            figure.savefig(png, dpi=110)
-            plt.close(figure)
+            try:
+                figure.savefig(png, dpi=110)
+            finally:
+                plt.close(figure)
             section.figure = png.name
             pngs.append(png)
         if section.text or section.table is not None or section.figure:

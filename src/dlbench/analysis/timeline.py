@@ -28,6 +28,13 @@ def load_timeline(paths: list[Path]) -> pd.DataFrame:
                 f"--timeline: {path} is not a dlbench --telemetry-log file "
                 f"(missing {', '.join(missing) or 'samples'})"
             )
+        for column in ("t", "device", *FIELDS, "throttle_bits"):
+            if column not in frame:
+                continue
+            numbers = pd.to_numeric(frame[column], errors="coerce")
+            if numbers.isna().any() and column in ("t", "device"):
+                raise UserError(f"--timeline: {path}: column {column} holds text, not numbers")
+            frame[column] = numbers
         frame = frame.assign(
             seconds=frame["t"] - frame["t"].min(),
             source=Path(path).name,

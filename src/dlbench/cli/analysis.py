@@ -34,7 +34,9 @@ def report(
     pptx: Annotated[bool, typer.Option("--pptx", help="Also write report.pptx.")] = False,
 ) -> None:
     from dlbench.analysis.report import build_report
+    from dlbench.errors import check_finite
 
+    check_finite("--max-slowdown", max_slowdown)
     written = build_report(csv, out, baseline, max_slowdown, timeline, pdf, pptx)
     extra = "".join(f", {path}" for path in written.documents)
     print(f"wrote {written.html} ({len(written.pngs)} plots embedded), {written.markdown}{extra}")
@@ -57,16 +59,21 @@ def compare(
     ] = False,
 ) -> None:
     from dlbench.analysis.compare import compare_runs, display_table, markdown_table, verdict_line
-    from dlbench.analysis.load import load_rows
+    from dlbench.analysis.load import load_rows, require_columns
     from dlbench.console import show_frame
-    from dlbench.errors import UserError
+    from dlbench.errors import EXIT_FAILED, UserError, check_finite
 
+    check_finite("--threshold", threshold)
     if threshold < 0:
         raise UserError(f"--threshold: invalid value {threshold}; must be >= 0")
     columns = None if key is None else [k.strip() for k in key.split(",") if k.strip()]
-    result = compare_runs(
-        load_rows([baseline], "BASELINE"), load_rows([candidate], "CANDIDATE"), columns, threshold
-    )
+    if columns == []:
+        raise UserError(f"--key: invalid value {key!r}; comma-separated column names, e.g. model")
+    sides = {"BASELINE": baseline, "CANDIDATE": candidate}
+    rows = {name: load_rows([path], name) for name, path in sides.items()}
+    for name, frame in rows.items():
+        require_columns(frame, ("samples_per_s",), name)
+    result = compare_runs(rows["BASELINE"], rows["CANDIDATE"], columns, threshold)
     table, caption = display_table(result)
     verdict = verdict_line(result)
     if markdown:
@@ -74,7 +81,7 @@ def compare(
     else:
         show_frame(table, "candidate vs baseline")
         print(f"{caption}\n{verdict}" if caption else verdict)
-    raise typer.Exit(0 if result.passed else 1)
+    raise typer.Exit(0 if result.passed else EXIT_FAILED)
 
 
 @app.command("recommend-power", help="Most efficient power limit from power-sweep rows.")
@@ -82,7 +89,9 @@ def recommend_power(csv: Csvs, max_slowdown: MaxSlowdown = 10.0) -> None:
     from dlbench.analysis.load import load_rows
     from dlbench.analysis.power import require_recommendations
     from dlbench.console import show_frame
+    from dlbench.errors import check_finite
 
+    check_finite("--max-slowdown", max_slowdown)
     table = require_recommendations(load_rows(csv), max_slowdown)
     show_frame(
         table,

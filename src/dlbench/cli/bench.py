@@ -116,11 +116,14 @@ def bench(
 
 def _tags(tags: list[str] | None) -> dict[str, str]:
     """--tag KEY=VALUE pairs as extra row columns."""
+    from dlbench.results.schema import check_tag
+
     pairs = {}
     for item in tags or []:
         key, sep, value = item.partition("=")
-        if not sep or not key.isidentifier():
+        if not sep:
             raise UserError(f"--tag: invalid value {item!r}; expected KEY=VALUE")
+        check_tag(key)
         pairs[key] = value
     return pairs
 

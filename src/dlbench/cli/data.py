@@ -10,7 +10,9 @@ import typer
 from dlbench.cli.app import app
 from dlbench.cli.options import Height, Model, Output, SeqLen, Width
 from dlbench.config import DEFAULT_OUTPUT
-from dlbench.errors import UserError
+from dlbench.errors import UserError, check_finite
+
+MAX_IMAGES = 10_000_000  # images or text lines one make-data call writes (a demo, not a set)
 
 
 @app.command("data", help="Loader throughput alone (samples/s, MB/s) for 0, 1, 2, 4 ... workers.")
@@ -33,6 +35,7 @@ def data(
 
     if batch_size <= 0:
         raise UserError(f"--batch-size: invalid value {batch_size}; must be a positive integer")
+    check_finite("--min-time", min_time)
     if min_time <= 0:
         raise UserError(f"--min-time: invalid value {min_time}; must be positive seconds")
     kind = "folder" if path.is_dir() else "text"
@@ -67,27 +70,30 @@ def make_data(
 
     width, height = parse_size(size)
     checks = {
-        "--images": images >= 0,
+        "--images": 0 <= images <= MAX_IMAGES,
         "--classes": classes > 0,
         "--quality": 1 <= quality <= 100,
         "--format": image_format in ("jpeg", "png"),
-        "--text-lines": text_lines >= 0,
+        "--text-lines": 0 <= text_lines <= MAX_IMAGES,
     }
     for flag, ok in checks.items():
         if not ok:
             raise UserError(f"{flag}: invalid value; see dlbench make-data --help")
+    if images == 0 and text_lines == 0:
+        raise UserError("--images: 0 and no --text-lines: nothing to make")
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{folder}: exists and is not a folder")
     began = time.perf_counter()
     spec = ImageSpec(images, width, height, classes, quality, image_format)
-    written = make_images(folder / "images", spec) if images else 0
-    text = make_text(folder / "corpus.jsonl", text_lines) if text_lines else 0
-    print(
-        f"wrote {images} images ({written / 1e6:.1f} MB) under {folder / 'images'}"
-        + (
-            f" and {text_lines} lines ({text / 1e6:.1f} MB) to {folder / 'corpus.jsonl'}"
-            if text_lines
-            else ""
-        )
-        + f" in {time.perf_counter() - began:.1f} s"
-    )
+    made = []
+    try:
+        if images:
+            written = make_images(folder / "images", spec)
+            made.append(f"{images} images ({written / 1e6:.1f} MB) under {folder / 'images'}")
+        if text_lines:
+            text = make_text(folder / "corpus.jsonl", text_lines)
+            made.append(f"{text_lines} lines ({text / 1e6:.1f} MB) to {folder / 'corpus.jsonl'}")
+    except OSError as exc:
+        where = exc.filename or folder
+        raise UserError(f"FOLDER: cannot write {where}: {exc.strerror or exc}") from None
+    print(f"wrote {' and '.join(made)} in {time.perf_counter() - began:.1f} s")

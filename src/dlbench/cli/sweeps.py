@@ -23,7 +23,7 @@ from dlbench.cli.options import (
     Width,
 )
 from dlbench.config import DEFAULT_OUTPUT, RunConfig
-from dlbench.errors import UserError
+from dlbench.errors import UserError, check_finite
 
 
 @app.command("sweep", help="Run a grid of isolated points (packaged plan name or YAML file).")
@@ -49,14 +49,25 @@ def sweep(
             "process: each point in a process of its own (DDP points always are)."
         ),
     ] = "worker",
+    resume: Annotated[
+        bool,
+        typer.Option(
+            help="Skip points that already have an ok row in --output (a rerun completes an "
+            "interrupted sweep); --no-resume runs every point again."
+        ),
+    ] = True,
 ) -> None:
     from rich.console import Console
 
     from dlbench.sweep.plan import load_plan, parse_shard, shard_points
-    from dlbench.sweep.runner import SweepRunner, summary_table
+    from dlbench.sweep.runner import SweepRunner, finish, summary_table
 
     sweep_plan = load_plan(plan)
+    check_finite("--settle-s", settle_s)
     if timeout is not None:
+        check_finite("--timeout", timeout)
+        if timeout <= 0:
+            raise UserError(f"--timeout: invalid value {timeout}; must be positive seconds")
         sweep_plan.timeout_s = timeout
     if repeats is not None:
         if repeats <= 0:
@@ -68,11 +79,11 @@ def sweep(
             print(f"{i:3d}  dlbench {' '.join(point.cli_args())}")
         raise typer.Exit(0)
     runner = SweepRunner(
-        sweep_plan, output, allow_power_changes, settle_s, (index, count), isolation
+        sweep_plan, output, allow_power_changes, settle_s, (index, count), isolation, resume
     )
     outcome = runner.run()
     Console(width=max(Console().width, 120)).print(summary_table(outcome))
-    raise typer.Exit(0)
+    raise typer.Exit(finish(outcome))
 
 
 RUN_FLAGS = set(RunConfig.__dataclass_fields__) - {"mode", "devices", "output"}
@@ -105,16 +116,18 @@ def scaling(
     from rich.console import Console
 
     from dlbench.console import show_scaling
-    from dlbench.sweep.runner import SweepRunner, summary_table
+    from dlbench.sweep.runner import SweepRunner, finish, summary_table
     from dlbench.sweep.scaling import device_counts, record_scaling, scaling_plan
 
     config_from_flags({**flags, "mode": mode, "output": output})  # the same checks as a single run
+    check_finite("--timeout", timeout)
     counts = device_counts(devices, accelerator)
     runner = SweepRunner(scaling_plan(flags, mode, counts, timeout), output)
     console = Console(width=max(Console().width, 120))
-    console.print(summary_table(runner.run()))
+    outcome = runner.run()
+    console.print(summary_table(outcome))
     show_scaling(record_scaling(runner.store, model, mode))
-    raise typer.Exit(0)
+    raise typer.Exit(finish(outcome))
 
 
 @app.command("sweep-worker", hidden=True)

@@ -37,7 +37,10 @@ class ImageIndex:
 
 
 def _format(path: Path) -> str | None:
-    """jpeg or png from the file's first bytes, None for anything else (or an unreadable file)."""
+    """jpeg or png from the file's first bytes, None for anything else: an unreadable file, or
+    no regular file at all (a named pipe would block the scan forever)."""
+    if not path.is_file():
+        return None
     try:
         with path.open("rb") as f:
             head = f.read(4)
@@ -46,10 +49,11 @@ def _format(path: Path) -> str | None:
     return next((kind for magic, kind in MAGIC.items() if head.startswith(magic)), None)
 
 
-def scan_images(root: Path, need: int = 1) -> ImageIndex:
+def scan_images(root: Path, need: int = 1, classes: int | None = None) -> ImageIndex:
     """Index the images under `root` (classes: its sub-folders, sorted); files whose first bytes
     are no JPEG or PNG are skipped with one warning. A UserError when fewer than `need` (one
-    batch) are readable, so nothing is built for a run that cannot start."""
+    batch) are readable, or there are more class folders than the model's `classes`, so
+    nothing is built for a run that cannot start."""
     index = ImageIndex(root)
     found: list[tuple[str, Path]] = []
     for folder, dirs, names in os.walk(root):
@@ -63,6 +67,11 @@ def scan_images(root: Path, need: int = 1) -> ImageIndex:
     if not found:
         raise UserError(f"--data: no JPEG or PNG files under {root}")
     index.classes = sorted({label for label, _ in found})
+    if classes is not None and len(index.classes) > classes:
+        raise UserError(
+            f"--data: {root} has {len(index.classes)} class folders; the model has {classes} "
+            "classes"
+        )
     number = {name: i for i, name in enumerate(index.classes)}
     for label, path in found:
         kind = _format(path)
@@ -98,7 +107,8 @@ def augmentation(size: tuple[int, int]):
 
 class ImageFolderSet(Dataset):
     """One sample: (uint8 CHW image at the crop size, or the file's encoded bytes for GPU
-    decode; label; bytes read; files that failed to decode on the way)."""
+    decode; label; bytes read; indices of the files that failed to read or decode on the way,
+    so that the feed counts each bad file once however often it is tried)."""
 
     def __init__(self, index: ImageIndex, size: tuple[int, int], decode_on_gpu: bool) -> None:
         self.index = index
@@ -111,19 +121,32 @@ class ImageFolderSet(Dataset):
     def __getitem__(self, i: int):
         from torchvision.io import ImageReadMode, decode_image, read_file
 
-        failed = 0
+        failed: list[int] = []
         for k in range(RETRIES):
-            path = self.index.files[(i + k) % len(self)]
-            raw = read_file(str(path))
-            if self.decode_on_gpu:
-                return raw, self.index.labels[(i + k) % len(self)], raw.numel(), failed
+            at = (i + k) % len(self)
+            path = self.index.files[at]
             try:
+                raw = read_file(str(path))
+                if self.decode_on_gpu:
+                    return raw, self.index.labels[at], raw.numel(), failed
                 image = decode_image(raw, mode=ImageReadMode.RGB)
-            except RuntimeError:
-                failed += 1
+            except RuntimeError:  # gone since the scan, unreadable, or not decodable
+                failed.append(at)
                 continue
-            return self.augment(image), self.index.labels[(i + k) % len(self)], raw.numel(), failed
-        raise UserError(f"--data: {RETRIES} files in a row failed to decode near {path}")
+            return self.augment(image), self.index.labels[at], raw.numel(), failed
+        raise UserError(f"--data: {RETRIES} files in a row failed to read or decode near {path}")
+
+
+def collate_decoded(samples: list) -> tuple[torch.Tensor, ...]:
+    """Samples of equal shape (cropped images, token windows) into one batch; the failed file
+    indices of all samples into one flat tensor."""
+    inputs, targets, sizes, failed = zip(*samples)
+    targets = torch.stack(targets) if torch.is_tensor(targets[0]) else torch.tensor(targets)
+    return torch.stack(inputs), targets, torch.tensor(sizes), _indices(failed)
+
+
+def _indices(failed: tuple[list[int], ...]) -> torch.Tensor:
+    return torch.tensor([i for each in failed for i in each], dtype=torch.long)
 
 
 def collate_encoded(samples: list) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
@@ -131,7 +154,7 @@ def collate_encoded(samples: list) -> tuple[tuple[torch.Tensor, torch.Tensor], .
     buffer per batch; a tensor per file would cost a file descriptor each between processes)."""
     raws, labels, sizes, failed = zip(*samples)
     lengths = torch.tensor(sizes)
-    return (torch.cat(raws), lengths), torch.tensor(labels), lengths, torch.tensor(failed)
+    return (torch.cat(raws), lengths), torch.tensor(labels), lengths, _indices(failed)
 
 
 class DeviceImages:

@@ -91,11 +91,16 @@ class ImageSpec:
     fmt: str = "jpeg"
 
 
+MAX_SIDE = 8192  # pixels a side: larger images are no benchmark input, and one takes 200 MB
+
+
 def parse_size(text: str) -> tuple[int, int]:
     """'WxH' to (width, height); a UserError naming --size otherwise."""
     width, sep, height = text.lower().partition("x")
     if not (sep and width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):
         raise invalid("--size", text, "WIDTHxHEIGHT in pixels, e.g. 224x224")
+    if max(int(width), int(height)) > MAX_SIDE:
+        raise invalid("--size", text, f"at most {MAX_SIDE} pixels a side")
     return int(width), int(height)
 
 

@@ -11,7 +11,13 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from dlbench.data.images import DeviceImages, ImageFolderSet, collate_encoded, scan_images
+from dlbench.data.images import (
+    DeviceImages,
+    ImageFolderSet,
+    collate_decoded,
+    collate_encoded,
+    scan_images,
+)
 from dlbench.data.source import DataSource
 from dlbench.data.text import TokenSet, read_samples, train_tokenizer
 from dlbench.errors import UserError, invalid
@@ -35,8 +41,10 @@ class Pipeline:
     data_bytes: int
 
 
-def _image_set(source: DataSource, shape: InputShape, batch_size: int, decode: str):
-    index = scan_images(source.path, need=batch_size)
+def _image_set(
+    source: DataSource, workload: Workload, shape: InputShape, batch_size: int, decode: str
+):
+    index = scan_images(source.path, need=batch_size, classes=workload.num_classes)
     if decode == "gpu" and index.formats != {"jpeg"}:
         raise invalid("--decode", "gpu", f"nvJPEG decodes JPEG only; {source.path} holds PNG")
     dataset = ImageFolderSet(index, (shape.height, shape.width), decode == "gpu")
@@ -44,9 +52,10 @@ def _image_set(source: DataSource, shape: InputShape, batch_size: int, decode: s
 
 
 def _text_set(source: DataSource, workload: Workload, shape: InputShape, batch_size: int):
-    samples = read_samples(source.path)
+    causal = workload.family == "llm"
+    samples = read_samples(source.path, None if causal else workload.num_classes)
     tokenizer = train_tokenizer(samples, workload.vocab_size or 30000)
-    dataset = TokenSet(samples, tokenizer, shape.seq_len, causal=workload.family == "llm")
+    dataset = TokenSet(samples, tokenizer, shape.seq_len, causal=causal)
     if len(dataset) < batch_size:
         raise UserError(
             f"--data: {source.path} makes {len(dataset)} samples of {shape.seq_len} tokens, "
@@ -80,7 +89,7 @@ def open_pipeline(
     check_data(source, workload, decode)
     dataset: Dataset
     if source.kind == "folder":
-        dataset, skipped, size = _image_set(source, shape, batch_size, decode)
+        dataset, skipped, size = _image_set(source, workload, shape, batch_size, decode)
     else:
         dataset, skipped, size = _text_set(source, workload, shape, batch_size)
     loader = DataLoader(
@@ -93,9 +102,18 @@ def open_pipeline(
         prefetch_factor=PREFETCH_BATCHES if workers else None,
         persistent_workers=workers > 0,
         generator=torch.Generator().manual_seed(seed),
-        collate_fn=collate_encoded if decode == "gpu" else None,
+        collate_fn=collate_encoded if decode == "gpu" else collate_decoded,
     )
     return Pipeline(loader, source, workers, decode, len(dataset), skipped, size)
+
+
+def worker_message(text: str) -> str:
+    """A user error raised in a DataLoader worker, without the worker's traceback that the
+    loader wraps it in (the last line: `dlbench.errors.UserError: MESSAGE`)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    marker = "UserError: "
+    last = lines[-1] if lines else text
+    return last.split(marker, 1)[1] if marker in last else last
 
 
 class DataFeed:
@@ -109,16 +127,19 @@ class DataFeed:
         self.wait_s = 0.0
         self.bytes_read = 0
         self.samples = 0
-        self.failed = 0
+        self.failed_files: set[int] = set()
         self._mark: tuple[float, int, int, float] = (0.0, 0, 0, 0.0)
         self.window: dict[str, float] = {}
 
     def _next(self):
         try:
-            return next(self._iterator)
-        except StopIteration:
-            self._iterator = iter(self.pipeline.loader)
-            return next(self._iterator)
+            try:
+                return next(self._iterator)
+            except StopIteration:
+                self._iterator = iter(self.pipeline.loader)
+                return next(self._iterator)
+        except UserError as exc:  # raised in a worker: DataLoader adds its traceback
+            raise UserError(worker_message(str(exc))) from None
 
     def fetch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The next batch on the device; the host's wait for it is counted."""
@@ -127,7 +148,7 @@ class DataFeed:
         self.wait_s += time.perf_counter() - began
         self.bytes_read += int(sizes.sum())
         self.samples += len(targets)
-        self.failed += int(failed.sum())
+        self.failed_files.update(failed.tolist())
         return self.prepare(inputs, targets)
 
     def begin_window(self) -> None:
@@ -152,7 +173,7 @@ class DataFeed:
             "data_decode": p.decode,
             "data_files": p.files,
             "data_bytes": p.data_bytes,
-            "data_skipped": p.skipped + self.failed,
+            "data_skipped": p.skipped + len(self.failed_files),
         }
         if w and w["wall_s"] > 0:
             columns.update(

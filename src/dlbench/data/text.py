@@ -27,9 +27,9 @@ class TextSamples:
     sizes: list[int]
 
 
-def read_samples(path: Path) -> TextSamples:
-    """The file's samples; a UserError for an empty file or a JSONL line that is not an object
-    with a "text" string."""
+def read_samples(path: Path, classes: int | None = None) -> TextSamples:
+    """The file's samples; a UserError for an empty file, a JSONL line that is not an object
+    with a "text" string, or a label that is no integer in [0, classes)."""
     texts, labels = [], []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -41,11 +41,12 @@ def read_samples(path: Path) -> TextSamples:
         if path.suffix == ".jsonl":
             try:
                 item = json.loads(line)
-                text, label = item["text"], int(item.get("label", 0))
+                text, label = item["text"], item.get("label", 0)
             except (ValueError, KeyError, TypeError):
                 raise UserError(
                     f'--data: {path}:{number} is not a JSON object with a "text" string'
                 ) from None
+            label = _label(label, classes, f"{path}:{number}")
         else:
             text, label = line, 0
         texts.append(str(text))
@@ -53,6 +54,21 @@ def read_samples(path: Path) -> TextSamples:
     if not texts:
         raise UserError(f"--data: {path} holds no text")
     return TextSamples(texts, labels, [len(t.encode()) for t in texts])
+
+
+def _label(value: object, classes: int | None, where: str) -> int:
+    """A class label: an integer (1.0 too), in [0, classes) when the model classifies."""
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(value, float) and value.is_integer():
+        value, whole = int(value), True
+    if not whole:
+        raise UserError(f"--data: {where}: label {value!r} is not an integer class")
+    if classes is not None and not 0 <= value < classes:
+        raise UserError(
+            f"--data: {where}: label {value} is outside the model's {classes} classes "
+            f"(0 to {classes - 1})"
+        )
+    return value
 
 
 def train_tokenizer(samples: TextSamples, vocab_size: int):
@@ -73,7 +89,7 @@ def train_tokenizer(samples: TextSamples, vocab_size: int):
 
 
 class TokenSet(Dataset):
-    """(token ids, targets, bytes of source text, 0 failures) per sample, tokenised once."""
+    """(token ids, targets, bytes of source text, no failed files) per sample, tokenised once."""
 
     def __init__(self, samples: TextSamples, tokenizer, seq_len: int, causal: bool) -> None:
         encoded = [e.ids for e in tokenizer.encode_batch(samples.texts)]
@@ -104,4 +120,4 @@ class TokenSet(Dataset):
         return len(self.inputs)
 
     def __getitem__(self, i: int):
-        return self.inputs[i], self.targets[i], self.sizes[i], 0
+        return self.inputs[i], self.targets[i], self.sizes[i], []

@@ -4,6 +4,7 @@ the same ones, and every DDP row records them (they move the number)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from dlbench.errors import UserError
@@ -55,8 +56,8 @@ def _value(key: str, text: str, kind: str) -> object:
         number = float(text)
     except ValueError:
         raise UserError(f"--ddp: invalid value {text!r} for {key}; a number") from None
-    if number <= 0:
-        raise UserError(f"--ddp: invalid value {text!r} for {key}; must be positive")
+    if not math.isfinite(number) or number <= 0:
+        raise UserError(f"--ddp: invalid value {text!r} for {key}; a positive finite number")
     return number
 
 

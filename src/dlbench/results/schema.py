@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dlbench.errors import invalid
+
 SCHEMA_VERSION = 1
 
 # Columns every dlbench CSV has; a file whose header lacks them is not ours.
@@ -127,6 +129,12 @@ COLUMNS: dict[str, str] = {
     "input_bound": "--data: True when data_wait_pct > 10: the number measures the loader",
     "attention_backend": "fused attention that ran: flash, efficient, cudnn, flash_cpu or math",
     "isolation": "sweeps: worker (points back to back in one process) or process (one each)",
+    "sweep": "sweeps: the plan's name",
+    "purpose": "sweeps: the plan block's label (throughput or latency in the default plan)",
+    "repeat": "sweeps with repeats: which repeat of the point (0, 1, ...)",
+    "shard": "sweep --shard K/N: the shard that measured the row (other shards shared the host)",
+    "power_limit_request_w": "power sweeps: the limit the plan asked for",
+    "batch_size_mode": "auto when --batch-size auto chose the batch size",
     "auto_batch_probes": "--batch-size auto: every probe, batch:ok or batch:oom, in order",
     "auto_batch_s": "--batch-size auto: seconds the search took (in the run's own process)",
     "breakdown_h2d_ms": "diagnostic pass after the window: host-to-device copy per step",
@@ -184,3 +192,42 @@ COLUMNS: dict[str, str] = {
     "transformers": "environment: transformers version",
     "segmentation_models_pytorch": "environment: segmentation-models-pytorch version",
 }
+
+# Columns that arrive as --tag labels (a sweep's own, or a user's): they label a row, they do
+# not measure it, so a tag may set them. Every other column is the run's to write.
+TAG_COLUMNS = (
+    "isolation",
+    "sweep",
+    "purpose",
+    "repeat",
+    "shard",
+    "power_limit_request_w",
+    "batch_size_mode",
+)
+
+
+def check_tag(key: str, flag: str = "--tag") -> None:
+    """A tag's name: an identifier that names no measured or configured column."""
+    if not key.isidentifier():
+        raise invalid(flag, key, "a tag name is a Python-style identifier, e.g. purpose")
+    if key in COLUMNS and key not in TAG_COLUMNS:
+        raise invalid(flag, key, "names a result column; choose another tag name")
+
+
+def columns_markdown() -> str:
+    """The column reference (docs/columns.md): one table from COLUMNS, so the docs never drift."""
+    lines = [
+        "# Result columns",
+        "",
+        f"Generated from `dlbench.results.schema` (schema version {SCHEMA_VERSION}) by",
+        "`python -m dlbench.results.schema > docs/columns.md`; a test fails when it is stale.",
+        "",
+        "| column | meaning |",
+        "| --- | --- |",
+    ]
+    lines += [f"| `{name}` | {meaning.replace('|', '/')} |" for name, meaning in COLUMNS.items()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(columns_markdown(), end="")

@@ -97,7 +97,7 @@ def search_batch_size(
         else:
             bad = estimate
     elif bad is None:
-        bad = _grow_until_failure(fits, good, limit)
+        good, bad = _grow_until_failure(fits, good, limit)
     while bad is not None and bad - good > max(1, int(good * resolution)):
         middle = (good + bad) // 2
         good, bad = (middle, bad) if fits(middle) else (good, middle)
@@ -138,14 +138,17 @@ def _estimate(probes: list[Probe], budget: float | None, limit: int) -> int | No
     return max(1, min(limit, int((budget - (m1 - per_sample * b1)) / per_sample)))
 
 
-def _grow_until_failure(fits: Callable[[int], bool], good: int, limit: int) -> int | None:
-    """Double from a size that fits until one does not (None: even `limit` fits)."""
+def _grow_until_failure(
+    fits: Callable[[int], bool], good: int, limit: int
+) -> tuple[int, int | None]:
+    """Double from a size that fits until one does not: the largest size that fitted and the
+    first that did not (None: even `limit` fits)."""
     while good < limit:
         nxt = min(good * 2, limit)
         if not fits(nxt):
-            return nxt
+            return good, nxt
         good = nxt
-    return None
+    return good, None
 
 
 def largest_fitting(
@@ -155,9 +158,9 @@ def largest_fitting(
     0 if not even 1 fits (the subprocess fallback, where no peak memory is known)."""
     start = min(start, limit)
     if fits(start):
-        good, bad = start, _grow_until_failure(fits, start, limit)
+        good, bad = _grow_until_failure(fits, start, limit)
         if bad is None:
-            return limit
+            return good
     else:
         good, bad = 0, start
     while bad - good > max(1, int(good * resolution)):

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from dlbench.signals import Interrupted
+from dlbench.signals import Interrupted, child_environment
 
 KILL_GRACE_S = 10.0
 
@@ -51,6 +51,7 @@ def run_child(args: list[str], timeout_s: float, quiet: bool = True) -> ChildRes
             stdout=log if quiet else None,
             stderr=log,
             start_new_session=True,
+            env=child_environment(),
         )
         try:
             proc.wait(timeout=timeout_s)

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 import yaml
 
-from dlbench.errors import UserError, unknown_choice
+from dlbench.config import MODES, RunConfig, typed_value
+from dlbench.errors import UserError, one_line, unknown_choice
+from dlbench.results.schema import check_tag
+from dlbench.workloads import get_workload
 
 AXES = ("models", "modes", "batch_sizes", "precisions", "resolutions", "devices", "power_limits")
 
@@ -137,9 +141,11 @@ def load_plan(name_or_path: str) -> SweepPlan:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise UserError(f"PLAN: cannot read {path}: {exc.strerror}") from exc
+            raise UserError(f"PLAN: cannot read {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise UserError(f"PLAN: {path} is not a UTF-8 text (YAML) file") from None
     elif name_or_path in packaged_plans():
         text = (resources.files("dlbench.sweep") / "plans" / f"{name_or_path}.yaml").read_text()
     else:
@@ -148,22 +154,144 @@ def load_plan(name_or_path: str) -> SweepPlan:
 
 
 def parse_plan(text: str, default_name: str = "plan") -> SweepPlan:
-    """Validate the YAML structure; unknown axes are named in the error."""
+    """The plan's YAML checked against the schema (types, known axes and flags), each point
+    against RunConfig and the workload registry: a UserError naming the place, before any
+    point runs."""
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise UserError(f"PLAN: not valid YAML: {exc}") from exc
-    runs = data.get("runs") or [{k: data[k] for k in AXES if k in data}]
-    for block in runs:
-        unknown = set(block) - {*AXES, "fixed", "tags"}
-        if unknown:
-            raise UserError(f"PLAN: unknown axis {sorted(unknown)}; allowed: {', '.join(AXES)}")
-        if not block.get("models"):
-            raise UserError("PLAN: every run block needs a non-empty `models` list")
-    return SweepPlan(
-        name=data.get("name", default_name),
-        runs=runs,
-        fixed=data.get("fixed", {}),
-        timeout_s=float(data.get("timeout_s", 900)),
-        repeats=int(data.get("repeats", 1)),
+        raise UserError(f"PLAN: not valid YAML: {one_line(str(exc))}") from None
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise UserError(f"PLAN: must be a mapping of {', '.join(_TOP_LEVEL)}; got a {_kind(data)}")
+    unknown = sorted(set(map(str, data)) - set(_TOP_LEVEL) - set(AXES))
+    if unknown:
+        raise UserError(f"PLAN: unknown key {unknown}; allowed: {', '.join(_TOP_LEVEL + AXES)}")
+    runs = data.get("runs", [{k: data[k] for k in AXES if k in data}])
+    if not isinstance(runs, list) or not runs:
+        raise UserError("PLAN: runs: must be a non-empty list of blocks (models: [...], ...)")
+    plan = SweepPlan(
+        name=str(data.get("name", default_name)),
+        runs=[_check_block(block, f"PLAN: runs[{i}]") for i, block in enumerate(runs)],
+        fixed=_check_fixed(data.get("fixed", {}), "PLAN: fixed"),
+        timeout_s=_positive(data.get("timeout_s", 900), "PLAN: timeout_s", float),
+        repeats=_positive(data.get("repeats", 1), "PLAN: repeats", int),
     )
+    check_points(plan.points())
+    return plan
+
+
+_TOP_LEVEL = ("name", "timeout_s", "repeats", "fixed", "runs")
+_BLOCK_KEYS = (*AXES, "fixed", "tags")
+
+
+def _kind(value: object) -> str:
+    return {list: "list", dict: "mapping", str: "string"}.get(type(value), type(value).__name__)
+
+
+def _positive(value: object, where: str, kind: type) -> float | int:
+    """A positive int (or finite number, for `kind` float)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or (kind is int and not isinstance(value, int)):
+        raise UserError(f"{where}: invalid value {value!r}; a positive {kind.__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"{where}: invalid value {value!r}; a positive {kind.__name__}")
+    return kind(value)
+
+
+def _check_fixed(fixed: object, where: str) -> dict[str, object]:
+    """Flags every point of the plan (or block) gets, typed as RunConfig's fields."""
+    if not isinstance(fixed, dict):
+        raise UserError(f"{where}: must be a mapping of flag: value; got a {_kind(fixed)}")
+    return {str(k): typed_value(str(k), v, where) for k, v in fixed.items()}
+
+
+def _check_block(block: object, where: str) -> dict:
+    """One run block: known keys, every axis a non-empty list of valid values."""
+    if not isinstance(block, dict):
+        raise UserError(f"{where}: must be a mapping of axes; got a {_kind(block)}")
+    unknown = sorted(set(map(str, block)) - set(_BLOCK_KEYS))
+    if unknown:
+        raise UserError(f"{where}: unknown axis {unknown}; allowed: {', '.join(_BLOCK_KEYS)}")
+    checked: dict = {}
+    for axis in AXES:
+        if axis not in block:
+            continue
+        values = block[axis]
+        if not isinstance(values, list) or not values:
+            raise UserError(
+                f"{where}.{axis}: must be a non-empty list, e.g. {axis}: [{_EXAMPLES[axis]}]; "
+                f"got {values!r}"
+            )
+        checked[axis] = [_AXIS_CHECKS[axis](v, f"{where}.{axis}") for v in values]
+    if not checked.get("models"):
+        raise UserError(f"{where}: every run block needs a non-empty `models` list")
+    checked["fixed"] = _check_fixed(block.get("fixed", {}), f"{where}.fixed")
+    tags = block.get("tags", {})
+    if not isinstance(tags, dict):
+        raise UserError(f"{where}.tags: must be a mapping of name: label; got a {_kind(tags)}")
+    for key in tags:
+        check_tag(str(key), f"{where}.tags")
+    checked["tags"] = tags
+    return checked
+
+
+def _text(value: object, where: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise UserError(f"{where}: invalid value {value!r}; a name")
+    return str(value)
+
+
+def _mode(value: object, where: str) -> str:
+    if value not in MODES:
+        raise UserError(f"{where}: invalid value {value!r}; allowed: {', '.join(MODES)}")
+    return str(value)
+
+
+def _batch(value: object, where: str) -> int | str:
+    return value if value == "auto" else _positive(value, where, int)
+
+
+def _resolution(value: object, where: str) -> list[int]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise UserError(f"{where}: invalid value {value!r}; [width, height], e.g. [224, 224]")
+    return [_positive(side, where, int) for side in value]
+
+
+def _devices(value: object, where: str) -> int | str:
+    return value if value == "all" else _positive(value, where, int)
+
+
+_AXIS_CHECKS = {
+    "models": _text,
+    "modes": _mode,
+    "batch_sizes": _batch,
+    "precisions": _text,
+    "resolutions": _resolution,
+    "devices": _devices,
+    "power_limits": lambda v, where: _positive(v, where, float),
+}
+_EXAMPLES = {
+    "models": "resnet50, vit",
+    "modes": "train, infer",
+    "batch_sizes": "32, 64",
+    "precisions": "bf16-mixed",
+    "resolutions": "[224, 224]",
+    "devices": "1, 2",
+    "power_limits": "300, 400",
+}
+
+
+def check_points(points: list[SweepPoint]) -> None:
+    """Each point as the run would resolve it (RunConfig's checks, the workload and its input
+    size), so that a plan whose points cannot run is refused whole, before the first starts."""
+    for point in points:
+        flags = dict(point.flags)
+        if flags.get("batch_size") == "auto":
+            flags["batch_size"] = 1
+        try:
+            config = RunConfig(mode=point.mode, **flags)
+            workload = get_workload(config.model)
+            workload.shape(config.width, config.height, config.seq_len)
+        except UserError as exc:
+            raise UserError(f"PLAN: point `{point.label}`: {exc}") from None

@@ -3,7 +3,9 @@ process that is replaced after any failure (the default), or each in a process o
 
 Rows: the point's process writes its own row (ok, or oom); where it could not (crash, timeout,
 interruption) this process writes one for it. The CSV grows point by point, so a report can run
-on a partial sweep; rerunning skips points that already have an ok row."""
+on a partial sweep. Resume: a rerun skips points that already have an ok row (`--no-resume`
+runs them again). One sweep at a time per CSV: the sweep holds `<csv>.sweep.lock` for its
+lifetime (an OS lock, released when the process dies, however it dies)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from filelock import FileLock, Timeout
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from dlbench.config import CONFIG_KEY
+from dlbench.console import stderr
 from dlbench.engine.ddp import resolved_strategy
-from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
+from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import failure_row, new_run_id
 from dlbench.results.store import CsvStore
@@ -48,6 +52,11 @@ class SweepOutcome:
 
     def counts(self) -> Counter:
         return Counter(p.status for p in self.points)
+
+    @property
+    def failed(self) -> int:
+        """Points that did not finish: oom, error, timeout or interrupted."""
+        return sum(p.status not in ("ok", "skipped") for p in self.points)
 
 
 def point_matches(point: SweepPoint, row: dict[str, str]) -> bool:
@@ -80,10 +89,12 @@ class SweepRunner:
         settle_s: float = 10.0,
         shard: tuple[int, int] = (0, 1),
         isolation: str = "worker",
+        resume: bool = True,
     ) -> None:
         if isolation not in ISOLATIONS:
             raise UserError(f"--isolation: invalid value {isolation!r}; {' or '.join(ISOLATIONS)}")
         self.isolation = isolation
+        self.resume = resume
         self.plan, self.store = plan, CsvStore(output)
         self.points = shard_points(plan.points(), *shard)
         self.allow_power_changes = allow_power_changes
@@ -96,7 +107,7 @@ class SweepRunner:
             )
 
     def _done(self, point: SweepPoint) -> bool:
-        return any(
+        return self.resume and any(
             r.get("status") == "ok"
             and r.get("run_kind", "benchmark") in ("", "benchmark")
             and point_matches(point, r)
@@ -135,9 +146,23 @@ class SweepRunner:
         return "error"
 
     def run(self, console: Console | None = None) -> SweepOutcome:
-        """All points in order, with a progress bar; power limits restored however it ends."""
-        console = console or Console(stderr=True)
+        """All points in order under the sweep's lock on the CSV, with a progress bar; power
+        limits restored however it ends."""
         self.store.check_writable()
+        lock = FileLock(f"{self.store.path}.sweep.lock", timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise UserError(
+                f"--output: another sweep is writing {self.store.path} (it holds "
+                f"{lock.lock_file}); wait for it to end or choose another --output"
+            ) from None
+        try:
+            return self._run_points(console or Console(stderr=True))
+        finally:
+            lock.release()
+
+    def _run_points(self, console: Console) -> SweepOutcome:
         outcome = SweepOutcome()
         limiter = None
         if self.allow_power_changes and any(p.power_limit_w for p in self.points):
@@ -151,6 +176,12 @@ class SweepRunner:
         )
         launcher = Launcher(self.isolation)
         started = time.monotonic()
+        done = sum(self._done(p) for p in self.points)
+        if done:
+            console.print(
+                f"resuming: {done} of {len(self.points)} point(s) already have an ok row in "
+                f"{self.store.path} and are skipped (--no-resume runs them again)"
+            )
         try:
             with Progress(*columns, console=console, transient=False) as progress:
                 task = progress.add_task(f"sweep {self.plan.name}", total=len(self.points))
@@ -202,3 +233,14 @@ def summary_table(outcome: SweepOutcome) -> Table:
     totals = ", ".join(f"{k}: {v}" for k, v in sorted(outcome.counts().items()))
     table.caption = f"{totals}; {outcome.seconds:.0f} s in all"
     return table
+
+
+def finish(outcome: SweepOutcome) -> int:
+    """The sweep's exit code, with one line when points failed: CI must see a failed point."""
+    if not outcome.failed:
+        return EXIT_OK
+    stderr.print(
+        f"[red]error:[/red] {outcome.failed} of {len(outcome.points)} point(s) failed "
+        "(oom, error, timeout or interrupted); their rows say why"
+    )
+    return EXIT_FAILED

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from dlbench.signals import Interrupted
+from dlbench.signals import Interrupted, child_environment
 from dlbench.sweep.child import ChildResult, last_line_of, run_child, stop_group
 
 
@@ -76,6 +76,7 @@ class Worker:
             stderr=self.log,
             text=True,
             start_new_session=True,
+            env=child_environment(),
         )
 
     def run(self, args: list[str], timeout_s: float) -> ChildResult:

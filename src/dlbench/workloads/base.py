@@ -69,6 +69,7 @@ class Workload:
     default_optimizer: str = "sgd"  # transformers train with AdamW, CNNs with SGD + momentum
     analytic_flops: Callable[[InputShape, str], Any] | None = None
     vocab_size: int | None = None  # text: token ids lie below this (a tokenizer sizes to it)
+    num_classes: int | None = None  # classifiers: labels lie below this (None: token targets)
 
     @property
     def is_image(self) -> bool:

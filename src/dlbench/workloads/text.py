@@ -11,6 +11,7 @@ from dlbench.workloads import register_workload
 from dlbench.workloads.base import Batch, InputShape, Workload, cross_entropy
 
 DISTILBERT_VOCAB = 30522
+DISTILBERT_LABELS = 2
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def token_batch(vocab: int, per_token_targets: bool):
         ids = torch.randint(0, vocab, (batch_size, shape.seq_len), generator=gen)
         if per_token_targets:
             return Batch(ids, torch.randint(0, vocab, (batch_size, shape.seq_len), generator=gen))
-        return Batch(ids, torch.randint(0, 2, (batch_size,), generator=gen))
+        return Batch(ids, torch.randint(0, DISTILBERT_LABELS, (batch_size,), generator=gen))
 
     return make
 
@@ -50,7 +51,9 @@ def build_distilbert(shape: InputShape) -> nn.Module:
     """DistilBertForSequenceClassification from its default config, random weights."""
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
-    config = DistilBertConfig(num_labels=2, max_position_embeddings=max(512, shape.seq_len))
+    config = DistilBertConfig(
+        num_labels=DISTILBERT_LABELS, max_position_embeddings=max(512, shape.seq_len)
+    )
     return DistilBertForSequenceClassification(config)
 
 
@@ -110,6 +113,7 @@ register_workload(
         loss=cross_entropy,
         default_optimizer="adamw",
         vocab_size=DISTILBERT_VOCAB,
+        num_classes=DISTILBERT_LABELS,
     )
 )
 for _name, _size in LLAMA_SIZES.items():

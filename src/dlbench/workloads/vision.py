@@ -49,6 +49,7 @@ def classifier(
         loss=cross_entropy,
         size_rule=rule,
         default_optimizer=optimizer,
+        num_classes=NUM_CLASSES,
     )
 
 

@@ -1,0 +1,337 @@
+"""Bad input from a careless or hostile user: every case ends as one `error:` line and exit 2
+(1 for a sweep with failed points), no traceback, and the CSV it names keeps every earlier
+byte. Most cases go through the real CLI in this process (`run_command`, the path a process
+takes after its imports); the ones that need a process boundary run in real subprocesses."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from dlbench.cli import run_command
+from dlbench.errors import UserError
+from dlbench.sweep.plan import parse_plan
+from tests.analysis.rows import benchmark_row, write_rows
+
+S = ["--accelerator", "cpu", "--model", "mobilenet_v3", "--batch-size", "2", "--width", "32"]
+S += ["--height", "32", "--n-iters", "2", "--warmup-steps", "1"]
+
+
+@pytest.fixture
+def kept(tmp_path: Path) -> Path:
+    """A results CSV with one earlier row that no failed command may touch."""
+    return write_rows(tmp_path / "kept.csv", [benchmark_row()])
+
+
+@pytest.fixture
+def dlbench(capsys, kept: Path):
+    """Run a command line in this process; check the CSV `kept` afterwards."""
+    before = kept.read_bytes()
+
+    def call(*args: object) -> tuple[int, str, str]:
+        code = run_command([str(a) for a in args])
+        out, err = capsys.readouterr()
+        assert kept.read_bytes() == before, "an earlier row was damaged"
+        return code, out, err
+
+    return call
+
+
+def refused(result: tuple[int, str, str], *needles: str, code: int = 2) -> str:
+    """The command exited `code` with exactly one `error:` line that names each needle."""
+    got, _, err = result
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert got == code, err
+    assert "Traceback" not in err
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# Class 1: typer/click parsing, for every command that takes flags.
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["train", *S, "--bogus-flag", "3"], "--bogus-flag"),
+        (["infer", *S, "--bogus"], "--bogus"),
+        (["train", "--n-iters", "two"], "--n-iters"),
+        (["train", "--precision"], "--precision"),
+        (["train", "--channels-last", "yes"], "yes"),
+        (["compare"], "baseline"),
+        (["compare", "a.csv"], "candidate"),
+        (["report"], "csv"),
+        (["sweep"], "plan"),
+        (["sweep", "quick", "--isolation"], "--isolation"),
+        (["validate", "--repeats", "x"], "--repeats"),
+        (["scaling", "--timeout", "soon"], "--timeout"),
+        (["data"], "path"),
+        (["make-data", "x", "--images", "many"], "--images"),
+        (["models", "--params", "3", "--bogus"], "--bogus"),
+        (["recommend-power"], "csv"),
+        (["no-such-command"], "no-such-command"),
+    ],
+)
+def test_parse_errors_are_one_line_exit_2(dlbench, args, needle):
+    refused(dlbench(*args), needle)
+
+
+# Class 9 and the numeric flags of every command: NaN and infinity are refused by name.
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["train", *S, "--ddp", "bucket_cap_mb=nan"], "--ddp"),
+        (["train", *S, "--ddp", "bucket_cap_mb=inf"], "--ddp"),
+        (["train", *S, "--ddp", "static_graph=maybe"], "--ddp"),
+        (["train", *S, "--max-time", "inf"], "--max-time"),
+        (["train", *S, "--min-time", "nan"], "--min-time"),
+        (["train", *S, "--sample-interval", "inf"], "--sample-interval"),
+        (["train", *S, "--max-noise", "nan"], "--max-noise"),
+        (["compare", "{kept}", "{kept}", "--threshold", "nan"], "--threshold"),
+        (["report", "{kept}", "--max-slowdown", "inf"], "--max-slowdown"),
+        (["recommend-power", "{kept}", "--max-slowdown", "nan"], "--max-slowdown"),
+        (["sweep", "quick", "--timeout", "nan"], "--timeout"),
+        (["sweep", "quick", "--settle-s", "inf"], "--settle-s"),
+        (["data", "{tmp}", "--min-time", "nan"], "--min-time"),
+    ],
+)
+def test_non_finite_numbers_are_refused(dlbench, kept, tmp_path, args, needle):
+    args = [a.format(kept=kept, tmp=tmp_path) for a in args]
+    refused(dlbench(*args, *(["--output", kept] if args[0] == "train" else [])), needle)
+
+
+# Class 11: tags label rows; they never overwrite a measured or configured column.
+@pytest.mark.parametrize("key", ["status", "model", "run_id", "schema_version", "samples_per_s"])
+def test_a_tag_cannot_name_a_result_column(dlbench, kept, key):
+    refused(dlbench("train", *S, "--tag", f"{key}=x", "--output", kept), "--tag", key)
+
+
+def test_tags_need_a_key_and_a_value(dlbench, kept):
+    refused(dlbench("train", *S, "--tag", "novalue", "--output", kept), "--tag")
+    refused(dlbench("train", *S, "--tag", "1abc=x", "--output", kept), "--tag")
+
+
+# Class 10.
+def test_batch_size_auto_on_a_cpu_is_refused_at_once(dlbench, kept):
+    line = refused(dlbench("train", *S, "--batch-size", "auto", "--output", kept), "auto")
+    assert "GPU" in line
+
+
+# Run flags that are wrong before anything is built.
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--accelerator", "tpu"], "--accelerator"),
+        (["--devices", "abc"], "--devices"),
+        (["--model", "timm:no_such_net"], "--model"),
+        (["--data", "folder:/no/such/folder"], "--data"),
+        (["--data", "ftp:x"], "--data"),
+        (["--workers", "-1"], "--workers"),
+        (["--decode", "tpu"], "--decode"),
+        (["--strategy", "fsdp"], "--strategy"),
+        (["--optimizer", "lion"], "--optimizer"),
+        (["--batch-size", "-3"], "--batch-size"),
+        (["--batch-size", "1e9x"], "--batch-size"),
+    ],
+)
+def test_bad_run_flags_are_refused(dlbench, kept, args, needle):
+    refused(dlbench("train", *S, *args, "--output", kept), needle)
+
+
+def test_an_output_that_is_a_folder_is_refused(dlbench, tmp_path):
+    refused(dlbench("train", *S, "--output", tmp_path), "--output")
+
+
+# Class 2: report and compare on odd CSVs.
+def test_analysis_refuses_odd_csvs(dlbench, kept, tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    header_only = tmp_path / "header.csv"
+    header_only.write_text(kept.read_text().splitlines()[0] + "\n")
+    no_rate = write_rows(tmp_path / "no_rate.csv", [{**benchmark_row()}])
+    no_rate.write_text(
+        "\n".join(
+            ",".join(
+                f for i, f in enumerate(line.split(",")) if i != _column(kept, "samples_per_s")
+            )
+            for line in no_rate.read_text().splitlines()
+        )
+        + "\n"
+    )
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(bytes(range(256)) * 4)
+    foreign = tmp_path / "foreign.csv"
+    foreign.write_text("a,b\n1,2\n")
+    refused(dlbench("report", empty, "-o", tmp_path / "r1"), "empty")
+    refused(dlbench("compare", empty, kept), "BASELINE", "empty")
+    refused(dlbench("compare", kept, no_rate), "CANDIDATE", "samples_per_s")
+    refused(dlbench("compare", kept, kept, "--key", ","), "--key")
+    refused(dlbench("compare", kept, kept, "--key", "no_such_column"), "--key")
+    refused(dlbench("compare", header_only, kept), "BASELINE")
+    refused(dlbench("compare", kept, header_only), "CANDIDATE")
+    refused(dlbench("report", binary), "binary.csv")
+    refused(dlbench("report", foreign), "not a dlbench CSV")
+    refused(dlbench("report", tmp_path / "missing.csv"), "missing.csv")
+    refused(
+        dlbench("report", kept, "--baseline", "no-such-gpu", "-o", tmp_path / "r2"), "--baseline"
+    )
+    refused(dlbench("recommend-power", kept), "power limits")
+
+
+def _column(path: Path, name: str) -> int:
+    return path.read_text().splitlines()[0].split(",").index(name)
+
+
+# Class 3: where the report goes, and its timelines.
+def test_report_outputs_that_cannot_be_written_are_refused(dlbench, kept, tmp_path):
+    existing = tmp_path / "a_file"
+    existing.write_text("keep me")
+    refused(dlbench("report", kept, "-o", existing), "--out", "not a folder")
+    assert existing.read_text() == "keep me"
+    refused(dlbench("report", kept, "-o", "/proc/self/dlbench-report"), "--out")
+    refused(dlbench("report", kept, "-o", "/proc/self", "--pdf"), "--out")
+    timeline = tmp_path / "timeline.csv"
+    timeline.write_text(
+        "t,device,power_w,sm_clock_mhz,gpu_util,temp_c\nnoon,0,1,1,1,1\nlater,0,1,1,1,1\n"
+    )
+    refused(dlbench("report", kept, "-o", tmp_path / "r", "--timeline", timeline), "--timeline")
+    refused(dlbench("report", kept, "-o", tmp_path / "r", "--timeline", kept), "--timeline")
+
+
+# Class 4: make-data.
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--size", "99999999x99999999"], "--size"),
+        (["--size", "0x10"], "--size"),
+        (["--size", "big"], "--size"),
+        (["--images", "0"], "nothing to make"),
+        (["--images", "-1"], "--images"),
+        (["--images", "100000000000"], "--images"),
+        (["--quality", "0"], "--quality"),
+        (["--classes", "0"], "--classes"),
+        (["--format", "gif"], "--format"),
+    ],
+)
+def test_make_data_refuses_bad_sizes_and_counts(dlbench, tmp_path, args, needle):
+    refused(dlbench("make-data", tmp_path / "set", *args), needle)
+    assert not (tmp_path / "set").exists()
+
+
+def test_make_data_into_a_read_only_place_is_refused(dlbench, tmp_path):
+    refused(dlbench("make-data", "/proc/self/set", "--images", "2"), "/proc/self")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    refused(dlbench("make-data", afile, "--images", "2"), "not a folder")
+
+
+def test_make_data_with_text_only_says_only_what_it_wrote(dlbench, tmp_path):
+    code, out, err = dlbench("make-data", tmp_path / "set", "--images", "0", "--text-lines", "5")
+    assert code == 0, err
+    assert "images" not in out and "5 lines" in out
+    assert not (tmp_path / "set" / "images").exists()
+
+
+# Class 7: plans checked against the schema before any point runs.
+@pytest.mark.parametrize(
+    ("plan", "needle"),
+    [
+        ("- models: [resnet50]\n", "mapping"),
+        ("runs: 5\n", "runs"),
+        ("runs: []\n", "runs"),
+        ("runs: [5]\n", "runs[0]"),
+        ("repeats: many\nmodels: [timm:test_resnet]\n", "repeats"),
+        ("repeats: 0\nmodels: [timm:test_resnet]\n", "repeats"),
+        ("timeout_s: nan\nmodels: [timm:test_resnet]\n", "timeout_s"),
+        ("timeout_s: -5\nmodels: [timm:test_resnet]\n", "timeout_s"),
+        ("models: mobilenet_v3\n", "must be a non-empty list"),
+        ("models: []\n", "models"),
+        ("models: [no_such_model]\n", "no_such_model"),
+        ("models: [timm:test_resnet]\nbatch_sizes: [-4]\n", "batch_sizes"),
+        ("models: [timm:test_resnet]\nbatch_sizes: [huge]\n", "batch_sizes"),
+        ("models: [timm:test_resnet]\nmodes: [trian]\n", "modes"),
+        ("models: [timm:test_resnet]\nprecisions: [fp8]\n", "--precision"),
+        ("models: [timm:test_resnet]\nresolutions: [[32]]\n", "resolutions"),
+        ("models: [vit]\nresolutions: [[100, 100]]\n", "--width"),
+        ("models: [timm:test_resnet]\ndevices: [0]\n", "devices"),
+        ("models: [timm:test_resnet]\npower_limits: [-300]\n", "power_limits"),
+        ("models: [timm:test_resnet]\nfixed: {bogus_flag: 1}\n", "bogus_flag"),
+        ("models: [timm:test_resnet]\nfixed: {n_iters: many}\n", "n_iters"),
+        ("models: [timm:test_resnet]\nfixed: {n_iters: -1}\n", "--n-iters"),
+        ("models: [timm:test_resnet]\nfixed: {output: /tmp/x.csv}\n", "output"),
+        ("models: [timm:test_resnet]\nfixed: {compile: yes please}\n", "compile"),
+        ("models: [timm:test_resnet]\nfixed: {min_time: .nan}\n", "--min-time"),
+        ("models: [timm:test_resnet]\nfixed: [n_iters]\n", "fixed"),
+        ("runs: [{models: [timm:test_resnet], tags: {status: oom}}]\n", "status"),
+        ("runs: [{models: [timm:test_resnet], tags: [a]}]\n", "tags"),
+        ("runs: [{models: [timm:test_resnet], colours: [red]}]\n", "colours"),
+        ("models: [timm:test_resnet]\nfixd: {n_iters: 1}\n", "fixd"),
+        ("models: [timm:test_resnet\n", "YAML"),
+    ],
+)
+def test_bad_plans_are_refused_before_any_point_runs(plan, needle):
+    with pytest.raises(UserError, match=None) as caught:
+        parse_plan(plan)
+    assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_bad_plan_file_through_the_cli_writes_nothing(dlbench, tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("models: mobilenet_v3\n")
+    output = tmp_path / "sweep.csv"
+    refused(dlbench("sweep", plan, "--output", output), "models")
+    assert not output.exists()
+    refused(dlbench("sweep", tmp_path / "missing.yaml"), "PLAN")
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00\x01" * 64)
+    refused(dlbench("sweep", binary), "PLAN")
+
+
+# Class 5: text labels are checked against the model's classes before the first step.
+@pytest.mark.parametrize(
+    ("label", "needle"),
+    [("1e999", "not an integer"), ("7", "outside"), ('"x"', "not an integer"), ("-1", "outside")],
+)
+def test_text_labels_outside_the_model_are_refused(dlbench, kept, tmp_path, label, needle):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"text": "a b c", "label": 0}\n' + f'{{"text": "d e", "label": {label}}}\n')
+    args = ["--model", "distilbert", "--data", f"text:{corpus}", "--seq-len", "8"]
+    line = refused(dlbench("train", *S, *args, "--workers", "0", "--output", kept), needle)
+    assert "corpus.jsonl:2" in line
+
+
+def test_an_image_folder_with_more_classes_than_the_model_is_refused(dlbench, kept, tmp_path):
+    from dlbench.data.make import ImageSpec, make_images
+
+    root = tmp_path / "many"
+    make_images(root, ImageSpec(1, 8, 8, classes=1), workers=1)
+    jpeg = next(root.rglob("*.jpg")).read_bytes()
+    for k in range(1001):
+        (root / f"c{k:04d}").mkdir()
+        (root / f"c{k:04d}" / "x.jpg").write_bytes(jpeg)
+    refused(
+        dlbench("train", *S, "--data", f"folder:{root}", "--workers", "0", "--output", kept),
+        "class folders",
+    )
+
+
+def test_a_named_pipe_among_the_images_is_skipped_not_waited_for(tmp_path):
+    from dlbench.data.images import scan_images
+    from dlbench.data.make import ImageSpec, make_images
+
+    root = tmp_path / "set"
+    make_images(root, ImageSpec(4, 16, 16, classes=1), workers=1)
+    os.mkfifo(root / "class_00" / "x.jpg")
+    index = scan_images(root)
+    assert len(index.files) == 4 and [p.name for p in index.unreadable] == ["x.jpg"]
+
+
+def test_the_rest_of_the_checks_name_their_flag(dlbench, kept):
+    refused(dlbench("validate", *S, "--repeats", "0", "--output", kept), "--repeats")
+    refused(dlbench("sweep", "quick", "--repeats", "0", "--output", kept), "--repeats")
+    refused(dlbench("sweep", "quick", "--shard", "1/0", "--output", kept), "--shard")
+    refused(dlbench("sweep", "quick", "--isolation", "threads", "--output", kept), "--isolation")
+    refused(dlbench("scaling", *S[:2], "--devices", "0", "--output", kept), "--devices")
+    refused(dlbench("data", kept), "--data")
