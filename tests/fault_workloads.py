@@ -53,3 +53,30 @@ for _kind in ("oom", "crash", "hang", "steady"):
             analytic_flops=lambda shape, mode: None,
         )
     )
+
+
+class HostSyncModel(nn.Module):
+    """Reads a value back to the host in its forward, as some models do: a CUDA graph cannot
+    capture that (the host would wait on a stream that is only being recorded)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = float(x.abs().max().item()) or 1.0
+        return self.fc(x / scale)
+
+
+register_workload(
+    Workload(
+        name="host_sync",
+        summary="test workload whose forward syncs with the host (cannot be graph-captured)",
+        family="text",
+        sample_unit="sequence",
+        build=lambda shape: HostSyncModel(),
+        make_batch=_batch,
+        loss=cross_entropy,
+        analytic_flops=lambda shape, mode: None,
+    )
+)

@@ -14,6 +14,7 @@ import pandas as pd
 from dlbench.analysis import figures
 from dlbench.analysis.compare import ENVIRONMENT, markdown_table
 from dlbench.analysis.documents import write_pdf, write_pptx
+from dlbench.analysis.latency import latency_table
 from dlbench.analysis.load import SHAPE_KEY, benchmark_rows, load_rows, machine_labels
 from dlbench.analysis.pipeline import pipeline_table, saturation_notes
 from dlbench.analysis.power import power_points, recommend_power
@@ -172,6 +173,19 @@ def _sections(
         ),
         figures.speedups(speed, baseline),
     )
+    latency = latency_table(runs, baseline)
+    if not latency.empty:
+        yield (
+            Section(
+                "Latency at batch 1",
+                "One query at a time (inference, batch 1): latency percentiles over the window's "
+                f"queries, and how much faster each machine answers than {baseline}. Rows "
+                "replayed as CUDA graphs and not host-bound compare the GPUs; eager rows at "
+                "batch 1 compare the hosts' kernel launches.",
+                latency,
+            ),
+            None,
+        )
     decode = decode_table(runs, baseline)
     if not decode.empty:
         yield (

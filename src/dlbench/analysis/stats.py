@@ -58,3 +58,18 @@ def percentile(ordered: list[float], pct: float) -> float:
     low = int(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+MIN_TAIL_SAMPLES = 1000  # a p99 latency from fewer queries is the slowest few, not a percentile
+
+
+def latency_columns(step_times_s: list[float]) -> dict[str, object]:
+    """Per-query latency of an inference window in ms (a step is one query of one batch):
+    p50, p90 and, from at least MIN_TAIL_SAMPLES steps, p99."""
+    stats = StepStats.from_values(step_times_s)
+    return {
+        "latency_samples": stats.count,
+        "latency_p50_ms": stats.median_s * 1e3,
+        "latency_p90_ms": stats.p90_s * 1e3,
+        "latency_p99_ms": stats.p99_s * 1e3 if stats.count >= MIN_TAIL_SAMPLES else None,
+    }

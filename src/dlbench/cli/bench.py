@@ -175,6 +175,7 @@ def validate(
     ddp: Ddp = None,
     channels_last: ChannelsLast = True,
     compile: Compile = None,
+    cuda_graphs: CudaGraphs = None,
     optimizer: Optimizer = None,
     output: Output = DEFAULT_OUTPUT,
     json: Json = False,

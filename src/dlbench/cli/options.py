@@ -51,7 +51,8 @@ CudaGraphs = Annotated[
     bool | None,
     typer.Option(
         "--cuda-graphs/--no-cuda-graphs",
-        help="LLM generation: replay prefill and decode steps as CUDA graphs (GPU default).",
+        help="Replay each step as a CUDA graph, captured in warm-up (default on a GPU for "
+        "inference and generation; training: on when given).",
     ),
 ]
 Optimizer = Annotated[

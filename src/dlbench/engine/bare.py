@@ -39,7 +39,9 @@ class BareLoop:
         self.batch_size = config.batch_size
         self.train = config.mode == "train"
         self.loss_fn = workload.loss
-        self.optimizer = make_optimizer(config.optimizer, model.parameters())
+        self.cuda_graphs = bool(config.cuda_graphs)
+        self.optimizer = make_optimizer(config.optimizer, model.parameters(), self.cuda_graphs)
+        self.graphs: list[torch.cuda.CUDAGraph] = []
         if ddp is not None:
             ids = [device.index] if device.type == "cuda" else None
             model = DistributedDataParallel(model, device_ids=ids, **ddp.kwargs())
@@ -68,23 +70,51 @@ class BareLoop:
         self.scaler.step(self.optimizer)
         self.scaler.update()
 
+    def capture(self) -> None:
+        """Each batch's step as a CUDA graph, by the recipe in torch's documentation: warm-up
+        on a side stream, gradients set to None before capture, one pool for all graphs."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for i in range(3):
+                self.step(i)
+        torch.cuda.current_stream().wait_stream(side)
+        pool = None
+        for k in range(len(self.batches)):
+            self.optimizer.zero_grad(set_to_none=True)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                self.step(k)
+            pool = graph.pool()
+            self.graphs.append(graph)
+
+    def timed_step(self, i: int) -> None:
+        """The step as timed: a graph replay once captured, else the step itself."""
+        if self.graphs:
+            self.graphs[i % len(self.graphs)].replay()
+        else:
+            self.step(i)
+
     def window_s(self, warmup_steps: int, steps: int) -> float:
-        """Seconds for `steps` timed steps (device clock) after `warmup_steps` untimed ones."""
+        """Seconds for `steps` timed steps (device clock) after `warmup_steps` untimed ones
+        (and, for CUDA graphs, a capture the first time)."""
         with torch.inference_mode(not self.train):
             for i in range(warmup_steps):
-                self.step(i)
+                self.timed_step(i)
+            if self.cuda_graphs and not self.graphs:
+                self.capture()
             if self.device.type == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(True)
                 torch.cuda.synchronize(self.device)
                 start.record()
                 for i in range(steps):
-                    self.step(i)
+                    self.timed_step(i)
                 end.record()
                 end.synchronize()
                 seconds = start.elapsed_time(end) / 1e3
             else:
                 began = time.perf_counter()
                 for i in range(steps):
-                    self.step(i)
+                    self.timed_step(i)
                 seconds = time.perf_counter() - began
         return seconds

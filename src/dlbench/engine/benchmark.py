@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ import torch
 
 from dlbench.analysis.mfu import mfu_columns
 from dlbench.analysis.roofline import bandwidth_columns
+from dlbench.analysis.stats import latency_columns
 from dlbench.config import RunConfig
 from dlbench.console import stderr
 from dlbench.data.pipeline import check_data
@@ -24,12 +26,15 @@ from dlbench.engine.generation import (
     measure_generation,
     open_generator,
 )
+from dlbench.engine.graphs import can_capture
 from dlbench.engine.loop import LoopResult, LoopSettings, WindowObservers, run_measured_loop
 from dlbench.engine.precision import PrecisionPlan, plan_precision
-from dlbench.engine.profiled_pass import pass_steps, run_profiled_pass
+from dlbench.engine.profiled_pass import pass_steps, queued_columns, run_profiled_pass
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session, optimizer_impl
+from dlbench.engine.timer import synchronize
 from dlbench.errors import invalid
+from dlbench.signals import raise_if_interrupted
 from dlbench.telemetry.monitor import open_monitor
 from dlbench.workloads import InputShape, Workload, get_workload
 from dlbench.workloads.flops import flops_per_sample
@@ -99,10 +104,16 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     real context length (prompt + new tokens) as seq_len."""
     generation = workload.generative and config.mode == "infer"
     on_gpu = devices.device_type == "cuda"
-    if config.cuda_graphs and not generation:
-        raise invalid("--cuda-graphs", True, "CUDA graphs are used for LLM generation only")
-    if config.cuda_graphs and not on_gpu:
+    if config.cuda_graphs and not can_capture(devices.device_type):
         raise invalid("--cuda-graphs", True, "CUDA graphs need a CUDA GPU")
+    ddp = config.strategy == "ddp" or devices.world_size > 1
+    if config.cuda_graphs and ddp and not generation:
+        raise invalid(
+            "--cuda-graphs",
+            True,
+            "not under DDP: its gradient hooks launch NCCL collectives from the host as "
+            "buckets fill, which a captured step would replay without them; use one device",
+        )
     if config.strategy == "single" and devices.world_size > 1:
         raise invalid("--strategy", "single", "several processes need ddp (or auto)")
     changes: dict[str, object] = {
@@ -112,8 +123,8 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
         changes["optimizer"] = workload.default_optimizer
     if config.compile is None:
         changes["compile"] = generation and on_gpu
-    if config.cuda_graphs is None:
-        changes["cuda_graphs"] = generation and on_gpu
+    if config.cuda_graphs is None:  # inference replays short steps; training when asked
+        changes["cuda_graphs"] = on_gpu and config.mode == "infer" and not ddp
     if generation:
         changes["seq_len"] = config.prompt_len + config.new_tokens
     if config.data != "synthetic":
@@ -154,10 +165,18 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
     try:
         with session.context():
             settings = loop_settings(config, session.device.type)
-            loop = run_measured_loop(session.step, session.device, settings, observer, agree)
+            step, settings, graph = prepare_step(session, settings, bool(config.cuda_graphs))
+            loop = run_measured_loop(step, session.device, settings, observer, agree)
+            loop = graph.merge(loop)
             after = loop.warmup_steps + loop.steps
             began = time.perf_counter()
-            columns = profile_after_window(session.step, session.device, after, loop, agree)
+            columns = profile_after_window(step, session.device, after, loop, agree)
+            if graph.graphed and session.device.type == "cuda":  # did the GPU wait for launches?
+                units = range(after, after + pass_steps(loop.stats.median_s))
+                columns.update(queued_columns(step, session.device, units, loop.stats.median_s))
+            columns.update(graph.columns())
+            if config.mode == "infer":
+                columns.update(latency_columns(loop.step_times_s))
             columns["profile_s"] = time.perf_counter() - began
             if config.breakdown:
                 columns.update(run_breakdown(session, columns.get("gpu_busy_pct")))
@@ -169,6 +188,58 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
         columns["host_bound"] = bool(columns.get("host_bound") or columns.get("input_bound"))
     columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
     return loop, session.param_count, columns
+
+
+@dataclass(frozen=True)
+class GraphWarmup:
+    """What capturing the step cost before the loop: eager warm-up and capture, in seconds and
+    steps, added to the loop's warm-up; and what the row says ran."""
+
+    seconds: float = 0.0
+    steps: int = 0
+    graphed: bool | None = None
+    fallback: str = ""
+
+    def merge(self, loop: LoopResult) -> LoopResult:
+        """The loop's result with this warm-up in its warm-up columns."""
+        return dataclasses.replace(
+            loop,
+            warmup_s=loop.warmup_s + self.seconds,
+            warmup_steps=loop.warmup_steps + self.steps,
+        )
+
+    def columns(self) -> dict[str, object]:
+        """`cuda_graphs` as it ran (False after a failed capture) and why capture failed."""
+        if self.graphed is None:
+            return {}
+        return {
+            "cuda_graphs": self.graphed,
+            "graph_fallback": self.fallback,
+            "capture_s": self.seconds,
+        }
+
+
+GRAPHED_LOOP_WARMUP = 2  # replays before the window, after capture (and the power pre-roll)
+
+
+def prepare_step(session, settings: LoopSettings, cuda_graphs: bool):
+    """The step the loop times: eager, or (--cuda-graphs) captured after the run's warm-up
+    steps ran eager (cuDNN autotuning, lazy optimizer state); capture stays out of the window
+    and its time goes into warm-up."""
+    if not cuda_graphs:
+        return session.step, settings, GraphWarmup()
+    began = time.perf_counter()
+    for i in range(settings.warmup_steps):
+        raise_if_interrupted()
+        session.step(i)
+    synchronize(session.device)
+    graphed = session.graphed()
+    synchronize(session.device)
+    warm = GraphWarmup(
+        time.perf_counter() - began, settings.warmup_steps, graphed.graphed, graphed.fallback
+    )
+    settings = dataclasses.replace(settings, warmup_steps=GRAPHED_LOOP_WARMUP)
+    return graphed.step, settings, warm
 
 
 def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult, int, dict]:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from dlbench.config import RunConfig
+from dlbench.engine.graphs import capture
 from dlbench.engine.loop import (
     Agreement,
     LoopResult,
@@ -31,7 +32,6 @@ from dlbench.engine.timer import synchronize
 from dlbench.workloads import InputShape, Workload
 
 PREFILL_SAMPLES = 100  # TTFT percentiles from at least this many prefills (p99 is not a max)
-GRAPH_WARMUP_CALLS = 3  # calls on a side stream before capture (allocator, lazy init)
 RESET, PREFILL = 0, 1  # step positions inside a round; decode steps follow
 
 
@@ -152,23 +152,6 @@ def _autocast(precision: PrecisionPlan, device: torch.device) -> Callable[[], An
     if dtype is None:
         return nullcontext
     return lambda: torch.autocast(device.type, dtype=dtype)
-
-
-def capture(fn: Callable[[], None], ready: Callable[[], None]) -> Callable[[], None]:
-    """`fn` as a CUDA graph: warmed up on a side stream (`ready()` puts the cache in the state
-    `fn` expects before each call), captured once, replayed."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(GRAPH_WARMUP_CALLS):
-            ready()
-            fn()
-        ready()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
 
 
 def prepare_steps(

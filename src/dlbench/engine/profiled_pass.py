@@ -105,6 +105,38 @@ def run_profiled_pass(
     return row
 
 
+SPIN_CYCLES = 200_000_000  # about 0.1 s of a GPU spinning: the host queues the steps meanwhile
+
+
+def queued_columns(
+    step: Callable[[int], None], device: torch.device, steps: Iterable[int], median_step_s: float
+) -> dict[str, object]:
+    """For steps that are one launch each (CUDA-graph replays): the device time per step with
+    the host far ahead (the steps queued behind a spinning kernel, so the GPU never waits for a
+    launch), as a share of the window's median step. Below HOST_BOUND_BUSY_PCT the host held
+    the GPU back; the gaps between a graph's own kernels are the GPU's and do not count."""
+    indices = list(steps)
+    synchronize(device)
+    spun, start, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    torch.cuda._sleep(SPIN_CYCLES)
+    spun.record()
+    start.record()
+    for i in indices:
+        step(i)
+    end.record()
+    queued_in_time = not spun.query()  # the spin still ran when the last step was queued
+    end.synchronize()
+    if not queued_in_time:
+        return {"host_bound": True}
+    queued = start.elapsed_time(end) / 1e3 / len(indices)
+    share = min(100.0, 100.0 * queued / median_step_s)
+    return {
+        "queued_step_ms": queued * 1e3,
+        "device_bound_pct": share,
+        "host_bound": share < HOST_BOUND_BUSY_PCT,
+    }
+
+
 def _op_names(step: Callable[[int], None], indices: list[int]) -> set[str]:
     """The torch functions the steps call and the aten ops they dispatch (two modes, no
     profiler start-up): SDPA's math path decomposes before dispatch, the fused ones do not."""

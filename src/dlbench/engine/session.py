@@ -13,6 +13,7 @@ from torch import nn
 from dlbench.config import RunConfig
 from dlbench.data.pipeline import DataFeed, device_preparer, open_pipeline
 from dlbench.engine.devices import DevicePlan
+from dlbench.engine.graphs import GraphedStep, graphed_step
 from dlbench.engine.precision import PrecisionPlan
 from dlbench.workloads import Batch, InputShape, Workload
 
@@ -57,6 +58,35 @@ class Session:
     def __post_init__(self) -> None:
         self.step = _compose(self.phases)
 
+    def graphed(self) -> GraphedStep:
+        """The step captured as CUDA graphs (one per resident batch, or one buffer that each
+        loaded batch is copied into), or the eager step with a warning if capture fails."""
+        p = self.phases
+        if p.backward is None:
+
+            def body(inputs: torch.Tensor, targets: torch.Tensor) -> None:
+                p.forward(inputs, targets)
+
+            def before_capture() -> None:
+                return None
+        else:
+
+            def body(inputs: torch.Tensor, targets: torch.Tensor) -> None:
+                p.backward(p.forward(inputs, targets))
+                p.update()
+
+            def before_capture() -> None:  # gradients are allocated inside the graph
+                self.optimizer.zero_grad(set_to_none=True)
+
+        resident = self.feed is None and all(b.inputs.device == self.device for b in self.batches)
+        if resident:
+            slots = [(b.inputs, b.targets) for b in self.batches]
+        else:
+            first = p.fetch(0)
+            slots = [(first[0].clone(), first[1].clone())]
+        fetch = None if resident else p.fetch
+        return graphed_step(self.step, body, slots, fetch, before_capture, self.device)
+
 
 def _compose(p: Phases) -> Callable[[int], None]:
     """One step from its phases; no host sync, nothing read back."""
@@ -74,15 +104,15 @@ def _compose(p: Phases) -> Callable[[int], None]:
     return train_step
 
 
-def make_optimizer(name: str, params) -> torch.optim.Optimizer:
+def make_optimizer(name: str, params, capturable: bool = False) -> torch.optim.Optimizer:
     """The optimizer named by `--optimizer`, with ordinary hyper-parameters and the fastest
     implementation torch has for it: fused Adam(W) (one kernel for all parameters), SGD over
-    tensor lists (foreach)."""
+    tensor lists (foreach). `capturable`: Adam's step count stays on the device, so that the
+    step can be captured in a CUDA graph (SGD keeps no host state)."""
     if name == "sgd":
         return torch.optim.SGD(params, lr=0.01, momentum=0.9, foreach=True)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, fused=True)
-    return torch.optim.Adam(params, lr=1e-4, fused=True)
+    kind = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+    return kind(params, lr=1e-4, fused=True, **({"capturable": True} if capturable else {}))
 
 
 def optimizer_impl(optimizer: torch.optim.Optimizer | None) -> str:
@@ -171,7 +201,7 @@ def open_session(
         feed = open_feed(config, workload, shape, precision.input_dtype, fmt, fabric.device)
         fetch = feed.fetch
     if config.mode == "train":
-        built = make_optimizer(config.optimizer, model.parameters())
+        built = make_optimizer(config.optimizer, model.parameters(), bool(config.cuda_graphs))
         module, optimizer = fabric.setup(LossModule(model, workload.loss), built)
         module.train()
 

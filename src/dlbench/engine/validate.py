@@ -12,7 +12,7 @@ import statistics
 from dlbench.config import RunConfig
 from dlbench.console import show_result
 from dlbench.engine.bare import BareLoop
-from dlbench.engine.benchmark import Measurement, loop_settings, make_plan
+from dlbench.engine.benchmark import Measurement, loop_settings, make_plan, prepare_step
 from dlbench.engine.loop import LoopResult, run_measured_loop
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session
@@ -31,6 +31,9 @@ def compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[fl
     bare = BareLoop(plan.workload, plan.shape, plan.config, plan.precision, session.device, ddp)
     agree = agree_max(fabric)
     settings = loop_settings(plan.config, session.device.type)
+    with session.context():  # graphs captured as the benchmark captures them
+        step, settings, graph = prepare_step(session, settings, bool(plan.config.cuda_graphs))
+    bare.cuda_graphs = bare.cuda_graphs and graph.graphed is not False  # like with like
     samples = config.batch_size * config.n_iters * fabric.world_size
     bare_rates: list[float] = []
     loops: list[LoopResult] = []
@@ -41,10 +44,10 @@ def compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[fl
                 bare_rates.append(samples / slowest)
                 continue
             with session.context():
-                loops.append(run_measured_loop(session.step, session.device, settings, None, agree))
+                loops.append(run_measured_loop(step, session.device, settings, None, agree))
     slowest_windows = [agree([lp.window_s])[0] for lp in loops]
     rates = [samples / w for w in slowest_windows]
-    chosen = loops[sorted(zip(rates, range(len(loops))))[len(loops) // 2][1]]
+    chosen = graph.merge(loops[sorted(zip(rates, range(len(loops))))[len(loops) // 2][1]])
     index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
     measurement = Measurement(
         plan=plan,
@@ -56,8 +59,7 @@ def compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[fl
         peak_allocated_mb=None,
         peak_reserved_mb=None,
     )
-    if ddp is not None:
-        measurement.extra = ddp.columns()
+    measurement.extra = {**graph.columns(), **(ddp.columns() if ddp is not None else {})}
     return measurement, rates, bare_rates
 
 

@@ -37,7 +37,10 @@ COLUMNS: dict[str, str] = {
     "launcher": "Lightning cluster environment that set the ranks (Lightning, TorchElastic, SLURM)",
     "channels_last": "image tensors and weights in channels_last layout",
     "compile": "torch.compile on (generation: the decode step; default on for it on a GPU)",
-    "cuda_graphs": "LLM generation: steps replayed as CUDA graphs (default on a GPU)",
+    "cuda_graphs": "steps replayed as CUDA graphs, as run (default on a GPU for inference and "
+    "generation; training with --cuda-graphs; False after a capture that failed)",
+    "graph_fallback": "why the step could not be captured as a CUDA graph (it then ran eager)",
+    "capture_s": "eager warm-up steps and CUDA-graph capture before the loop (inside warmup_s)",
     "optimizer": "sgd, adamw or adam (default: adamw for transformers and LLMs, sgd for CNNs)",
     "optimizer_impl": "fused, foreach or for-loop (the optimizer's implementation)",
     "data_on": "device: batches resident; host: pinned batches copied each step",
@@ -66,6 +69,10 @@ COLUMNS: dict[str, str] = {
     "batches_per_s": "steps per second (per rank)",
     "megapixels_per_s": "width x height x samples / window / 1e6",
     "tokens_per_s": "seq_len x samples / window (text)",
+    "latency_samples": "inference: queries (steps) the latency percentiles are taken over",
+    "latency_p50_ms": "inference: median latency of one query (one step of batch_size samples)",
+    "latency_p90_ms": "inference: 90th percentile latency of one query",
+    "latency_p99_ms": "inference: 99th percentile latency of one query (from >= 1,000 queries)",
     "step_time_mean_ms": "mean step time",
     "step_time_median_ms": "median step time (p50)",
     "step_time_p90_ms": "90th percentile step time",
@@ -125,7 +132,12 @@ COLUMNS: dict[str, str] = {
     "other_gpu_processes": "other processes on the GPU during the window (isolation check)",
     "cpu_energy_j": "CPU package + DRAM energy over the window (RAPL), when readable",
     "gpu_busy_pct": "share of the median step in which a kernel ran (profiled pass after window)",
-    "host_bound": "True when gpu_busy_pct < 90 (kernel launches) or input_bound: not the GPU",
+    "host_bound": "True when the host held the GPU back: gpu_busy_pct < 90 (eager steps), "
+    "device_bound_pct < 90 (CUDA-graph steps), or input_bound",
+    "queued_step_ms": "CUDA-graph steps: device time per step with the host far ahead (steps "
+    "queued behind a spinning kernel, after the window)",
+    "device_bound_pct": "CUDA-graph steps: queued_step_ms / the window's median step, in %: "
+    "100 means the GPU never waited for the host",
     "input_bound": "--data: True when data_wait_pct > 10: the number measures the loader",
     "attention_backend": "fused attention that ran: flash, efficient, cudnn, flash_cpu or math",
     "isolation": "sweeps: worker (points back to back in one process) or process (one each)",

@@ -1,0 +1,78 @@
+"""CUDA-graph capture of short steps, driven on the CPU through a fake capturer: a step that
+syncs with the host falls back to eager with one warning and the row says so; one that does
+not is replayed, once per synthetic batch, its capture inside the warm-up."""
+
+from __future__ import annotations
+
+import pytest
+
+import tests.fault_workloads  # noqa: F401  (registers host_sync)
+from dlbench.config import RunConfig
+from dlbench.engine import graphs
+from dlbench.run import execute
+from tests import fake_graphs
+from tests.conftest import read_rows
+
+
+@pytest.fixture
+def cpu_capture(monkeypatch):
+    monkeypatch.setitem(graphs.CAPTURERS, "cpu", fake_graphs.fake_capture)
+    fake_graphs.captured.clear()
+
+
+def _run(tmp_path, model: str, mode: str) -> dict[str, str]:
+    config = RunConfig(
+        model=model, mode=mode, accelerator="cpu", batch_size=2, n_iters=5, warmup_steps=2,
+        cuda_graphs=True, output=tmp_path / "rows.csv", width=32, height=32,
+    )  # fmt: skip
+    assert execute(config) == 0
+    return read_rows(tmp_path / "rows.csv")[-1]
+
+
+def test_a_step_that_syncs_with_the_host_runs_eager_with_a_warning(cpu_capture, tmp_path, capsys):
+    row = _run(tmp_path, "host_sync", "infer")
+    assert row["cuda_graphs"] == "False" and "RuntimeError" in row["graph_fallback"]
+    assert float(row["samples_per_s"]) > 0
+    err = capsys.readouterr().err
+    assert "could not be captured as a CUDA graph" in err and "runs eager" in err
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+def test_a_capturable_step_is_captured_per_batch_inside_the_warm_up(cpu_capture, tmp_path, mode):
+    row = _run(tmp_path, "timm:test_resnet", mode)
+    assert row["cuda_graphs"] == "True" and row["graph_fallback"] == ""
+    assert len(fake_graphs.captured) == 2  # one graph per synthetic batch the loop rotates
+    assert 0 < float(row["capture_s"]) <= float(row["warmup_s"])
+    assert int(row["warmup_steps"]) >= 2 + 2  # eager warm-up, then replays before the window
+    assert row["optimizer_impl"] in ("", "foreach", "fused")
+
+
+def test_inference_rows_carry_query_latency_percentiles(tmp_path):
+    config = RunConfig(
+        model="timm:test_resnet", mode="infer", accelerator="cpu", batch_size=1, n_iters=30,
+        warmup_steps=1, output=tmp_path / "rows.csv", width=32, height=32,
+    )  # fmt: skip
+    assert execute(config) == 0
+    [row] = read_rows(tmp_path / "rows.csv")
+    assert row["latency_samples"] == "30"
+    assert float(row["latency_p50_ms"]) <= float(row["latency_p90_ms"])
+    assert row["latency_p99_ms"] == ""  # 30 queries give no p99
+    assert row["cuda_graphs"] == "False"  # no CUDA, nothing asked: eager
+
+
+def test_graphs_are_refused_under_ddp_and_without_a_capturer():
+    from dlbench.engine.benchmark import make_plan
+    from dlbench.errors import UserError
+
+    with pytest.raises(UserError, match="--cuda-graphs.*CUDA GPU"):
+        make_plan(RunConfig(model="timm:test_resnet", accelerator="cpu", cuda_graphs=True))
+    graphs.CAPTURERS["cpu"] = fake_graphs.fake_capture
+    try:
+        with pytest.raises(UserError, match="not under DDP"):
+            make_plan(
+                RunConfig(
+                    model="timm:test_resnet", accelerator="cpu", cuda_graphs=True, strategy="ddp"
+                )
+            )
+    finally:
+        del graphs.CAPTURERS["cpu"]

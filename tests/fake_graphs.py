@@ -1,0 +1,30 @@
+"""A CPU stand-in for CUDA-graph capture, behind the engine's capturer interface: it refuses
+what a real capture refuses (a value read back to the host) and replays by calling the step
+again. Tests register it for the CPU; the GPU script checks the real one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from dlbench.engine.graphs import GRAPH_WARMUP_CALLS
+
+captured: list[Callable[[], None]] = []  # what the fake captured, in order
+
+
+class _RefuseHostSyncs(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.__name__.split(".")[0] in ("_local_scalar_dense", "item"):
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return func(*args, **(kwargs or {}))
+
+
+def fake_capture(fn: Callable[[], None], ready: Callable[[], None], pool: object = None):
+    for _ in range(GRAPH_WARMUP_CALLS):
+        ready()
+        fn()
+    with _RefuseHostSyncs():
+        fn()
+    captured.append(fn)
+    return fn, pool or object()
