@@ -2,7 +2,7 @@
 profiler), kernel count and kernel time per token against the measured inter-token latency.
 
 Usage: PYTHONPATH=src python3 benchmarks/decode_profile.py --model llm_1b --batch-size 1
-       [--no-compile] [--no-cuda-graphs]
+       [--no-compile] [--no-cuda-graphs] [--llm-impl native|hf]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--compile-mode", default=None, help="e.g. max-autotune-no-cudagraphs")
+    parser.add_argument("--llm-impl", default="native", choices=["native", "hf"])
     args = parser.parse_args()
     config = RunConfig(
         model=args.model,
@@ -38,6 +39,7 @@ def main() -> None:
         accelerator="gpu",
         compile=args.compile,
         cuda_graphs=args.cuda_graphs,
+        llm_impl=args.llm_impl,
     )
     plan = make_plan(config)
     fabric = create_fabric(plan.devices, plan.precision)

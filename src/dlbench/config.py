@@ -17,6 +17,7 @@ PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
 ACCELERATORS = ("auto", "gpu", "cpu")
 OPTIMIZERS = ("sgd", "adamw", "adam")
 DATA_LOCATIONS = ("device", "host")
+LLM_IMPLS = ("native", "hf")  # native: fused projections, written for the GPU; hf: transformers
 DEFAULT_OUTPUT = Path("benchmarks/benchmark.csv")
 # With GPU telemetry on, the window lasts at least this long: NVML's energy counter moves in
 # steps (tens of ms), and a 0.3 s window read 0.3-0.67x or 1.4x of the true energy.
@@ -40,6 +41,7 @@ CONFIG_KEY = (
     "channels_last",
     "compile",
     "cuda_graphs",
+    "llm_impl",
     "optimizer",
     "data_on",
     "data",
@@ -71,6 +73,7 @@ class RunConfig:
     channels_last: bool = True
     compile: bool | None = None  # None: on for LLM generation on a GPU, else off
     cuda_graphs: bool | None = None  # None: on for LLM generation on a GPU (the only user)
+    llm_impl: str | None = None  # None: native for LLM workloads (--llm-impl hf: transformers)
     optimizer: str | None = None  # None: the workload's own (adamw for transformers, else sgd)
     data_on: str = "device"
     data: str = "synthetic"  # --data: synthetic, folder:PATH or text:PATH
@@ -96,6 +99,8 @@ class RunConfig:
         _check_choice("--accelerator", self.accelerator, ACCELERATORS)
         if self.optimizer is not None:
             _check_choice("--optimizer", self.optimizer, OPTIMIZERS)
+        if self.llm_impl is not None:
+            _check_choice("--llm-impl", self.llm_impl, LLM_IMPLS)
         _check_choice("--data-on", self.data_on, DATA_LOCATIONS)
         self.data_source()  # a UserError for a bad --data
         _check_choice("--decode", self.data_decode, DECODERS)

@@ -97,3 +97,10 @@ DataWorkers = Annotated[
 DataDecode = Annotated[
     str, typer.Option("--decode", "--data-decode", help="Images: cpu (workers) or gpu (nvJPEG).")
 ]
+LlmImpl = Annotated[
+    str | None,
+    typer.Option(
+        help="LLM workloads: native (fused projections, static cache, chunked loss; default) "
+        "or hf (the transformers model, to benchmark transformers itself)."
+    ),
+]

@@ -14,7 +14,13 @@ from torch.nn.parallel import DistributedDataParallel
 from dlbench.config import RunConfig
 from dlbench.engine.ddp import DdpSettings
 from dlbench.engine.precision import PrecisionPlan
-from dlbench.engine.session import cast_inputs, make_batches, make_optimizer, memory_format
+from dlbench.engine.session import (
+    build_model,
+    cast_inputs,
+    make_batches,
+    make_optimizer,
+    memory_format,
+)
 from dlbench.workloads import InputShape, Workload
 
 
@@ -32,13 +38,11 @@ class BareLoop:
     ) -> None:
         torch.manual_seed(config.seed)
         fmt = memory_format(config, workload)
-        with torch.device(device):
-            model = workload.build(shape)
+        model, self.loss_fn = build_model(workload, shape, config.llm_impl, torch.device(device))
         model = model.to(dtype=precision.param_dtype, memory_format=fmt)
         self.device = device
         self.batch_size = config.batch_size
         self.train = config.mode == "train"
-        self.loss_fn = workload.loss
         self.cuda_graphs = bool(config.cuda_graphs)
         self.optimizer = make_optimizer(config.optimizer, model.parameters(), self.cuda_graphs)
         self.graphs: list[torch.cuda.CUDAGraph] = []

@@ -121,6 +121,10 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     }
     if config.optimizer is None:
         changes["optimizer"] = workload.default_optimizer
+    if config.llm_impl is not None and workload.native is None:
+        raise invalid("--llm-impl", config.llm_impl, f"{workload.name} is no LLM workload")
+    if workload.native is not None and config.llm_impl is None:
+        changes["llm_impl"] = "native"
     if config.compile is None:
         changes["compile"] = generation and on_gpu
     if config.cuda_graphs is None:  # inference replays short steps; training when asked

@@ -30,17 +30,74 @@ from dlbench.engine.loop import (
 from dlbench.engine.precision import PrecisionPlan
 from dlbench.engine.timer import synchronize
 from dlbench.workloads import InputShape, Workload
+from dlbench.workloads.llama import NativeLlama
 
 PREFILL_SAMPLES = 100  # TTFT percentiles from at least this many prefills (p99 is not a max)
 RESET, PREFILL = 0, 1  # step positions inside a round; decode steps follow
+
+
+class HfDecoder:
+    """transformers' own model and StaticCache (`--llm-impl hf`: benchmarks transformers)."""
+
+    impl = "hf"
+
+    def __init__(self, model: Any, max_len: int) -> None:
+        from transformers import StaticCache
+
+        self.model = model
+        self.cache = StaticCache(config=model.config, max_cache_len=max_len)
+
+    def reset(self) -> None:
+        self.cache.reset()
+
+    def prefill(self, prompts: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.model(
+            input_ids=prompts,
+            past_key_values=self.cache,
+            cache_position=positions,
+            logits_to_keep=1,
+            use_cache=True,
+        ).logits
+
+    def decode(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        return self.model(
+            input_ids=token, past_key_values=self.cache, cache_position=position, use_cache=True
+        ).logits
+
+    def kv_bytes_per_token(self) -> int:
+        return sum(
+            2 * layer.keys.shape[1] * layer.keys.shape[3] * layer.keys.element_size()
+            for layer in self.cache.layers
+        )
+
+
+class NativeDecoder:
+    """The native Llama with fused projections and its static cache (`--llm-impl native`)."""
+
+    impl = "native"
+
+    def __init__(self, model: NativeLlama, batch: int, max_len: int) -> None:
+        self.model = model
+        self.cache = model.setup_cache(batch, max_len)
+
+    def reset(self) -> None:
+        self.cache.reset()
+
+    def prefill(self, prompts: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.model.logits(prompts, positions)
+
+    def decode(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        return self.model.logits(token, position)
+
+    def kv_bytes_per_token(self) -> int:
+        return self.cache.bytes_per_token()
 
 
 @dataclass
 class Generator:
     """A decoder with its static cache and the device buffers one round reads and writes."""
 
-    model: Any
-    cache: Any
+    decoder: HfDecoder | NativeDecoder
     prompts: torch.Tensor
     prompt_positions: torch.Tensor
     token: torch.Tensor
@@ -54,31 +111,20 @@ class Generator:
         return self.new_tokens + 1
 
     def reset(self) -> None:
-        """Clear the static cache (its write position included)."""
-        self.cache.reset()
+        """Clear the static cache."""
+        self.decoder.reset()
 
     def prefill(self) -> None:
         """The prompt through the model; the first new token and its position stay on device."""
         with self.autocast():
-            logits = self.model(
-                input_ids=self.prompts,
-                past_key_values=self.cache,
-                cache_position=self.prompt_positions,
-                logits_to_keep=1,
-                use_cache=True,
-            ).logits
+            logits = self.decoder.prefill(self.prompts, self.prompt_positions)
         self.token.copy_(logits[:, -1].argmax(-1, keepdim=True))
         self.position.fill_(self.prompt_positions.numel())
 
     def decode(self) -> None:
         """One new token from the last one: greedy, in place, no host sync."""
         with self.autocast():
-            logits = self.model(
-                input_ids=self.token,
-                past_key_values=self.cache,
-                cache_position=self.position,
-                use_cache=True,
-            ).logits
+            logits = self.decoder.decode(self.token, self.position)
         self.token.copy_(logits[:, -1].argmax(-1, keepdim=True))
         self.position.add_(1)
 
@@ -119,9 +165,8 @@ class RoundSteps:
 def open_generator(
     config: RunConfig, workload: Workload, shape: InputShape, precision: PrecisionPlan, fabric
 ) -> tuple[Generator, int]:
-    """Build the decoder on the device with a static cache sized prompt + new tokens."""
-    from transformers import StaticCache
-
+    """Build the decoder on the device with a static cache sized prompt + new tokens: the
+    transformers model, or (`--llm-impl native`) the native one loaded with its weights."""
     precision.apply_matmul_settings()
     torch.manual_seed(config.seed)
     with fabric.init_module():
@@ -129,12 +174,16 @@ def open_generator(
     model.config.use_cache = True
     model = fabric.to_device(model).eval()
     params = sum(p.numel() for p in model.parameters())
+    if config.llm_impl == "native":
+        decoder = NativeDecoder(workload.native(model).eval(), config.batch_size, shape.seq_len)
+        del model
+    else:
+        decoder = HfDecoder(model, shape.seq_len)
     gen = torch.Generator().manual_seed(config.seed)
-    vocab = model.config.vocab_size
+    vocab = workload.vocab_size
     prompts = torch.randint(0, vocab, (config.batch_size, config.prompt_len), generator=gen)
     generator = Generator(
-        model=model,
-        cache=StaticCache(config=model.config, max_cache_len=shape.seq_len),
+        decoder=decoder,
         prompts=fabric.to_device(prompts),
         prompt_positions=fabric.to_device(torch.arange(config.prompt_len)),
         token=fabric.to_device(torch.zeros(config.batch_size, 1, dtype=torch.long)),
@@ -163,6 +212,8 @@ def prepare_steps(
     for step in (reset, prefill, decode):
         step()
     if compile:  # decode only: its many small kernels are what fusing saves; prefill is big
+        if generator.decoder.impl == "native":  # tune inductor's kernels' launch shapes
+            torch._inductor.config.coordinate_descent_tuning = True
         decode = torch.compile(decode, mode=compile_mode)
         for step in (reset, prefill, decode):
             step()
@@ -260,7 +311,7 @@ def decode_bytes_per_step(generator: Generator, context: float) -> float:
     """Bytes a decode step must read from device memory: every weight once (the input embedding
     table is a lookup of a few rows, unless the output layer shares it) and each sequence's
     cached keys and values up to `context` tokens."""
-    model = generator.model
+    model = generator.decoder.model
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     table = model.get_input_embeddings().weight
     output = model.get_output_embeddings()
@@ -271,7 +322,4 @@ def decode_bytes_per_step(generator: Generator, context: float) -> float:
 
 def kv_bytes_per_token(generator: Generator) -> int:
     """Cache bytes one token of context takes in one sequence, over all layers."""
-    return sum(
-        2 * layer.keys.shape[1] * layer.keys.shape[3] * layer.keys.element_size()
-        for layer in generator.cache.layers
-    )
+    return generator.decoder.kv_bytes_per_token()

@@ -186,8 +186,7 @@ def open_session(
     precision.apply_matmul_settings()
     torch.backends.cudnn.benchmark = autotune
     torch.manual_seed(config.seed + fabric.global_rank)
-    with fabric.init_module():
-        model = workload.build(shape)
+    model, loss = build_model(workload, shape, config.llm_impl, fabric.init_module())
     fmt = memory_format(config, workload)
     model = model.to(memory_format=fmt)
     param_count = sum(p.numel() for p in model.parameters())
@@ -202,7 +201,7 @@ def open_session(
         fetch = feed.fetch
     if config.mode == "train":
         built = make_optimizer(config.optimizer, model.parameters(), bool(config.cuda_graphs))
-        module, optimizer = fabric.setup(LossModule(model, workload.loss), built)
+        module, optimizer = fabric.setup(LossModule(model, loss), built)
         module.train()
 
         def update() -> None:
@@ -218,6 +217,16 @@ def open_session(
         phases = Phases(fetch, lambda x, y: module(x), None, None)
         context = torch.inference_mode
     return Session(fabric, fabric.device, phases, context, param_count, batches or [], built, feed)
+
+
+def build_model(workload: Workload, shape: InputShape, llm_impl: str | None, where):
+    """The workload's model built inside `where` (a device context), and its loss; with
+    `--llm-impl native` the transformers model's weights move into the native one."""
+    with where:
+        model = workload.build(shape)
+        if llm_impl == "native" and workload.native is not None:
+            return workload.native(model), workload.native_loss
+    return model, workload.loss
 
 
 def synthetic_batches(config, workload, shape, precision, fmt, fabric) -> list[Batch]:

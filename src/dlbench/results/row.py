@@ -32,6 +32,7 @@ def config_columns(config: RunConfig) -> dict[str, object]:
         "channels_last": config.channels_last,
         "compile": config.compile,
         "cuda_graphs": config.cuda_graphs,
+        "llm_impl": config.llm_impl,
         "optimizer": config.optimizer,
         "data_on": config.data_on,
         "data": config.data,

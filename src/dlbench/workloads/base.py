@@ -70,6 +70,9 @@ class Workload:
     analytic_flops: Callable[[InputShape, str], Any] | None = None
     vocab_size: int | None = None  # text: token ids lie below this (a tokenizer sizes to it)
     num_classes: int | None = None  # classifiers: labels lie below this (None: token targets)
+    # --llm-impl native: the built model rewritten (same weights) and the loss it trains with
+    native: Callable[[nn.Module], nn.Module] | None = None
+    native_loss: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
 
     @property
     def is_image(self) -> bool:

@@ -102,6 +102,20 @@ def llama_builder(size: LlamaSize):
     return build
 
 
+def native_llama(model: nn.Module) -> nn.Module:
+    """The transformers Llama's weights in the native implementation (fused projections)."""
+    from dlbench.workloads.llama import NativeLlama
+
+    return NativeLlama.from_transformers(model)
+
+
+def native_llama_loss(outputs, targets: torch.Tensor) -> torch.Tensor:
+    """The native model's loss: cross-entropy over the vocabulary a chunk of tokens at a time."""
+    from dlbench.workloads.llama import chunked_cross_entropy
+
+    return chunked_cross_entropy(outputs, targets)
+
+
 register_workload(
     Workload(
         name="distilbert",
@@ -130,5 +144,7 @@ for _name, _size in LLAMA_SIZES.items():
             default_optimizer="adamw",
             analytic_flops=llama_flops(_size),
             vocab_size=_size.vocab,
+            native=native_llama,
+            native_loss=native_llama_loss,
         )
     )

@@ -1,0 +1,88 @@
+"""The native Llama against the transformers model it is loaded from (tiny LLM, fp32): the
+same logits, the same greedy tokens, fused projections equal to the separate ones, and a
+chunked loss equal to plain cross-entropy in value and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from dlbench.config import RunConfig
+from dlbench.engine.benchmark import make_plan
+from dlbench.engine.generation import open_generator, prepare_steps
+from dlbench.engine.session import create_fabric
+from dlbench.workloads import InputShape, get_workload, llama
+from dlbench.workloads.llama import Hidden, NativeLlama, chunked_cross_entropy
+
+
+@pytest.fixture(scope="module")
+def models():
+    torch.manual_seed(0)
+    hf = get_workload("llm_tiny").build(InputShape(0, 0, 64)).eval()
+    return hf, NativeLlama.from_transformers(hf).eval()
+
+
+def test_fused_projections_equal_the_separate_ones(models):
+    hf, native = models
+    x = torch.randn(3, 5, hf.config.hidden_size)
+    layer, block = hf.model.layers[1], native.layers[1]
+    q, k, v = block.wqkv(x).split([layer.self_attn.q_proj.out_features, *[block.kv_heads
+                                   * block.head_dim] * 2], dim=-1)  # fmt: skip
+    assert torch.equal(q, layer.self_attn.q_proj(x)) or torch.allclose(q, layer.self_attn.q_proj(x))
+    assert torch.allclose(k, layer.self_attn.k_proj(x)) and torch.allclose(
+        v, layer.self_attn.v_proj(x)
+    )
+    gate, up = block.w13(x).chunk(2, dim=-1)
+    assert torch.allclose(gate, layer.mlp.gate_proj(x)) and torch.allclose(up, layer.mlp.up_proj(x))
+
+
+def test_native_logits_equal_the_transformers_logits(models):
+    hf, native = models
+    ids = torch.randint(0, hf.config.vocab_size, (2, 24))
+    with torch.no_grad():
+        out = native(ids)
+        assert torch.allclose(out.hidden @ out.head.t(), hf(ids).logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_both_implementations_generate_the_same_greedy_tokens(batch):
+    tokens = {}
+    for impl in ("native", "hf"):
+        config = RunConfig(
+            model="llm_tiny", mode="infer", accelerator="cpu", batch_size=batch, prompt_len=12,
+            new_tokens=20, llm_impl=impl,
+        )  # fmt: skip
+        plan = make_plan(config)
+        fabric = create_fabric(plan.devices, plan.precision)
+        generator, _ = open_generator(
+            plan.config, plan.workload, plan.shape, plan.precision, fabric
+        )
+        with torch.inference_mode():
+            steps = prepare_steps(generator, compile=False, cuda_graphs=False)
+            tokens[impl] = steps.tokens(generator)
+    assert tokens["native"].shape == (batch, 20)
+    assert torch.equal(tokens["native"], tokens["hf"])
+
+
+def test_the_chunked_loss_equals_cross_entropy_in_value_and_gradients(monkeypatch):
+    monkeypatch.setattr(llama, "LOSS_CHUNK_TOKENS", 7)  # chunks that do not divide the tokens
+    torch.manual_seed(1)
+    hidden = torch.randn(3, 10, 16, dtype=torch.float64, requires_grad=True)
+    head = torch.randn(50, 16, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 50, (3, 10))
+    loss = chunked_cross_entropy(Hidden(hidden, head), targets)
+    (2 * loss).backward()
+    h, w = hidden.detach().requires_grad_(), head.detach().requires_grad_()
+    reference = F.cross_entropy((h @ w.t()).flatten(0, 1), targets.flatten())
+    (2 * reference).backward()
+    assert loss.item() == pytest.approx(reference.item(), rel=1e-12)
+    assert torch.allclose(hidden.grad, h.grad) and torch.allclose(head.grad, w.grad)
+
+
+def test_llm_impl_is_refused_for_other_workloads():
+    from dlbench.errors import UserError
+
+    with pytest.raises(UserError, match="--llm-impl"):
+        make_plan(RunConfig(model="timm:test_resnet", accelerator="cpu", llm_impl="native"))
+    assert make_plan(RunConfig(model="llm_tiny", accelerator="cpu")).config.llm_impl == "native"
