@@ -45,6 +45,7 @@ def test_a_capturable_step_is_captured_per_batch_inside_the_warm_up(cpu_capture,
     assert 0 < float(row["capture_s"]) <= float(row["warmup_s"])
     assert int(row["warmup_steps"]) >= 2 + 2  # eager warm-up, then replays before the window
     assert row["optimizer_impl"] in ("", "foreach", "fused")
+    assert float(row["host_issue_pct"]) > 0  # graphed rows say whether the host kept ahead
 
 
 def test_inference_rows_carry_query_latency_percentiles(tmp_path):

@@ -29,7 +29,7 @@ from dlbench.engine.generation import (
 from dlbench.engine.graphs import can_capture
 from dlbench.engine.loop import LoopResult, LoopSettings, WindowObservers, run_measured_loop
 from dlbench.engine.precision import PrecisionPlan, plan_precision
-from dlbench.engine.profiled_pass import pass_steps, queued_columns, run_profiled_pass
+from dlbench.engine.profiled_pass import issue_columns, pass_steps, run_profiled_pass
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session, optimizer_impl
 from dlbench.engine.timer import synchronize
@@ -175,9 +175,9 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
             after = loop.warmup_steps + loop.steps
             began = time.perf_counter()
             columns = profile_after_window(step, session.device, after, loop, agree)
-            if graph.graphed and session.device.type == "cuda":  # did the GPU wait for launches?
+            if graph.graphed:  # one launch a step: could the host keep ahead of the GPU?
                 units = range(after, after + pass_steps(loop.stats.median_s))
-                columns.update(queued_columns(step, session.device, units, loop.stats.median_s))
+                columns.update(issue_columns(step, session.device, units, loop.stats.median_s))
             columns.update(graph.columns())
             if config.mode == "infer":
                 columns.update(latency_columns(loop.step_times_s))

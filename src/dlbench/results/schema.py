@@ -135,11 +135,10 @@ COLUMNS: dict[str, str] = {
     "cpu_energy_j": "CPU package + DRAM energy over the window (RAPL), when readable",
     "gpu_busy_pct": "share of the median step in which a kernel ran (profiled pass after window)",
     "host_bound": "True when the host held the GPU back: gpu_busy_pct < 90 (eager steps), "
-    "device_bound_pct < 90 (CUDA-graph steps), or input_bound",
-    "queued_step_ms": "CUDA-graph steps: device time per step with the host far ahead (steps "
-    "queued behind a spinning kernel, after the window)",
-    "device_bound_pct": "CUDA-graph steps: queued_step_ms / the window's median step, in %: "
-    "100 means the GPU never waited for the host",
+    "host_issue_pct > 90 (CUDA-graph steps), or input_bound",
+    "host_issue_ms": "CUDA-graph steps: host time to launch one step (timed after the window)",
+    "host_issue_pct": "CUDA-graph steps: host_issue_ms / the window's median step, in %: under "
+    "90 the host keeps ahead and the GPU never waits for it",
     "input_bound": "--data: True when data_wait_pct > 10: the number measures the loader",
     "attention_backend": "fused attention that ran: flash, efficient, cudnn, flash_cpu or math",
     "isolation": "sweeps: worker (points back to back in one process) or process (one each)",
