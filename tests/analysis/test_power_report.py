@@ -111,16 +111,21 @@ def test_report_puts_the_decode_ratio_beside_the_bandwidth_ratio(tmp_path):
             hbm_bandwidth_share=decode * 2.47e9 / 1e12 / peak,
         )
 
-    csv = write_rows(
-        tmp_path / "gen.csv",
-        [generation("NVIDIA H100 80GB HBM3", 900.0, 3.35), generation("NVIDIA H200", 1250.0, 4.8)],
-    )
+    rows = [
+        generation("NVIDIA H100 80GB HBM3", 900.0, 3.35),
+        generation("NVIDIA H200", 1250.0, 4.8),
+    ]
+    native = generation("NVIDIA H100 80GB HBM3", 1400.0, 3.35)
+    rows.append({**native, "llm_impl": "native"})  # another implementation: another line
+    csv = write_rows(tmp_path / "gen.csv", rows)
     out = run_cli("report", str(csv), "-o", str(tmp_path / "r"), "--baseline", "H100")
     assert out.returncode == 0, out.stderr
     summary = (tmp_path / "r" / "report.md").read_text()
     section = summary[summary.index("## Generation against memory bandwidth") :]
     h200 = next(line for line in section.splitlines() if "NVIDIA H200 " in line)
-    assert "1.389" in h200 and "1.433" in h200  # 1250/900 beside 4.8/3.35
+    assert "1.389" in h200 and "1.433" in h200  # 1250/900 beside 4.8/3.35, not 1250/1400
+    decode = section.split("\n## ")[0]
+    assert "| native " in decode and decode.count("| NVIDIA H100") == 2
 
 
 def test_report_gives_the_batch_1_latency_ratio_between_gpus(tmp_path):

@@ -25,7 +25,15 @@ def bandwidth_columns(
     return row
 
 
-DECODE_KEY = ("model", "precision", "batch_size", "prompt_len", "new_tokens", "generation_path")
+DECODE_KEY = (
+    "model",
+    "precision",
+    "batch_size",
+    "prompt_len",
+    "new_tokens",
+    "generation_path",
+    "llm_impl",
+)
 DECODE_COLUMNS = {
     "decode_tokens_per_s": "decode tokens/s",
     "decode_hbm_tb_s": "TB/s",
@@ -44,6 +52,8 @@ def decode_table(runs, baseline: str):
     if "decode_tokens_per_s" not in runs:
         return pd.DataFrame()
     rows = runs[runs["decode_tokens_per_s"].notna()].copy()
+    # rows from before the column existed ran the transformers model
+    rows["llm_impl"] = rows.get("llm_impl", pd.Series(index=rows.index, dtype=object)).fillna("hf")
     key = [c for c in DECODE_KEY if c in rows]
     if rows.empty:
         return pd.DataFrame()
