@@ -17,7 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from dlbench.config import RunConfig
 from dlbench.engine.bare import BareLoop
-from dlbench.engine.benchmark import make_plan
+from dlbench.engine.plan import make_plan
 from dlbench.engine.profiled_pass import covered_us
 from dlbench.engine.session import create_fabric, open_session
 from dlbench.engine.timer import synchronize

@@ -14,8 +14,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from dlbench.config import RunConfig
-from dlbench.engine.benchmark import make_plan
 from dlbench.engine.generation import open_generator, prepare_steps
+from dlbench.engine.plan import make_plan
 from dlbench.engine.profiled_pass import covered_us
 from dlbench.engine.session import create_fabric
 

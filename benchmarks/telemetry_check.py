@@ -14,8 +14,8 @@ import json
 import statistics
 
 from dlbench.config import RunConfig
-from dlbench.engine.benchmark import loop_settings, make_plan
 from dlbench.engine.loop import LoopSettings, run_measured_loop
+from dlbench.engine.plan import loop_settings, make_plan
 from dlbench.engine.session import create_fabric, open_session
 from dlbench.telemetry.monitor import open_monitor
 

@@ -11,12 +11,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# The tests' fakes reach dlbench through its plugin hook: an entry-point distribution here.
+PLUGINS = ROOT / "tests" / "plugins"
+sys.path.insert(0, str(PLUGINS))
 TINY = ["--accelerator", "cpu", "--width", "32", "--height", "32", "--batch-size", "4"]
 
 
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    paths = [ROOT / "src", ROOT, PLUGINS]
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), env.get("PYTHONPATH", "")])
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
@@ -37,6 +41,15 @@ def run_cli(
         env=env or cli_env(),
         cwd=cwd,
     )
+
+
+def tiny_run(
+    *args: str | Path, mode: str = "train", output: Path | None = None, **kwargs
+) -> subprocess.CompletedProcess:
+    """The run most CLI tests need: the tiny timm model on the CPU at 32x32, two measured steps,
+    no warm-up, into `output`; later flags in `args` win over these."""
+    base = [mode, "--model", "timm:test_resnet", *TINY, "--n-iters", "2", "--warmup-steps", "0"]
+    return run_cli(*base, *(["--output", output] if output else []), *args, **kwargs)
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:

@@ -1,7 +1,8 @@
 """A fake NVML with pynvml's function names, for machines without an NVIDIA GPU (tests, CI).
 
-dlbench loads it in place of pynvml when DLBENCH_NVML_MODULE=tests.fake_nvml; DLBENCH_FAKE_NVML
-names the state file that holds each fake GPU's settings, so separate processes (a sweep and its
+It registers through dlbench's plugin hook (tests/plugins) as a provider of a pynvml-like module,
+active in a process where DLBENCH_FAKE_NVML names the state file that holds each fake GPU's
+settings, so separate processes (a sweep and its
 children, DDP ranks) see the same GPUs, and tests can read back what a run changed (power
 limits). Power is constant per GPU; the energy counter integrates it over time, in steps of
 `energy_period_s` as real counters update (0: continuously).
@@ -11,8 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
+
+from dlbench.telemetry.nvml import register_nvml_provider
+
+STATE_VARIABLE = "DLBENCH_FAKE_NVML"
 
 NVML_TEMPERATURE_GPU = 0
 NVML_CLOCK_SM = 1
@@ -65,8 +71,16 @@ class _Process:
 
 
 def environment(state: Path) -> dict[str, str]:
-    """The variables that make dlbench (and its child processes) use this fake."""
-    return {"DLBENCH_NVML_MODULE": __name__, "DLBENCH_FAKE_NVML": str(state)}
+    """The variable that makes dlbench (and its child processes) use this fake."""
+    return {STATE_VARIABLE: str(state)}
+
+
+def _provide():
+    """This module in place of pynvml while a test has set the state variable."""
+    return sys.modules[__name__] if os.environ.get(STATE_VARIABLE) else None
+
+
+register_nvml_provider(_provide)
 
 
 def write_state(path: Path, gpus: list[dict], **settings: object) -> None:

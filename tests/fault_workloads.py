@@ -1,4 +1,5 @@
-"""Workloads that fail on purpose, loaded into real child processes via DLBENCH_PLUGINS.
+"""Workloads that fail on purpose, registered through dlbench's plugin hook (tests/plugins)
+in the tests' processes.
 
 fault_oom raises torch's real OutOfMemoryError above DLBENCH_FAULT_MAX_BATCH (default 16), as a
 GPU would; fault_crash kills its process; fault_hang never finishes a step; steady takes 20 ms a

@@ -1,4 +1,5 @@
-"""A workload whose ranks differ, loaded into real DDP processes via DLBENCH_PLUGINS.
+"""A workload whose ranks differ, registered through dlbench's plugin hook (tests/plugins)
+in real DDP processes.
 
 uneven_ranks: rank 0 steps a steady 10 ms; every other rank alternates 5 and 40 ms, so its step
 times never reach a tight spread target while rank 0's reach it at once."""

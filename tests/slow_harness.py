@@ -1,8 +1,10 @@
 """A planted slowdown in the dlbench loop's steps only (the bare loop of `validate` does not use
-it), loaded into real processes via DLBENCH_PLUGINS: `validate` must see its ratio fall."""
+it), loaded as a plugin into the tests' processes and active where DLBENCH_TEST_SLOW_STEPS is
+set: `validate` must see its ratio fall."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from dlbench.engine import loop
@@ -19,4 +21,5 @@ def _slowed(step, *args, **kwargs):
     return _run_measured_loop(slow_step, *args, **kwargs)
 
 
-loop.run_measured_loop = _slowed
+if os.environ.get("DLBENCH_TEST_SLOW_STEPS"):
+    loop.run_measured_loop = _slowed

@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from tests.conftest import TINY, read_rows, run_cli
+from tests.conftest import TINY, read_rows, run_cli, tiny_run
 
 
 def test_train_and_src_inference_append_one_row_each(csv_path):
-    base = ["--model", "timm:test_resnet", *TINY, "--n-iters", "3", "--warmup-steps", "1"]
-    first = run_cli("train", *base, "--output", str(csv_path))
+    steps = ["--n-iters", "3", "--warmup-steps", "1"]
+    first = tiny_run(*steps, output=csv_path)
     assert first.returncode == 0, first.stderr
-    second = run_cli("src.inference", *base, "--output", str(csv_path))
+    second = tiny_run(*steps, mode="src.inference", output=csv_path)
     assert second.returncode == 0, second.stderr
     rows = read_rows(csv_path)
     assert [r["mode"] for r in rows] == ["train", "infer"]
@@ -31,19 +31,7 @@ def test_train_and_src_inference_append_one_row_each(csv_path):
 def test_json_prints_the_row(csv_path):
     import json
 
-    out = run_cli(
-        "infer",
-        "--model",
-        "timm:test_resnet",
-        *TINY,
-        "--n-iters",
-        "2",
-        "--warmup-steps",
-        "0",
-        "--json",
-        "--output",
-        str(csv_path),
-    )
+    out = tiny_run("--json", mode="infer", output=csv_path)
     assert out.returncode == 0, out.stderr
     row = json.loads(out.stdout.strip().splitlines()[-1])
     assert row["model"] == "timm:test_resnet" and row["samples_per_s"] > 0
@@ -73,7 +61,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(csv_path, args, flag
 def test_foreign_output_is_refused_untouched(tmp_path):
     foreign = tmp_path / "other.csv"
     foreign.write_text("a,b\n1,2\n")
-    out = run_cli("train", "--model", "timm:test_resnet", *TINY, "--output", str(foreign))
+    out = tiny_run(output=foreign)
     assert out.returncode == 2 and "not a dlbench CSV" in out.stderr
     assert foreign.read_text() == "a,b\n1,2\n"
 
@@ -92,18 +80,7 @@ def test_sigterm_mid_run_exits_143_and_keeps_earlier_rows(csv_path):
 
     from tests.conftest import cli_env
 
-    ok = run_cli(
-        "train",
-        "--model",
-        "timm:test_resnet",
-        *TINY,
-        "--n-iters",
-        "2",
-        "--warmup-steps",
-        "0",
-        "--output",
-        str(csv_path),
-    )
+    ok = tiny_run(output=csv_path)
     assert ok.returncode == 0
     before = csv_path.read_text()
     proc = subprocess.Popen(

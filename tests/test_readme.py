@@ -68,3 +68,9 @@ def test_reference_table_numbers_come_from_the_committed_csvs():
         assert float(shown.replace(",", "")) == round(match["samples_per_s"].item(), 1)
         assert int(busy) == round(match["gpu_busy_pct"].item())
         assert (bound == "yes") == bool(match["host_bound"].item())
+
+
+def test_the_readme_is_a_front_page_whose_links_resolve():
+    assert len(README.encode()) <= 12_000
+    links = re.findall(r"\]\(((?:docs|benchmarks)/[^)#]+)\)", README)
+    assert links and all((ROOT / link).exists() for link in links), links

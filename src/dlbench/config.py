@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlbench.data.source import DECODERS, DataSource
-from dlbench.engine.ddp import STRATEGIES, DdpSettings
 from dlbench.errors import UserError, check_finite, invalid
 
 MODES = ("train", "infer")
@@ -50,48 +49,178 @@ CONFIG_KEY = (
 )
 
 
+DATA_KINDS = ("synthetic", "folder", "text")
+DECODERS = ("cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """synthetic (batches made once, in memory), folder (an ImageFolder-style tree of JPEG/PNG
+    files) or text (a .txt file, a line per sample, or .jsonl with a "text" field)."""
+
+    kind: str
+    path: Path | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> DataSource:
+        """'synthetic', 'folder:PATH' or 'text:PATH'; a UserError naming --data otherwise."""
+        kind, sep, path = text.partition(":")
+        if kind == "synthetic" and not sep:
+            return cls("synthetic")
+        if kind not in DATA_KINDS[1:] or not path:
+            raise invalid("--data", text, "synthetic, folder:PATH or text:PATH")
+        where = Path(path).expanduser()
+        if kind == "folder" and not where.is_dir():
+            raise invalid("--data", text, f"{where} is not a folder")
+        if kind == "text" and not where.is_file():
+            raise invalid("--data", text, f"{where} is not a file")
+        return cls(kind, where)
+
+    @property
+    def synthetic(self) -> bool:
+        """True for the in-memory default."""
+        return self.kind == "synthetic"
+
+
+STRATEGIES = ("auto", "ddp")  # auto: DDP when more than one process runs; ddp: always
+
+
+@dataclass(frozen=True)
+class DdpSettings:
+    """What DistributedDataParallel gets (--ddp KEY=VALUE changes any of it). Gradients as
+    bucket views (no copy of every gradient into its bucket) and a static graph (every
+    workload here uses all its parameters every step) ran resnet50 bs256 on 2 H200s 0.8 %
+    faster, for the bare loop and dlbench alike; the rest are torch's defaults."""
+
+    bucket_cap_mb: float = 25.0
+    gradient_as_bucket_view: bool = True
+    static_graph: bool = True
+    broadcast_buffers: bool = True
+
+    @classmethod
+    def parse(cls, items: tuple[str, ...] | list[str]) -> DdpSettings:
+        """`--ddp KEY=VALUE` pairs, or a UserError naming the flag, value and what is allowed."""
+        fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        changes: dict[str, object] = {}
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or key not in fields:
+                raise UserError(
+                    f"--ddp: invalid value {item!r}; KEY=VALUE with KEY one of {', '.join(fields)}"
+                )
+            changes[key] = _value(key, value, fields[key])
+        return cls(**changes)
+
+    def kwargs(self) -> dict[str, object]:
+        """Keyword arguments for torch's DistributedDataParallel."""
+        return dataclasses.asdict(self)
+
+    def columns(self) -> dict[str, object]:
+        """Row columns `ddp_<setting>`."""
+        return {f"ddp_{k}": v for k, v in self.kwargs().items()}
+
+
+def _value(key: str, text: str, kind: str) -> object:
+    if kind == "bool":
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise UserError(f"--ddp: invalid value {text!r} for {key}; true or false")
+        return text.lower() in ("true", "1")
+    try:
+        number = float(text)
+    except ValueError:
+        raise UserError(f"--ddp: invalid value {text!r} for {key}; a number") from None
+    if not math.isfinite(number) or number <= 0:
+        raise UserError(f"--ddp: invalid value {text!r} for {key}; a positive finite number")
+    return number
+
+
+def resolved_strategy(requested: str, world_size: int) -> str:
+    """What ran: 'ddp' (several processes, or --strategy ddp on one) or 'single'."""
+    return "ddp" if requested == "ddp" or world_size > 1 else "single"
+
+
+def option(default: object, help: str, *flags: str, switch: bool = False):
+    """A RunConfig field that is a command-line flag: its default, its help (the one place it
+    is written), its names when they are not `--field-name`, and whether it is an on-only
+    switch (`--json`) rather than a `--name/--no-name` pair."""
+    return field(default=default, metadata={"help": help, "flags": flags, "switch": switch})
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that moves the number; every field lands in the result row."""
 
-    model: str = "resnet50"
-    mode: str = "train"
-    batch_size: int = 32
-    n_iters: int = 50
-    warmup_steps: int = 10
-    precision: str = "32"
-    width: int | None = None
-    height: int | None = None
-    seq_len: int = 128
-    prompt_len: int = 128
-    new_tokens: int = 128
-    accelerator: str = "auto"
-    devices: str = "1"
-    num_nodes: int = 1
-    strategy: str = "auto"  # auto: DDP for several processes; ddp: also for one (a baseline)
-    ddp: tuple[str, ...] = ()  # --ddp KEY=VALUE: DistributedDataParallel settings
-    channels_last: bool = True
-    compile: bool | None = None  # None: on for LLM generation on a GPU, else off
-    cuda_graphs: bool | None = None  # None: on for LLM generation on a GPU (the only user)
-    llm_impl: str | None = None  # None: native for LLM workloads (--llm-impl hf: transformers)
-    optimizer: str | None = None  # None: the workload's own (adamw for transformers, else sgd)
-    data_on: str = "device"
-    data: str = "synthetic"  # --data: synthetic, folder:PATH or text:PATH
-    data_workers: int | None = None  # --workers: loader processes (default: CPUs, at most 8)
-    data_decode: str = "cpu"  # --decode: cpu (in the workers) or gpu (nvJPEG)
-    output: Path = DEFAULT_OUTPUT
-    json: bool = False
-    seed: int = 0
-    max_noise: float | None = None
-    max_time: float = 60.0
-    min_time: float | None = None
-    run_id: str | None = None
-    telemetry: bool = True
-    sample_interval: float = 0.1
-    telemetry_log: Path | None = None
-    nvtx: bool = False
-    breakdown: bool = False
-    extra: dict[str, str] = field(default_factory=dict)
+    model: str = option("resnet50", "Workload name (see `dlbench models`) or timm:NAME.")
+    mode: str = option("train", "train or infer.")
+    batch_size: int = option(32, "Samples per step per device.")
+    n_iters: int = option(50, "Measured steps (at least; see --max-noise).")
+    warmup_steps: int = option(10, "Untimed steps first (autotune, compile, allocator).")
+    precision: str = option("32", "32, tf32, 16-mixed, bf16-mixed, 16-true or bf16-true.")
+    width: int | None = option(None, "Image width (default: the model's, 224).")
+    height: int | None = option(None, "Image height (default: the model's, 224).")
+    seq_len: int = option(128, "Tokens per sequence for text workloads.")
+    prompt_len: int = option(128, "LLM generation: prompt tokens per sequence.")
+    new_tokens: int = option(128, "LLM generation: new tokens, no early stop.")
+    accelerator: str = option("auto", "auto, gpu or cpu.")
+    devices: str = option("1", "Devices per node: a number or 'all'.")
+    num_nodes: int = option(1, "Nodes (torchrun or SLURM set the ranks).")
+    strategy: str = option("auto", "auto (DDP for several processes) or ddp (DDP even for one).")
+    ddp: tuple[str, ...] = option(
+        (),
+        "KEY=VALUE for DistributedDataParallel: bucket_cap_mb, gradient_as_bucket_view, "
+        "static_graph, broadcast_buffers.",
+    )
+    channels_last: bool = option(True, "channels_last layout for image models.")
+    compile: bool | None = option(
+        None, "torch.compile the model (default: on for LLM generation on a GPU, else off)."
+    )
+    cuda_graphs: bool | None = option(
+        None,
+        "Replay each step as a CUDA graph, captured in warm-up (default on a GPU for inference "
+        "and generation; training: on when given).",
+    )
+    llm_impl: str | None = option(
+        None,
+        "LLM workloads: native (fused projections, static cache, chunked loss; default) or hf "
+        "(the transformers model, to benchmark transformers itself).",
+    )
+    optimizer: str | None = option(
+        None, "sgd, adamw or adam (default: adamw for transformers, sgd for CNNs)."
+    )
+    data_on: str = option("device", "device (resident) or host (pinned, copied per step).")
+    data: str = option(
+        "synthetic",
+        "synthetic (batches in memory), folder:PATH (JPEG/PNG in class folders) or text:PATH "
+        "(.txt, a sample per line, or .jsonl with a text field).",
+    )
+    data_workers: int | None = option(
+        None, "--data loader processes (default: CPUs, at most 8).", "--workers", "--data-workers"
+    )
+    data_decode: str = option(
+        "cpu", "Images: cpu (workers) or gpu (nvJPEG).", "--decode", "--data-decode"
+    )
+    output: Path = option(DEFAULT_OUTPUT, "CSV to append the row to.")
+    json: bool = option(False, "Print the row as JSON instead of a table.", switch=True)
+    seed: int = option(0, "Random seed for weights and synthetic data.")
+    max_noise: float | None = option(
+        None, "Keep measuring until the step-time spread is under PCT %."
+    )
+    max_time: float = option(60.0, "Cap in seconds for --max-noise measuring.")
+    min_time: float | None = option(
+        None, "Measure at least this many seconds (default: 5 with GPU telemetry, else 0)."
+    )
+    run_id: str | None = option(None, "Run id for the row (sweeps set it).")
+    telemetry: bool = option(True, "Sample GPU power, clocks, heat; window energy.")
+    sample_interval: float = option(0.1, "Telemetry sampling period in seconds.")
+    telemetry_log: Path | None = option(None, "Write every telemetry sample here.")
+    nvtx: bool = option(False, "NVTX ranges for Nsight Systems.", switch=True)
+    breakdown: bool = option(
+        False, "After the window: time copy/fwd/bwd/optimizer apart.", switch=True
+    )
+    extra: dict[str, str] = field(
+        default_factory=dict, metadata={"help": "KEY=VALUE recorded as an extra column.",
+                                        "flags": ("--tag",), "switch": False}
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         _check_choice("--mode", self.mode, MODES)
@@ -152,15 +281,61 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
 
-# Flags whose name is not the field's (`--workers` sets data_workers).
-_FLAG_NAMES = {"data_workers": "--workers", "data_decode": "--decode"}
 # Fields a sweep sets for each point itself; a plan that sets them is refused.
 SWEEP_OWNED = ("mode", "output", "run_id", "extra")
 
 
 def flag_name(field_name: str) -> str:
-    """The command-line flag of a RunConfig field: `--batch-size` for batch_size."""
-    return _FLAG_NAMES.get(field_name, "--" + field_name.replace("_", "-"))
+    """The command-line flag of a RunConfig field: `--batch-size` for batch_size, `--workers`
+    for data_workers (its first declared name)."""
+    flags = _FIELDS[field_name].metadata.get("flags") if field_name in _FIELDS else None
+    return flags[0] if flags else "--" + field_name.replace("_", "-")
+
+
+def flag_args(field_name: str, value: object) -> list[str]:
+    """The command-line words that set one field: `--batch-size 32`, `--no-compile`, a
+    repeated `--ddp`, `--tag K=V` per extra column; nothing for None or an unset switch."""
+    flag = flag_name(field_name)
+    if value is None:
+        return []
+    if isinstance(value, bool):
+        if _FIELDS[field_name].metadata.get("switch"):
+            return [flag] if value else []
+        return [flag if value else "--no-" + flag[2:]]
+    if isinstance(value, dict):
+        return [word for k, v in value.items() for word in (flag, f"{k}={v}")]
+    if isinstance(value, (list, tuple)):
+        return [word for item in value for word in (flag, str(item))]
+    return [flag, str(value)]
+
+
+def config_args(config: RunConfig) -> list[str]:
+    """`MODE --flag value ...`: the `dlbench` command line that runs this config (for the
+    processes a sweep or a batch-size search starts), flags left at their default left out."""
+    args = [config.mode]
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        if f.name != "mode" and value != default:
+            args += flag_args(f.name, value)
+    return args
+
+
+def config_to_json(config: RunConfig) -> dict[str, object]:
+    """The config as plain JSON values (a sweep worker receives its points so)."""
+    return {
+        k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+        for k, v in dataclasses.asdict(config).items()
+    }
+
+
+def config_from_json(data: dict[str, object]) -> RunConfig:
+    """`config_to_json` undone."""
+    values = dict(data)
+    values["output"] = Path(str(values["output"]))
+    values["telemetry_log"] = values["telemetry_log"] and Path(str(values["telemetry_log"]))
+    values["ddp"] = tuple(values["ddp"])  # type: ignore[arg-type]
+    return RunConfig(**values)  # type: ignore[arg-type]
 
 
 def typed_value(name: str, value: object, where: str) -> object:
@@ -184,6 +359,7 @@ def typed_value(name: str, value: object, where: str) -> object:
 
 
 _NO = object()
+_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
 
 def _convert(kind: object, value: object) -> object:

@@ -1,58 +1,50 @@
-"""Run one benchmark from a config to a stored row: the path `dlbench train` and `infer` take."""
+"""Run one benchmark from a config to a stored row: the path `dlbench train` and `infer` take,
+and a sweep worker's points too; `guarded` turns what a user can get wrong into one line."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from rich.markup import escape
 
 from dlbench.config import RunConfig
 from dlbench.console import show_result, stderr
-from dlbench.engine.batch_probe import in_process_probe, memory_budget
-from dlbench.engine.benchmark import Plan, make_plan, run_benchmark
-from dlbench.engine.session import create_fabric
-from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
+from dlbench.engine.autobatch import choose_batch_size
+from dlbench.engine.benchmark import run_benchmark
+from dlbench.engine.plan import make_plan
+from dlbench.engine.rows import measurement_row, per_rank_rows
+from dlbench.errors import EXIT_OK, EXIT_OOM, EXIT_USER_ERROR, UserError, one_line
 from dlbench.results.environment import collect_environment
-from dlbench.results.row import config_columns, failure_row, measurement_row, per_rank_rows
+from dlbench.results.row import config_columns, failure_row
 from dlbench.results.store import CsvStore
+from dlbench.signals import Interrupted, interruptible
 from dlbench.startup import since_command_start
-from dlbench.sweep.autobatch import confirm_batch_size, search_batch_size
+
+
+def guarded(call: Callable[[], int]) -> int:
+    """Run a command's body to its exit code: user errors 2 with one `error:` line and no
+    traceback, signals 128 + the signal (no row is written for the run in flight)."""
+    try:
+        with interruptible():
+            return call()
+    except UserError as exc:
+        return report(str(exc), EXIT_USER_ERROR)
+    except Interrupted as exc:
+        return report(f"{exc}; no row was written for the run in flight", exc.exit_code)
+
+
+def report(message: str, code: int) -> int:
+    """Print one `error:` line; return the exit code."""
+    stderr.print(f"[red]error:[/red] {escape(one_line(message))}")
+    return code
 
 
 def last_line(exc: BaseException) -> str:
     """The first line of an exception message, for the `error` column."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
-def auto_batch_in_process(config: RunConfig) -> bool:
-    """Whether `--batch-size auto` can search inside this process: one process (DDP ranks
-    would disagree on an OOM) and a step workload (generation probes go to subprocesses)."""
-    plan = make_plan(config)
-    if plan.devices.device_type != "cuda":
-        raise UserError(
-            "--batch-size auto: needs a GPU (the CPU's memory has no fixed budget to fill, so "
-            "every size up to the limit fits); give a number"
-        )
-    return plan.devices.world_size == 1 and not (
-        plan.workload.generative and plan.config.mode == "infer"
-    )
-
-
-def _search_batch_size(plan: Plan):
-    """The largest batch that fits, probed in this process; the plan at that size."""
-    fabric = create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
-    budget = memory_budget(fabric.device)
-    search = search_batch_size(in_process_probe(plan, fabric), budget)
-    if search.batch_size and fabric.device.type == "cuda":
-        search = confirm_batch_size(search, in_process_probe(plan, fabric, autotune=True), budget)
-    if search.batch_size == 0:
-        raise UserError("--batch-size auto: even batch size 1 does not fit on this device")
-    stderr.print(
-        f"--batch-size auto: {search.batch_size} is the largest batch that fits "
-        f"({len(search.probes)} probes, {search.seconds:.0f} s)"
-    )
-    return make_plan(plan.config.replace(batch_size=search.batch_size)), fabric, search
 
 
 def per_rank_path(output: Path) -> Path:
@@ -62,16 +54,18 @@ def per_rank_path(output: Path) -> Path:
 
 def execute(config: RunConfig, auto_batch: bool = False) -> int:
     """Validate, run, append the row (rank 0 only) and print it; returns the exit code.
-    With `auto_batch` the batch size is searched first, in this process and Fabric."""
+    With `auto_batch` the batch size is searched first (engine.autobatch)."""
     startup_s = since_command_start()
     store = CsvStore(config.output)
     store.check_writable()
+    if auto_batch:
+        config = config.replace(extra={**config.extra, "batch_size_mode": "auto"})
     plan = make_plan(config)
     env = collect_environment(plan.devices.device_type)
     fabric = search = None
     try:
         if auto_batch:
-            plan, fabric, search = _search_batch_size(plan)
+            plan, fabric, search = choose_batch_size(plan)
             config = plan.config
         measurement = run_benchmark(plan, fabric)
     except torch.OutOfMemoryError as exc:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dlbench.analysis.compare import DEFAULT_KEY, compare_runs
-from dlbench.analysis.load import load_rows
+from dlbench.analysis.compare import compare_runs
+from dlbench.analysis.load import EXPERIMENT_KEY, load_rows
 from tests.analysis.rows import benchmark_row, write_rows
 from tests.conftest import run_cli
 
@@ -114,7 +114,7 @@ def test_the_default_key_is_the_whole_experiment_and_the_gpu():
     assert (missing["compile"], missing["gpu_name"]) == ("False", "NVIDIA H100 80GB HBM3")
     assert list(table["verdict"]).count("new") == 2  # the candidate's own, listed
     for column in ("width", "seq_len", "devices", "optimizer", "gpu_name", "world_size"):
-        assert column in DEFAULT_KEY
+        assert column in EXPERIMENT_KEY
 
 
 def test_repeats_widen_the_noise_band_by_their_between_run_spread():

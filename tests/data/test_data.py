@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from dlbench.config import DataSource
 from dlbench.data.images import scan_images
 from dlbench.data.make import ImageSpec, make_images, make_text
 from dlbench.data.pipeline import DataFeed, Pipeline
-from dlbench.data.source import DataSource
 from dlbench.data.throughput import worker_counts
 from dlbench.engine.loop import LoopSettings, run_measured_loop
 from tests.conftest import read_rows, run_cli

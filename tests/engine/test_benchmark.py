@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from dlbench.config import RunConfig
-from dlbench.engine.benchmark import make_plan, run_benchmark
+from dlbench.engine.benchmark import run_benchmark
+from dlbench.engine.plan import make_plan
 from dlbench.errors import UserError
 from dlbench.workloads import Batch, InputShape, Workload, register_workload
 from dlbench.workloads.base import cross_entropy

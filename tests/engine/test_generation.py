@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from dlbench.config import RunConfig
-from dlbench.engine.benchmark import loop_settings, make_plan
 from dlbench.engine.generation import (
     PREFILL_SAMPLES,
     measure_generation,
@@ -16,6 +15,7 @@ from dlbench.engine.generation import (
     token_columns,
 )
 from dlbench.engine.loop import LoopResult
+from dlbench.engine.plan import loop_settings, make_plan
 from dlbench.engine.session import create_fabric
 from tests.conftest import read_rows, run_cli
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-import tests.fault_workloads  # noqa: F401  (registers host_sync)
 from dlbench.config import RunConfig
 from dlbench.engine import graphs
 from dlbench.run import execute
@@ -62,7 +61,7 @@ def test_inference_rows_carry_query_latency_percentiles(tmp_path):
 
 
 def test_graphs_are_refused_under_ddp_and_without_a_capturer():
-    from dlbench.engine.benchmark import make_plan
+    from dlbench.engine.plan import make_plan
     from dlbench.errors import UserError
 
     with pytest.raises(UserError, match="--cuda-graphs.*CUDA GPU"):

@@ -8,7 +8,7 @@ import torch
 
 from dlbench.config import RunConfig
 from dlbench.engine.bare import BareLoop
-from dlbench.engine.benchmark import make_plan
+from dlbench.engine.plan import make_plan
 from dlbench.engine.session import create_fabric, open_session
 
 

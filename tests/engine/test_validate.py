@@ -31,7 +31,7 @@ def test_validate_on_two_ddp_ranks_records_the_ratio_per_repeat(csv_path):
 
 
 def test_a_planted_slowdown_in_the_dlbench_ddp_step_moves_the_ratio_below_1(csv_path):
-    env = {**cli_env(), "DLBENCH_PLUGINS": "tests.slow_harness"}  # +50 ms per dlbench step
+    env = {**cli_env(), "DLBENCH_TEST_SLOW_STEPS": "1"}  # +50 ms per dlbench step
     out = run_cli(*VALIDATE, "--n-iters", "10", "--devices", "2", "--repeats", "1",
                   "--output", csv_path, env=env)  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-import tests.fault_workloads  # noqa: F401  (plans name fault_crash; points are checked)
 from dlbench.errors import UserError
 from dlbench.sweep.plan import parse_plan
 from dlbench.sweep.power import PowerLimiter, has_admin_rights
@@ -41,7 +40,6 @@ def fake_gpu(tmp_path, monkeypatch):
     fake_nvml.write_state(state, [{"limit_w": ORIGINAL_W, "min_limit_w": 200.0}])
     for key, value in fake_nvml.environment(state).items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("DLBENCH_PLUGINS", "tests.fault_workloads")
     return state
 
 

@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.errors import UserError
-from dlbench.sweep.autobatch import (
+from dlbench.engine.autobatch import (
     MEMORY_FRACTION,
     Probe,
     confirm_batch_size,
     largest_fitting,
     search_batch_size,
 )
+from dlbench.errors import UserError
 from dlbench.sweep.plan import load_plan, parse_plan
-from tests.conftest import ROOT, cli_env, read_rows, run_cli
+from tests.conftest import cli_env, read_rows, run_cli
 
-FAULT_ENV = {"DLBENCH_PLUGINS": "tests.fault_workloads", "DLBENCH_FAULT_MAX_BATCH": "16"}
+FAULT_ENV = {"DLBENCH_FAULT_MAX_BATCH": "16"}
 
 FAULT_PLAN = """
 name: faults
@@ -51,13 +51,10 @@ runs:
 
 
 def env_with(**extra: str) -> dict[str, str]:
-    env = cli_env()
-    env["PYTHONPATH"] = f"{ROOT}:{env['PYTHONPATH']}"
-    return {**env, **extra}
+    return {**cli_env(), **extra}
 
 
 def test_plan_expands_axes_and_blocks():
-    import tests.fault_workloads  # noqa: F401  (the plan's points are checked against the registry)
 
     plan = parse_plan(FAULT_PLAN)
     points = plan.points()
@@ -164,25 +161,20 @@ def test_largest_fitting_finds_the_limit_within_resolution():
     assert largest_fitting(lambda n: n <= 5, resolution=0) == 5
 
 
-def test_batch_size_auto_finds_and_records_the_largest_fit(tmp_path, monkeypatch):
-    """The in-process search and the row it leaves, driven on the CPU (where the CLI refuses
-    `auto`: a CPU has no memory budget) by a workload that raises torch's OutOfMemoryError."""
-    import tests.fault_workloads  # noqa: F401  (registers fault_oom)
+def test_batch_size_auto_searches_in_process_and_confirms(monkeypatch):
+    """The in-process search, driven on the CPU (where the CLI refuses `auto`: a CPU has no
+    memory budget) by a workload that raises torch's OutOfMemoryError above 3."""
     from dlbench.config import RunConfig
-    from dlbench.run import execute
+    from dlbench.engine.autobatch import search_in_process
+    from dlbench.engine.plan import make_plan
 
     monkeypatch.setenv("DLBENCH_FAULT_MAX_BATCH", "3")
-    csv_path = tmp_path / "auto.csv"
-    config = RunConfig(
-        model="fault_oom", accelerator="cpu", batch_size=1, n_iters=2, warmup_steps=0,
-        output=csv_path, extra={"batch_size_mode": "auto"},
-    )  # fmt: skip
-    assert execute(config, auto_batch=True) == 0
-    (row,) = read_rows(csv_path)
-    assert row["batch_size"] == "3" and row["batch_size_mode"] == "auto"
-    assert Path(csv_path).read_text().count("fault_oom") == 1  # probes write no rows
-    assert row["auto_batch_probes"] == "2:ok 8:oom 5:oom 3:ok 4:oom"  # in this process
-    assert float(row["auto_batch_s"]) < 30
+    config = RunConfig(model="fault_oom", accelerator="cpu", batch_size=1, warmup_steps=0)
+    plan, fabric, search = search_in_process(make_plan(config))
+    assert plan.config.batch_size == 3 and fabric is not None
+    columns = search.columns()
+    assert columns["auto_batch_probes"] == "2:ok 8:oom 5:oom 3:ok 4:oom"  # in this process
+    assert columns["batch_size_mode"] == "auto" and columns["auto_batch_s"] < 30
 
 
 def test_a_search_where_everything_fits_keeps_the_largest_size_it_measured():

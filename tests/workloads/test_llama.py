@@ -9,8 +9,8 @@ import torch
 from torch.nn import functional as F
 
 from dlbench.config import RunConfig
-from dlbench.engine.benchmark import make_plan
 from dlbench.engine.generation import open_generator, prepare_steps
+from dlbench.engine.plan import make_plan
 from dlbench.engine.session import create_fabric
 from dlbench.workloads import InputShape, get_workload, llama
 from dlbench.workloads.llama import Hidden, NativeLlama, chunked_cross_entropy

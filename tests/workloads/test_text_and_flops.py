@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dlbench.analysis.mfu import mfu_columns
+from dlbench.engine.efficiency import mfu_columns
 from dlbench.hardware import peak_tflops
 from dlbench.workloads import get_workload
 from dlbench.workloads.flops import FlopCount, flops_per_sample, palm_flops

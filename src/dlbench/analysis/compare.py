@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dlbench.analysis.load import EXPERIMENT_KEY, benchmark_rows, latest
+from dlbench.analysis.load import EXPERIMENT_KEY, benchmark_rows, flag_column, latest
 from dlbench.errors import UserError
 
-DEFAULT_KEY = EXPERIMENT_KEY
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
 FAILED_STATUSES = ("oom", "error", "timeout", "interrupted")
 ENVIRONMENT = (
@@ -99,7 +98,7 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     lines = []
     for values, group in runs.groupby(key, dropna=False, sort=False):
         newest = group.iloc[-1]
-        bound = group.get("host_bound", pd.Series(dtype=object)).astype(str) == "True"
+        bound = flag_column(group, "host_bound")
         lines.append(
             {
                 **dict(zip(key, values if isinstance(values, tuple) else (values,))),
@@ -140,7 +139,7 @@ def resolve_key(baseline: pd.DataFrame, candidate: pd.DataFrame, key: list[str] 
     """The given key (every column must exist on both sides), or the default key's columns
     that both sides have."""
     if key is None:
-        return [k for k in DEFAULT_KEY if k in baseline.columns and k in candidate.columns]
+        return [k for k in EXPERIMENT_KEY if k in baseline.columns and k in candidate.columns]
     for name, rows in (("baseline", baseline), ("candidate", candidate)):
         missing = [k for k in key if k not in rows.columns]
         if missing:

@@ -79,3 +79,9 @@ def machine_labels(rows: pd.DataFrame) -> pd.Series:
     gpu = rows.get("gpu_name", pd.Series("", index=rows.index)).fillna("").astype(str)
     cpu = rows.get("cpu", pd.Series("", index=rows.index)).fillna("").astype(str)
     return gpu.where(gpu != "", ("CPU " + cpu).str.strip())
+
+
+def flag_column(rows: pd.DataFrame, column: str) -> pd.Series:
+    """A True/False column of the CSV as booleans (absent or empty: False), however pandas
+    typed it (bool, or text when some rows leave it empty)."""
+    return rows.get(column, pd.Series("", index=rows.index)).astype(str) == "True"

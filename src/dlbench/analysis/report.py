@@ -15,7 +15,13 @@ from dlbench.analysis import figures
 from dlbench.analysis.compare import ENVIRONMENT, markdown_table
 from dlbench.analysis.documents import write_pdf, write_pptx
 from dlbench.analysis.latency import latency_table
-from dlbench.analysis.load import SHAPE_KEY, benchmark_rows, load_rows, machine_labels
+from dlbench.analysis.load import (
+    SHAPE_KEY,
+    benchmark_rows,
+    flag_column,
+    load_rows,
+    machine_labels,
+)
 from dlbench.analysis.pipeline import pipeline_table, saturation_notes
 from dlbench.analysis.power import power_points, recommend_power
 from dlbench.analysis.roofline import decode_table
@@ -101,8 +107,7 @@ def speedup_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 def host_bound(rows: pd.DataFrame) -> pd.Series:
     """The rows' host_bound flag as booleans (absent or empty: False)."""
-    flag = rows.get("host_bound", pd.Series("", index=rows.index))
-    return flag.astype(str) == "True"
+    return flag_column(rows, "host_bound")
 
 
 def _workload(row: pd.Series) -> str:

@@ -1,29 +1,7 @@
-"""Decode against the memory roofline: bytes a step must read, over its time, over the GPU's peak
-bandwidth. Decode at small batch is bound by memory, not FLOPs, so this is its MFU."""
+"""Decode against the memory roofline across machines: each GPU's decode rate and share of its
+peak bandwidth, and the ratio to a baseline machine beside the ratio of their peaks."""
 
 from __future__ import annotations
-
-from dlbench.hardware import peak_bandwidth_tb_s
-
-
-def bandwidth_columns(
-    bytes_per_step: float, kv_bytes_per_token: int, itl_mean_s: float | None, gpu_name: str
-) -> dict[str, object]:
-    """Achieved TB/s of the decode steps and its share of the peak; the share is empty for a
-    GPU not in the table (and for the CPU)."""
-    row: dict[str, object] = {
-        "decode_bytes_per_step": bytes_per_step,
-        "kv_cache_bytes_per_token": kv_bytes_per_token,
-    }
-    if not itl_mean_s:
-        return row
-    achieved = bytes_per_step / itl_mean_s / 1e12
-    row["decode_hbm_tb_s"] = achieved
-    peak = peak_bandwidth_tb_s(gpu_name) if gpu_name else None
-    if peak:
-        row.update(peak_hbm_tb_s=peak, hbm_bandwidth_share=achieved / peak)
-    return row
-
 
 DECODE_KEY = (
     "model",

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.analysis.load import RUN_KEY, benchmark_rows, key_columns, latest
+from dlbench.analysis.load import RUN_KEY, benchmark_rows, key_columns, latest, load_rows
+from dlbench.results.row import identity
+from dlbench.results.store import CsvStore
 
 SCALING_COLUMNS = [
     "world_size",
@@ -68,3 +70,28 @@ def scaling_table(rows: pd.DataFrame) -> pd.DataFrame:
     spans = merged.groupby(key, dropna=False)["world_size"].transform("max")
     ordered = merged[spans > 1].sort_values([*key, "world_size"])
     return ordered[[*key, *SCALING_COLUMNS]].reset_index(drop=True)
+
+
+def record_scaling(store: CsvStore, model: str, mode: str) -> pd.DataFrame:
+    """Compute efficiency from the stored rows and append one `scaling` row per world size > 1
+    that has none yet (so a rerun adds only what is new); returns this model's table."""
+    rows = load_rows([store.path], "--output")
+    table = scaling_table(rows)
+    if table.empty:
+        return table
+    table = table[(table["model"] == model) & (table["mode"] == mode)]
+    recorded = set()
+    if "benchmark_run_id" in rows:
+        recorded = set(rows["benchmark_run_id"].dropna().astype(str))
+    new = []
+    for line in table[table["world_size"] > 1].to_dict("records"):
+        if str(line["run_id"]) in recorded:
+            continue
+        run_id = str(line.pop("run_id"))
+        columns = {k: v for k, v in line.items() if not pd.isna(v)}
+        new.append(
+            {**identity(None, "ok"), "run_kind": "scaling", **columns, "benchmark_run_id": run_id}
+        )
+    if new:
+        store.append_many(new)
+    return table

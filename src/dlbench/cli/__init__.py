@@ -7,6 +7,6 @@ from __future__ import annotations
 from dlbench.cli import bench, sweeps, data, models, analysis  # noqa: F401  (they register)
 
 # isort: on
-from dlbench.cli.app import COMMAND_LINE, app, main, run_command
+from dlbench.cli.app import app, main, run_command
 
-__all__ = ["COMMAND_LINE", "app", "main", "run_command"]
+__all__ = ["app", "main", "run_command"]

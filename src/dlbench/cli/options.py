@@ -1,106 +1,101 @@
-"""The flags several commands share, each with its help text, as typer annotations."""
+"""Command-line options made from RunConfig's fields, where each flag is declared once (its
+default, help and names): `run_options` gives a command every run flag, `field_option` one of
+them to a command that takes only a few."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any
 
 import typer
 
-Model = Annotated[str, typer.Option(help="Workload name (see `dlbench models`) or timm:NAME.")]
-BatchSize = Annotated[int, typer.Option(help="Samples per step per device.")]
-AutoBatchSize = Annotated[
-    str, typer.Option(help="Samples per step per device, or 'auto' (largest that fits).")
-]
-Tags = Annotated[
-    list[str] | None, typer.Option("--tag", help="KEY=VALUE recorded as an extra column.")
-]
-NIters = Annotated[int, typer.Option(help="Measured steps (at least; see --max-noise).")]
-Warmup = Annotated[int, typer.Option(help="Untimed steps first (autotune, compile, allocator).")]
-Precision = Annotated[
-    str, typer.Option(help="32, tf32, 16-mixed, bf16-mixed, 16-true or bf16-true.")
-]
-Width = Annotated[int | None, typer.Option(help="Image width (default: the model's, 224).")]
-Height = Annotated[int | None, typer.Option(help="Image height (default: the model's, 224).")]
-SeqLen = Annotated[int, typer.Option(help="Tokens per sequence for text workloads.")]
-PromptLen = Annotated[int, typer.Option(help="LLM generation: prompt tokens per sequence.")]
-NewTokens = Annotated[int, typer.Option(help="LLM generation: new tokens, no early stop.")]
-Accelerator = Annotated[str, typer.Option(help="auto, gpu or cpu.")]
-Devices = Annotated[str, typer.Option(help="Devices per node: a number or 'all'.")]
-NumNodes = Annotated[int, typer.Option(help="Nodes (torchrun or SLURM set the ranks).")]
-Strategy = Annotated[
-    str, typer.Option(help="auto (DDP for several processes) or ddp (DDP even for one).")
-]
-Ddp = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--ddp",
-        help="KEY=VALUE for DistributedDataParallel: bucket_cap_mb, gradient_as_bucket_view, "
-        "static_graph, broadcast_buffers.",
-    ),
-]
-ChannelsLast = Annotated[bool, typer.Option(help="channels_last layout for image models.")]
-Compile = Annotated[
-    bool | None,
-    typer.Option(
-        "--compile/--no-compile",
-        help="torch.compile the model (default: on for LLM generation on a GPU, else off).",
-    ),
-]
-CudaGraphs = Annotated[
-    bool | None,
-    typer.Option(
-        "--cuda-graphs/--no-cuda-graphs",
-        help="Replay each step as a CUDA graph, captured in warm-up (default on a GPU for "
-        "inference and generation; training: on when given).",
-    ),
-]
-Optimizer = Annotated[
-    str | None,
-    typer.Option(help="sgd, adamw or adam (default: adamw for transformers, sgd for CNNs)."),
-]
-DataOn = Annotated[str, typer.Option(help="device (resident) or host (pinned, copied per step).")]
-Output = Annotated[Path, typer.Option(help="CSV to append the row to.")]
-Json = Annotated[bool, typer.Option("--json", help="Print the row as JSON instead of a table.")]
-Seed = Annotated[int, typer.Option(help="Random seed for weights and synthetic data.")]
-MaxNoise = Annotated[
-    float | None, typer.Option(help="Keep measuring until the step-time spread is under PCT %.")
-]
-MaxTime = Annotated[float, typer.Option(help="Cap in seconds for --max-noise measuring.")]
-MinTime = Annotated[
-    float | None,
-    typer.Option(
-        help="Measure at least this many seconds (default: 5 with GPU telemetry, else 0)."
-    ),
-]
-RunId = Annotated[str | None, typer.Option(help="Run id for the row (sweeps set it).")]
-Telemetry = Annotated[bool, typer.Option(help="Sample GPU power, clocks, heat; window energy.")]
-SampleInterval = Annotated[float, typer.Option(help="Telemetry sampling period in seconds.")]
-TelemetryLog = Annotated[Path | None, typer.Option(help="Write every telemetry sample here.")]
-Nvtx = Annotated[bool, typer.Option("--nvtx", help="NVTX ranges for Nsight Systems.")]
-Breakdown = Annotated[
-    bool, typer.Option("--breakdown", help="After the window: time copy/fwd/bwd/optimizer apart.")
-]
-Data = Annotated[
-    str,
-    typer.Option(
-        help="synthetic (batches in memory), folder:PATH (JPEG/PNG in class folders) or "
-        "text:PATH (.txt, a sample per line, or .jsonl with a text field)."
-    ),
-]
-DataWorkers = Annotated[
-    int | None,
-    typer.Option(
-        "--workers", "--data-workers", help="--data loader processes (default: CPUs, at most 8)."
-    ),
-]
-DataDecode = Annotated[
-    str, typer.Option("--decode", "--data-decode", help="Images: cpu (workers) or gpu (nvJPEG).")
-]
-LlmImpl = Annotated[
-    str | None,
-    typer.Option(
-        help="LLM workloads: native (fused projections, static cache, chunked loss; default) "
-        "or hf (the transformers model, to benchmark transformers itself)."
-    ),
-]
+from dlbench.config import RunConfig
+
+_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
+_HINTS = typing.get_type_hints(RunConfig)
+
+
+def _cli_type(name: str) -> Any:
+    """The type typer parses a field as: lists for the repeated flags (--ddp, --tag)."""
+    if name == "extra" or typing.get_origin(_HINTS[name]) is tuple:
+        return list[str] | None
+    return _HINTS[name]
+
+
+def _cli_default(name: str) -> Any:
+    field = _FIELDS[name]
+    if field.default is dataclasses.MISSING or isinstance(field.default, tuple):
+        return None
+    return field.default
+
+
+def field_option(name: str, help: str | None = None, kind: Any = None) -> Any:
+    """`Annotated[type, typer.Option(...)]` for one RunConfig field: its declared names (a
+    `--name/--no-name` pair for an optional boolean), its help unless `help` replaces it."""
+    meta = _FIELDS[name].metadata
+    kind = kind or _cli_type(name)
+    names = list(meta["flags"])
+    if not names and kind == (bool | None):
+        names = [f"--{name.replace('_', '-')}/--no-{name.replace('_', '-')}"]
+    elif not names and meta["switch"]:
+        names = [f"--{name.replace('_', '-')}"]
+    return Annotated[kind, typer.Option(*names, help=help or meta["help"])]
+
+
+def run_options(
+    exclude: Iterable[str] = (), replace: dict[str, tuple[Any, Any, str]] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command every RunConfig field as an option, but `exclude` (and `replace`d ones
+    with another type, default and help: `--batch-size auto`). The command receives them as one
+    dict, `flags` (field name -> value as parsed), beside its own parameters."""
+    replace = replace or {}
+    names = [n for n in _FIELDS if n not in set(exclude)]
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(command).parameters.values() if p.name != "flags"]
+        params = []
+        for name in names:
+            kind, default, help = replace.get(name, (None, _cli_default(name), None))
+            params.append(
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=default,
+                    annotation=field_option(name, help, kind),
+                )
+            )
+
+        def with_flags(**given: Any) -> Any:
+            flags = {name: given.pop(name) for name in names}
+            return command(**given, flags=flags)
+
+        signature = inspect.Signature([*own, *params])
+        with_flags.__signature__ = signature  # type: ignore[attr-defined]
+        with_flags.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+        with_flags.__name__, with_flags.__doc__ = command.__name__, command.__doc__
+        with_flags.__module__ = command.__module__
+        return with_flags
+
+    return decorate
+
+
+def config_from_flags(flags: dict[str, Any], **fixed: Any) -> RunConfig:
+    """A RunConfig from a command's run flags (repeated flags as tuples, --tag as columns)."""
+    from dlbench.cli.tags import parse_tags
+
+    values = {**flags, **fixed}
+    if "ddp" in values:
+        values["ddp"] = tuple(values["ddp"] or ())
+    if isinstance(values.get("extra"), list) or values.get("extra") is None:
+        values["extra"] = parse_tags(values.get("extra"))
+    return RunConfig(**values)
+
+
+Output = field_option("output")
+Model = field_option("model")
+Width = field_option("width")
+Height = field_option("height")
+SeqLen = field_option("seq_len")

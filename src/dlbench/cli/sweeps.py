@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import dataclasses
+from typing import Annotated, Any
 
 import typer
 
 from dlbench.cli.app import app
-from dlbench.cli.bench import config_from_flags
-from dlbench.cli.options import (
-    Accelerator,
-    BatchSize,
-    ChannelsLast,
-    Ddp,
-    Height,
-    Model,
-    NIters,
-    Output,
-    Precision,
-    SeqLen,
-    Warmup,
-    Width,
-)
+from dlbench.cli.options import Output, config_from_flags, run_options
 from dlbench.config import DEFAULT_OUTPUT, RunConfig
 from dlbench.errors import UserError, check_finite
 
@@ -86,7 +73,11 @@ def sweep(
     raise typer.Exit(finish(outcome))
 
 
-RUN_FLAGS = set(RunConfig.__dataclass_fields__) - {"mode", "devices", "output"}
+SCALED = (
+    "model", "mode", "batch_size", "precision", "devices", "accelerator", "n_iters",
+    "warmup_steps", "width", "height", "seq_len", "channels_last", "ddp", "output",
+)  # fmt: skip
+DEVICE_COUNTS = (str, "all", "Device counts, e.g. 1,2,4, or 'all'.")
 
 
 @app.command(
@@ -94,39 +85,31 @@ RUN_FLAGS = set(RunConfig.__dataclass_fields__) - {"mode", "devices", "output"}
     help="One run at 1, 2, 4 ... devices (isolated) and a DDP-wrapped one-device run, then "
     "scaling efficiency against each.",
 )
+@run_options(
+    exclude=[f.name for f in dataclasses.fields(RunConfig) if f.name not in SCALED],
+    replace={"devices": DEVICE_COUNTS},
+)
 def scaling(
-    model: Model = "resnet50",
-    mode: Annotated[str, typer.Option(help="train or infer.")] = "train",
-    batch_size: BatchSize = 32,
-    precision: Precision = "32",
-    devices: Annotated[str, typer.Option(help="Device counts, e.g. 1,2,4, or 'all'.")] = "all",
-    accelerator: Accelerator = "auto",
-    n_iters: NIters = 50,
-    warmup_steps: Warmup = 10,
-    width: Width = None,
-    height: Height = None,
-    seq_len: SeqLen = 128,
-    channels_last: ChannelsLast = True,
-    ddp: Ddp = None,
-    output: Output = DEFAULT_OUTPUT,
+    flags: dict[str, Any],
     timeout: Annotated[float, typer.Option(help="Seconds per point.")] = 900.0,
 ) -> None:
-    ddp = tuple(ddp or ())
-    flags = {k: v for k, v in locals().items() if k in RUN_FLAGS and v not in (None, ())}
     from rich.console import Console
 
+    from dlbench.analysis.scaling import record_scaling
     from dlbench.console import show_scaling
     from dlbench.sweep.runner import SweepRunner, finish, summary_table
-    from dlbench.sweep.scaling import device_counts, record_scaling, scaling_plan
+    from dlbench.sweep.scaling import device_counts, scaling_plan
 
-    config_from_flags({**flags, "mode": mode, "output": output})  # the same checks as a single run
+    counts_text, output, mode = flags.pop("devices"), flags.pop("output"), flags.pop("mode")
+    config_from_flags(flags, mode=mode, output=output)  # the same checks as a single run
     check_finite("--timeout", timeout)
-    counts = device_counts(devices, accelerator)
-    runner = SweepRunner(scaling_plan(flags, mode, counts, timeout), output)
+    counts = device_counts(counts_text, flags["accelerator"])
+    fixed = {k: tuple(v) if k == "ddp" else v for k, v in flags.items() if v not in (None, [])}
+    runner = SweepRunner(scaling_plan(fixed, mode, counts, timeout), output)
     console = Console(width=max(Console().width, 120))
     outcome = runner.run()
     console.print(summary_table(outcome))
-    show_scaling(record_scaling(runner.store, model, mode))
+    show_scaling(record_scaling(runner.store, flags["model"], mode))
     raise typer.Exit(finish(outcome))
 
 

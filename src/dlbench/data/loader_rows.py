@@ -6,9 +6,10 @@ from pathlib import Path
 
 import torch
 
+from dlbench.config import DataSource
 from dlbench.console import show_frame
 from dlbench.data.pipeline import check_data, device_preparer, open_pipeline
-from dlbench.data.source import DataSource, available_cpus
+from dlbench.data.source import available_cpus
 from dlbench.data.throughput import LoaderResult, measure_loader, parse_worker_counts
 from dlbench.errors import invalid
 from dlbench.results.environment import collect_environment

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from dlbench.config import DataSource
 from dlbench.data.images import (
     DeviceImages,
     ImageFolderSet,
@@ -18,7 +19,6 @@ from dlbench.data.images import (
     collate_encoded,
     scan_images,
 )
-from dlbench.data.source import DataSource
 from dlbench.data.text import TokenSet, read_samples, train_tokenizer
 from dlbench.errors import UserError, invalid
 from dlbench.workloads import InputShape, Workload

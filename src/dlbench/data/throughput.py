@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 
 from dlbench.data.pipeline import DataFeed, Pipeline
-from dlbench.engine.timer import synchronize
 
 MIN_WARMUP_BATCHES = 2
 
@@ -69,7 +68,7 @@ def measure_loader(
     began = time.perf_counter()
     for i in range(max(MIN_WARMUP_BATCHES, pipeline.workers)):
         feed.fetch(i)
-    synchronize(device)
+    _synchronize(device)
     warmup_s = time.perf_counter() - began
     batches = 0
     feed.begin_window()
@@ -77,10 +76,16 @@ def measure_loader(
     while batches < MIN_WARMUP_BATCHES or time.perf_counter() - started < min_time_s:
         feed.fetch(batches)
         batches += 1
-    synchronize(device)
+    _synchronize(device)
     feed.end_window()
     feed.close()
     window = feed.window
     return LoaderResult(
         pipeline.workers, batches, window["samples"], window["bytes"], window["wall_s"], warmup_s
     )
+
+
+def _synchronize(device: torch.device) -> None:
+    """GPU decode finishes on the device: wait for it at the edges of the timing."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -11,8 +11,7 @@ import time
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from dlbench.config import RunConfig
-from dlbench.engine.ddp import DdpSettings
+from dlbench.config import DdpSettings, RunConfig
 from dlbench.engine.precision import PrecisionPlan
 from dlbench.engine.session import (
     build_model,

@@ -1,4 +1,4 @@
-"""One benchmark run end to end: resolve, set up, warm up, measure, aggregate across ranks."""
+"""One benchmark run end to end from a plan: set up, warm up, measure, aggregate across ranks."""
 
 from __future__ import annotations
 
@@ -10,46 +10,25 @@ from pathlib import Path
 
 import torch
 
-from dlbench.analysis.mfu import mfu_columns
-from dlbench.analysis.roofline import bandwidth_columns
-from dlbench.analysis.stats import latency_columns
-from dlbench.config import RunConfig
 from dlbench.console import stderr
-from dlbench.data.pipeline import check_data
-from dlbench.data.source import default_workers
 from dlbench.engine.breakdown import run_breakdown
-from dlbench.engine.ddp import DdpSettings, resolved_strategy
-from dlbench.engine.devices import DevicePlan, plan_devices
+from dlbench.engine.efficiency import bandwidth_columns, mfu_columns
 from dlbench.engine.generation import (
     decode_bytes_per_step,
     kv_bytes_per_token,
     measure_generation,
     open_generator,
 )
-from dlbench.engine.graphs import can_capture
 from dlbench.engine.loop import LoopResult, LoopSettings, WindowObservers, run_measured_loop
-from dlbench.engine.precision import PrecisionPlan, plan_precision
+from dlbench.engine.plan import Plan, loop_settings
 from dlbench.engine.profiled_pass import issue_columns, pass_steps, run_profiled_pass
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session, optimizer_impl
 from dlbench.engine.timer import synchronize
-from dlbench.errors import invalid
+from dlbench.results.stats import latency_columns
 from dlbench.signals import raise_if_interrupted
 from dlbench.telemetry.monitor import open_monitor
-from dlbench.workloads import InputShape, Workload, get_workload
 from dlbench.workloads.flops import flops_per_sample
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A config resolved against this machine; raising here means nothing ran."""
-
-    config: RunConfig
-    workload: Workload
-    shape: InputShape
-    devices: DevicePlan
-    precision: PrecisionPlan
-    ddp: DdpSettings
 
 
 @dataclass
@@ -88,77 +67,11 @@ class Measurement:
         return self.plan.config.batch_size * self.loop.steps * self.world_size
 
 
-def make_plan(config: RunConfig) -> Plan:
-    """Check the config against the workload and the device; every UserError comes from here."""
-    workload = get_workload(config.model)
-    devices = plan_devices(config.accelerator, config.devices, config.num_nodes)
-    config = _resolve_defaults(config, workload, devices)
-    shape = workload.shape(config.width, config.height, config.seq_len)
-    precision = plan_precision(config.precision, devices.device_type)
-    return Plan(config, workload, shape, devices, precision, DdpSettings.parse(config.ddp))
-
-
-def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan) -> RunConfig:
-    """Fill the defaults that depend on the workload and the device: the optimizer its family
-    trains with; for LLM generation on a GPU, compiled steps replayed as CUDA graphs and the
-    real context length (prompt + new tokens) as seq_len."""
-    generation = workload.generative and config.mode == "infer"
-    on_gpu = devices.device_type == "cuda"
-    if config.cuda_graphs and not can_capture(devices.device_type):
-        raise invalid("--cuda-graphs", True, "CUDA graphs need a CUDA GPU")
-    ddp = config.strategy == "ddp" or devices.world_size > 1
-    if config.cuda_graphs and ddp and not generation:
-        raise invalid(
-            "--cuda-graphs",
-            True,
-            "not under DDP: its gradient hooks launch NCCL collectives from the host as "
-            "buckets fill, which a captured step would replay without them; use one device",
-        )
-    if config.strategy == "single" and devices.world_size > 1:
-        raise invalid("--strategy", "single", "several processes need ddp (or auto)")
-    changes: dict[str, object] = {
-        "strategy": resolved_strategy(config.strategy, devices.world_size)
-    }
-    if config.optimizer is None:
-        changes["optimizer"] = workload.default_optimizer
-    if config.llm_impl is not None and workload.native is None:
-        raise invalid("--llm-impl", config.llm_impl, f"{workload.name} is no LLM workload")
-    if workload.native is not None and config.llm_impl is None:
-        changes["llm_impl"] = "native"
-    if config.compile is None:
-        changes["compile"] = generation and on_gpu
-    if config.cuda_graphs is None:  # inference replays short steps; training when asked
-        changes["cuda_graphs"] = on_gpu and config.mode == "infer" and not ddp
-    if generation:
-        changes["seq_len"] = config.prompt_len + config.new_tokens
-    if config.data != "synthetic":
-        check_data(config.data_source(), workload, config.data_decode)
-        if generation:
-            raise invalid("--data", config.data, "generation feeds random prompts; train or infer")
-        changes["data_on"] = "host"  # a loader's batches always come from the host
-        if config.data_workers is None:
-            changes["data_workers"] = default_workers()
-    return config.replace(**changes)
-
-
-def loop_settings(config: RunConfig, device_type: str) -> LoopSettings:
-    """The loop's share of the config."""
-    return LoopSettings(
-        warmup_steps=config.warmup_steps,
-        n_iters=config.n_iters,
-        max_noise_pct=config.max_noise,
-        max_time_s=config.max_time,
-        min_time_s=config.min_time_s(device_type),
-        nvtx=config.nvtx,
-        min_warmup_s=config.min_warmup_s(device_type),
-    )
-
-
 def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, object]]:
     """Run the scenario the plan asks for: generation for decoder LLM inference, else steps."""
     config = plan.config
     agree = agree_max(fabric)
-    if plan.workload.generative and config.mode == "infer":
+    if plan.scenario == "generate":
         return _measure_generation(plan, fabric, monitor, agree)
     began = time.perf_counter()
     session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
@@ -179,7 +92,7 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
                 units = range(after, after + pass_steps(loop.stats.median_s))
                 columns.update(issue_columns(step, session.device, units, loop.stats.median_s))
             columns.update(graph.columns())
-            if config.mode == "infer":
+            if plan.scenario == "infer":
                 columns.update(latency_columns(loop.step_times_s))
             columns["profile_s"] = time.perf_counter() - began
             if config.breakdown:
@@ -366,7 +279,7 @@ def _rank_log(path: Path | None, rank: int, world_size: int) -> Path | None:
 def _mfu(m: Measurement, device: torch.device) -> dict[str, object]:
     """MFU for step scenarios on the rank's GPU; generation is bandwidth-bound and gets none."""
     plan = m.plan
-    if plan.workload.generative and plan.config.mode == "infer":
+    if plan.scenario == "generate":
         return {}
     gpu = _gpu_name(device)
     per_device = m.samples / m.slowest_window_s / m.world_size

@@ -10,12 +10,12 @@ import time
 
 import torch
 
+from dlbench.engine.profiled_pass import HOST_BOUND_BUSY_PCT
 from dlbench.engine.session import Session
 from dlbench.engine.timer import synchronize
 
 PHASES = ("h2d", "forward", "backward", "optimizer")
 INPUT_BOUND_SHARE = 0.3
-HOST_BOUND_IDLE = 0.2
 
 
 def _phase_times_ms(session: Session, steps: int) -> tuple[dict[str, float], float]:
@@ -64,7 +64,7 @@ def hint(phases: dict[str, float], idle: float | None) -> str:
     if phases.get("h2d", 0.0) / total > INPUT_BOUND_SHARE:
         share = phases["h2d"] / total
         return f"input-bound: host-to-device copies take {share:.0%} of the step"
-    if idle is not None and idle > HOST_BOUND_IDLE:
+    if idle is not None and idle > 1 - HOST_BOUND_BUSY_PCT / 100:
         return (
             f"host-bound: the GPU idles {idle:.0%} of the time between kernels "
             "(try a larger batch, --compile or CUDA graphs)"

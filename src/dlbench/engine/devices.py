@@ -44,5 +44,5 @@ def plan_devices(accelerator: str, devices: str, num_nodes: int = 1) -> DevicePl
 
 
 def _cpu_ranks_allowed() -> int:
-    """CPU DDP ranks (gloo) are allowed up to the core count, at least 2 for tests."""
-    return max(2, os.cpu_count() or 1)
+    """CPU DDP ranks (gloo): up to the core count."""
+    return os.cpu_count() or 1

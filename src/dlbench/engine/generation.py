@@ -302,7 +302,7 @@ def token_columns(
 
 
 def _stats(values: list[float]):
-    from dlbench.analysis.stats import StepStats
+    from dlbench.results.stats import StepStats
 
     return StepStats.from_values(values)
 

@@ -19,8 +19,8 @@ from typing import Protocol
 
 import torch
 
-from dlbench.analysis.stats import StepStats
 from dlbench.engine.timer import StepTimer, synchronize
+from dlbench.results.stats import StepStats
 from dlbench.signals import raise_if_interrupted
 
 # Elementwise maximum over all ranks of a few numbers; identity for a single process.

@@ -157,7 +157,7 @@ def create_fabric(
     from lightning.fabric import Fabric
     from lightning.fabric.strategies import DDPStrategy
 
-    from dlbench.engine.ddp import DdpSettings
+    from dlbench.config import DdpSettings
 
     chosen = "auto"
     if strategy == "ddp":

@@ -12,12 +12,13 @@ import statistics
 from dlbench.config import RunConfig
 from dlbench.console import show_result
 from dlbench.engine.bare import BareLoop
-from dlbench.engine.benchmark import Measurement, loop_settings, make_plan, prepare_step
+from dlbench.engine.benchmark import Measurement, prepare_step
 from dlbench.engine.loop import LoopResult, run_measured_loop
+from dlbench.engine.plan import loop_settings, make_plan
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
+from dlbench.engine.rows import measurement_row
 from dlbench.engine.session import create_fabric, open_session
 from dlbench.results.environment import collect_environment
-from dlbench.results.row import measurement_row
 from dlbench.results.store import CsvStore
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from dlbench.config import MODES, RunConfig, typed_value
+from dlbench.config import MODES, RunConfig, config_args, typed_value
 from dlbench.errors import UserError, one_line, unknown_choice
 from dlbench.results.schema import check_tag
 from dlbench.workloads import get_workload
@@ -57,20 +57,23 @@ class SweepPoint:
             parts.append(f"#{self.tags['repeat']}")
         return " ".join(str(p) for p in parts)
 
-    def cli_args(self) -> list[str]:
-        """`MODE --flag value ...`, booleans as --flag/--no-flag."""
-        args = [self.mode]
-        for key, value in self.flags.items():
-            flag = "--" + key.replace("_", "-")
-            if isinstance(value, bool):
-                args.append(flag if value else "--no-" + key.replace("_", "-"))
-            elif isinstance(value, (list, tuple)):
-                for item in value:
-                    args += [flag, str(item)]
-            elif value is not None:
-                args += [flag, str(value)]
-        for key, value in self.all_tags.items():
-            args += ["--tag", f"{key}={value}"]
+    @property
+    def auto_batch(self) -> bool:
+        """Whether the point asks `--batch-size auto`."""
+        return self.flags.get("batch_size") == "auto"
+
+    def config(self, **fields: object) -> RunConfig:
+        """The RunConfig the point runs (an auto batch size as 1 until the search sets it),
+        its tags as extra columns; `fields` set more (output, run_id, extra)."""
+        flags = {**self.flags, "batch_size": 1} if self.auto_batch else dict(self.flags)
+        values = {"mode": self.mode, **flags, "extra": self.all_tags, **fields}
+        return RunConfig(**values)  # type: ignore[arg-type]
+
+    def cli_args(self, **fields: object) -> list[str]:
+        """The `dlbench` command line of the point (for --dry-run and its own process)."""
+        args = config_args(self.config(**fields))
+        if self.auto_batch:
+            args[args.index("--batch-size") + 1] = "auto"
         return args
 
 
@@ -286,11 +289,8 @@ def check_points(points: list[SweepPoint]) -> None:
     """Each point as the run would resolve it (RunConfig's checks, the workload and its input
     size), so that a plan whose points cannot run is refused whole, before the first starts."""
     for point in points:
-        flags = dict(point.flags)
-        if flags.get("batch_size") == "auto":
-            flags["batch_size"] = 1
         try:
-            config = RunConfig(mode=point.mode, **flags)
+            config = point.config()
             workload = get_workload(config.model)
             workload.shape(config.width, config.height, config.seq_len)
         except UserError as exc:

@@ -19,9 +19,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from dlbench.config import CONFIG_KEY
+from dlbench.config import CONFIG_KEY, resolved_strategy
 from dlbench.console import stderr
-from dlbench.engine.ddp import resolved_strategy
 from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import failure_row, new_run_id
@@ -121,17 +120,10 @@ class SweepRunner:
         self.store.append(failure_row({**columns, **point.all_tags}, status, error, self.env))
 
     def _run_point(self, point: SweepPoint, launcher: Launcher, run_id: str) -> str:
-        args = [
-            *point.cli_args(),
-            "--run-id",
-            run_id,
-            "--output",
-            str(self.store.path),
-            "--tag",
-            f"sweep={self.plan.name}",
-        ]
+        tags = {**point.all_tags, "sweep": self.plan.name}
+        config = point.config(output=self.store.path, run_id=run_id, extra=tags)
         try:
-            result = launcher.run(args, self.plan.timeout_s)
+            result = launcher.run(config, point.auto_batch, self.plan.timeout_s)
         except Interrupted as exc:
             self._fail(point, run_id, "interrupted", str(exc))
             raise

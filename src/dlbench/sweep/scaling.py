@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
-from dlbench.analysis.load import load_rows
-from dlbench.analysis.scaling import scaling_table
 from dlbench.engine.devices import plan_devices
 from dlbench.errors import UserError
-from dlbench.results.row import identity
-from dlbench.results.store import CsvStore
 from dlbench.sweep.plan import SweepPlan
 
 
@@ -48,28 +42,3 @@ def scaling_plan(
     }
     wrapped = {**block, "devices": [1], "fixed": {"strategy": "ddp"}}
     return SweepPlan(name="scaling", runs=[block, wrapped], fixed=fixed, timeout_s=timeout_s)
-
-
-def record_scaling(store: CsvStore, model: str, mode: str) -> pd.DataFrame:
-    """Compute efficiency from the stored rows and append one `scaling` row per world size > 1
-    that has none yet (so a rerun adds only what is new); returns this model's table."""
-    rows = load_rows([store.path], "--output")
-    table = scaling_table(rows)
-    if table.empty:
-        return table
-    table = table[(table["model"] == model) & (table["mode"] == mode)]
-    recorded = set()
-    if "benchmark_run_id" in rows:
-        recorded = set(rows["benchmark_run_id"].dropna().astype(str))
-    new = []
-    for line in table[table["world_size"] > 1].to_dict("records"):
-        if str(line["run_id"]) in recorded:
-            continue
-        run_id = str(line.pop("run_id"))
-        columns = {k: v for k, v in line.items() if not pd.isna(v)}
-        new.append(
-            {**identity(None, "ok"), "run_kind": "scaling", **columns, "benchmark_run_id": run_id}
-        )
-    if new:
-        store.append_many(new)
-    return table

@@ -1,14 +1,16 @@
 """Worker mode: one `dlbench` process runs sweep points back to back, replaced after any failure.
 
 Each point costs a fresh process 20-25 s outside its window (imports, CUDA start, cuDNN's first
-autotune) for a window of seconds. A worker pays the imports and the CUDA start once. Points go
-through exactly the CLI path a child process takes (same parsing, same `execute`), so rows are
+autotune) for a window of seconds. A worker pays the imports and the CUDA start once. A point is
+a RunConfig and goes through `run.execute`, as a command line does after parsing, so rows are
 the same; only `isolation` says `worker`. Whatever goes wrong in a point (OOM, error, a crash,
 a timeout) ends the worker: the next point starts in a new process with a clean allocator.
+Points that start processes of their own (DDP ranks re-run their command line) and
+`--isolation process` run `dlbench` with the config's command line instead.
 
-Protocol: the parent writes one JSON line {"args": [...]} to the worker's stdin; the worker
-answers one JSON line {"code": N, "last": "..."} on its stdout and prints everything else on
-stderr (the parent keeps that in a log)."""
+Protocol: the parent writes one JSON line {"config": {...}, "auto_batch": bool} to the worker's
+stdin; the worker answers one JSON line {"code": N, "last": "..."} on its stdout and prints
+everything else on stderr (the parent keeps that in a log)."""
 
 from __future__ import annotations
 
@@ -21,16 +23,18 @@ import subprocess
 import sys
 import tempfile
 
+from dlbench.config import RunConfig, config_args, config_from_json, config_to_json
+from dlbench.engine.child import ChildResult, last_line_of, run_child, stop_group
 from dlbench.signals import Interrupted, child_environment
-from dlbench.sweep.child import ChildResult, last_line_of, run_child, stop_group
+from dlbench.startup import mark_command_start
 
 
 def serve() -> None:
     """The worker's side: run each point given on stdin, answer on stdout, until stdin ends."""
     answers = sys.stdout
     for line in sys.stdin:
-        args = json.loads(line)["args"]
-        code, last = _run_in_process(args)
+        point = json.loads(line)
+        code, last = _run_in_process(config_from_json(point["config"]), point["auto_batch"])
         answers.write(json.dumps({"code": code, "last": last}) + "\n")
         answers.flush()
         if code != 0:
@@ -38,13 +42,14 @@ def serve() -> None:
         _release_memory()
 
 
-def _run_in_process(args: list[str]) -> tuple[int, str]:
-    """One point through the CLI in this process; its exit code and last printed line."""
-    from dlbench.cli import run_command
+def _run_in_process(config: RunConfig, auto_batch: bool) -> tuple[int, str]:
+    """One point in this process; its exit code and last printed line."""
+    from dlbench.run import execute, guarded
 
+    mark_command_start(fresh_process=False)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        code = run_command([*args, "--tag", "isolation=worker"])
+        code = guarded(lambda: execute(config, auto_batch))
     sys.stderr.write(printed.getvalue())
     return code, last_line_of(printed.getvalue())
 
@@ -79,13 +84,14 @@ class Worker:
             env=child_environment(),
         )
 
-    def run(self, args: list[str], timeout_s: float) -> ChildResult:
+    def run(self, config: RunConfig, auto_batch: bool, timeout_s: float) -> ChildResult:
         """Run one point; any result but success ends this worker."""
         self.proc = self.proc or self._start()
         self.log.seek(0)
         self.log.truncate()
+        point = {"config": config_to_json(config), "auto_batch": auto_batch}
         try:
-            self.proc.stdin.write(json.dumps({"args": args}) + "\n")
+            self.proc.stdin.write(json.dumps(point) + "\n")
             self.proc.stdin.flush()
             answer = _read_line(self.proc, timeout_s)
         except Interrupted:
@@ -131,13 +137,10 @@ def _read_line(proc: subprocess.Popen, timeout_s: float) -> str | None:
     return proc.stdout.readline()
 
 
-def needs_own_process(args: list[str]) -> bool:
-    """Points that launch several processes (DDP) re-run their own command line: they cannot
+def needs_own_process(config: RunConfig) -> bool:
+    """Points that launch several processes (DDP ranks re-run their own command line) cannot
     share a worker."""
-    for flag in ("--devices", "--num-nodes"):
-        if flag in args and args[args.index(flag) + 1] not in ("1",):
-            return True
-    return False
+    return config.devices != "1" or config.num_nodes > 1
 
 
 ISOLATIONS = ("worker", "process")
@@ -150,10 +153,16 @@ class Launcher:
         self.isolation = isolation
         self.worker = Worker() if isolation == "worker" else None
 
-    def run(self, args: list[str], timeout_s: float) -> ChildResult:
-        if self.worker is None or needs_own_process(args):
-            return run_child([*args, "--tag", "isolation=process"], timeout_s)
-        return self.worker.run(args, timeout_s)
+    def run(self, config: RunConfig, auto_batch: bool, timeout_s: float) -> ChildResult:
+        """Run one point in the worker, or in a process of its own."""
+        if self.worker is None or needs_own_process(config):
+            tagged = config.replace(extra={**config.extra, "isolation": "process"})
+            args = config_args(tagged)
+            if auto_batch:
+                args[args.index("--batch-size") + 1] = "auto"
+            return run_child(args, timeout_s)
+        tagged = config.replace(extra={**config.extra, "isolation": "worker"})
+        return self.worker.run(tagged, auto_batch, timeout_s)
 
     def close(self) -> None:
         if self.worker is not None:

@@ -21,7 +21,7 @@ import torch
 
 from dlbench.console import stderr
 from dlbench.telemetry.base import GpuBackend, Reading, throttle_names
-from dlbench.telemetry.nvml import NvmlBackend, nvml_module_override
+from dlbench.telemetry.nvml import NvmlBackend, provided_nvml
 from dlbench.telemetry.rapl import RaplReader
 
 COUNTER_PERIODS = 40  # edge error <= 2 periods: <= 5 % of the window
@@ -232,11 +232,12 @@ def open_monitor(
     if index is None:
         index = device.index or 0
     try:
-        if nvml_module_override() or (device.type == "cuda" and not torch.version.hip):
+        provided = provided_nvml()
+        if provided or (device.type == "cuda" and not torch.version.hip):
             uuids = None
             if device.type == "cuda":
                 uuids = [str(torch.cuda.get_device_properties(index).uuid)]
-            gpu = NvmlBackend([index], uuids)
+            gpu = NvmlBackend([index], uuids, nvml=provided)
         elif device.type == "cuda":
             from dlbench.telemetry.amd import AmdSmiBackend
 

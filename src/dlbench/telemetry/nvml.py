@@ -4,21 +4,31 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from types import ModuleType
 
+from dlbench.plugins import load_plugins
 from dlbench.telemetry.base import Reading
 
-NVML_MODULE_VARIABLE = "DLBENCH_NVML_MODULE"
+# Plugins may provide a module with pynvml's interface (a fake NVML for machines without an
+# NVIDIA GPU, say): the first provider that returns one is used in place of pynvml.
+_PROVIDERS: list[Callable[[], ModuleType | None]] = []
 
 
-def nvml_module_override() -> str | None:
-    """A module with pynvml's interface to use instead of pynvml (the tests' fake NVML)."""
-    return os.environ.get(NVML_MODULE_VARIABLE) or None
+def register_nvml_provider(provider: Callable[[], ModuleType | None]) -> None:
+    """Add a provider of a pynvml-like module (a plugin hook; see dlbench.plugins)."""
+    _PROVIDERS.append(provider)
+
+
+def provided_nvml() -> ModuleType | None:
+    """The module a registered provider offers now, if any."""
+    load_plugins()
+    return next((m for m in (p() for p in _PROVIDERS) if m is not None), None)
 
 
 def load_pynvml() -> ModuleType:
-    """pynvml, or the module DLBENCH_NVML_MODULE names (same functions, e.g. a fake in tests)."""
-    return importlib.import_module(nvml_module_override() or "pynvml")
+    """A provided pynvml-like module, else pynvml itself."""
+    return provided_nvml() or importlib.import_module("pynvml")
 
 
 def visible_nvml_indices(count: int, visible: str | None) -> list[str | int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 
 from dlbench.errors import UserError, unknown_choice
+from dlbench.plugins import load_plugins
 from dlbench.workloads.base import Batch, InputShape, SizeRule, Workload
 
 _REGISTRY: dict[str, Workload] = {}
@@ -44,18 +45,9 @@ def get_workload(name: str) -> Workload:
     raise unknown_choice("--model", name, [*_REGISTRY, "timm:<any timm model>"])
 
 
-def load_plugins(names: str | None = None) -> None:
-    """Import the modules named in DLBENCH_PLUGINS (comma-separated); they register workloads."""
-    import importlib
-    import os
-
-    for module in filter(None, (names or os.environ.get("DLBENCH_PLUGINS", "")).split(",")):
-        importlib.import_module(module.strip())
-
-
 from dlbench.workloads import segmentation, text, vision  # noqa: E402,F401  (registers entries)
 
-load_plugins()
+load_plugins()  # installed plugins register theirs (dlbench.plugins)
 
 __all__ = [
     "Batch",
@@ -65,6 +57,5 @@ __all__ = [
     "get_workload",
     "is_workload",
     "list_workloads",
-    "load_plugins",
     "register_workload",
 ]

@@ -1,23 +1,33 @@
-"""`--batch-size auto`: the largest batch that fits, found in seconds.
+"""`--batch-size auto`: the largest batch that fits, found in seconds, in one place.
 
 The search runs in the benchmark's own process: each probe builds the model, runs two steps at
 a batch size and reports its peak memory, or an out-of-memory error that is caught and freed.
 Two small probes give the fixed memory (weights, optimizer state) and the memory per sample;
 the estimate they give is checked, then bisected to within 1/16. A size fits when it ran and
 its peak stayed under MEMORY_FRACTION of the device, so that the measured run does not make the
-allocator thrash. A probe that fails in any other way sends the search to subprocess probes,
-each in its own process (the slow, isolated way)."""
+allocator thrash. Generation and runs of several processes (DDP ranks would disagree on an
+OOM) probe in subprocesses instead, each a `dlbench` command built from the run's config (the
+slow, isolated way); a probe that fails there for any other reason stops the search."""
 
 from __future__ import annotations
 
+import gc
 import math
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import torch
+
+from dlbench.config import RunConfig, config_args
 from dlbench.console import stderr
+from dlbench.engine.child import run_child
+from dlbench.engine.plan import Plan, make_plan
+from dlbench.engine.session import create_fabric, open_session
+from dlbench.engine.timer import synchronize
 from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
-from dlbench.sweep.child import run_child
 
 MEMORY_FRACTION = 0.9
 SMALL_PROBES = (2, 8)
@@ -169,22 +179,103 @@ def largest_fitting(
     return good
 
 
-def find_batch_size(mode_args: list[str], probe_output: str, timeout_s: float, limit: int) -> int:
-    """Probe `dlbench MODE ARGS --batch-size n` in subprocesses (the isolated fallback)."""
+def find_batch_size(config: RunConfig, timeout_s: float = 900, limit: int = 8192) -> int:
+    """Probe `dlbench MODE ...` (the config's own flags, batch size replaced) in subprocesses."""
+    with tempfile.TemporaryDirectory() as tmp:
+        probe_config = config.replace(output=Path(tmp) / "probe.csv")
 
-    def fits(n: int) -> bool:
-        args = [*mode_args, "--batch-size", str(n), *PROBE_FLAGS, "--output", probe_output]
-        start = time.monotonic()
-        result = run_child(args, timeout_s)
-        verdict = {EXIT_OK: "fits", EXIT_OOM: "out of memory"}.get(result.returncode, "failed")
-        stderr.print(f"--batch-size auto: probe {n}: {verdict} ({time.monotonic() - start:.0f} s)")
-        if result.returncode == EXIT_OK:
-            return True
-        if result.returncode == EXIT_OOM:
-            return False
-        raise UserError(f"--batch-size auto: the probe at batch {n} failed: {result.last_line}")
+        def fits(n: int) -> bool:
+            args = [*config_args(probe_config.replace(batch_size=n)), *PROBE_FLAGS]
+            start = time.monotonic()
+            result = run_child(args, timeout_s)
+            verdict = {EXIT_OK: "fits", EXIT_OOM: "out of memory"}.get(result.returncode, "failed")
+            took = time.monotonic() - start
+            stderr.print(f"--batch-size auto: probe {n}: {verdict} ({took:.0f} s)")
+            if result.returncode == EXIT_OK:
+                return True
+            if result.returncode == EXIT_OOM:
+                return False
+            raise UserError(f"--batch-size auto: the probe at batch {n} failed: {result.last_line}")
 
-    found = largest_fitting(fits, limit=limit)
+        found = largest_fitting(fits, limit=limit)
     if found == 0:
         raise UserError("--batch-size auto: even batch size 1 does not fit on this device")
     return found
+
+
+def memory_budget(device: torch.device) -> float | None:
+    """Bytes a batch may take at peak: a fraction of the GPU's memory; None on the CPU."""
+    if device.type != "cuda":
+        return None
+    return MEMORY_FRACTION * torch.cuda.get_device_properties(device).total_memory
+
+
+def in_process_probe(plan, fabric, autotune: bool = False) -> Callable[[int], Probe]:
+    """probe(n): the plan's workload at batch n for two steps; fits, and its peak memory.
+    Search probes skip cuDNN autotuning (seconds per new shape); the chosen size is confirmed
+    by an autotuned probe, whose algorithms and workspaces the measured run will use."""
+    device = fabric.device
+
+    def probe(n: int) -> Probe:
+        config = plan.config.replace(batch_size=n)
+        session = None
+        try:
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            session = open_session(
+                config, plan.workload, plan.shape, plan.precision, fabric, autotune
+            )
+            with session.context():
+                for i in range(2):
+                    session.step(i)
+            synchronize(device)
+            peak = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
+            result = Probe(n, True, peak)
+        except torch.OutOfMemoryError:
+            result = Probe(n, False)
+        finally:
+            del session
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        shown = "" if result.peak_bytes is None else f", peak {result.peak_bytes / 2**30:.1f} GiB"
+        stderr.print(
+            f"--batch-size auto: probe {n}{' (autotuned)' if autotune else ''}: "
+            f"{'fits' if result.fits else 'out of memory'}{shown}"
+        )
+        return result
+
+    return probe
+
+
+def choose_batch_size(plan: Plan):
+    """The plan at the largest batch that fits, the Fabric it was found in (None after
+    subprocess probes) and the search (None likewise). In this process for one-process step
+    workloads; in subprocesses for generation and DDP; refused on a CPU, whose memory has no
+    budget to fill (every size up to the limit would fit)."""
+    if plan.devices.device_type != "cuda":
+        raise UserError(
+            "--batch-size auto: needs a GPU (the CPU's memory has no fixed budget to fill, so "
+            "every size up to the limit fits); give a number"
+        )
+    if plan.devices.world_size > 1 or plan.scenario == "generate":
+        found = find_batch_size(plan.config)
+        stderr.print(f"--batch-size auto: {found} is the largest batch that fits")
+        return make_plan(plan.config.replace(batch_size=found)), None, None
+    return search_in_process(plan)
+
+
+def search_in_process(plan: Plan):
+    """The search in this process and its Fabric, which the measured run then uses."""
+    fabric = create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
+    budget = memory_budget(fabric.device)
+    search = search_batch_size(in_process_probe(plan, fabric), budget)
+    if search.batch_size and fabric.device.type == "cuda":  # cuDNN's autotuned algorithms
+        search = confirm_batch_size(search, in_process_probe(plan, fabric, autotune=True), budget)
+    if search.batch_size == 0:
+        raise UserError("--batch-size auto: even batch size 1 does not fit on this device")
+    stderr.print(
+        f"--batch-size auto: {search.batch_size} is the largest batch that fits "
+        f"({len(search.probes)} probes, {search.seconds:.0f} s)"
+    )
+    return make_plan(plan.config.replace(batch_size=search.batch_size)), fabric, search

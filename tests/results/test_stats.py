@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlbench.analysis.stats import StepStats, percentile
+from dlbench.results.stats import StepStats, percentile
 
 
 def test_percentiles_interpolate():

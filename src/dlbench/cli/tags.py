@@ -1,0 +1,18 @@
+"""--tag KEY=VALUE: labels recorded as extra columns, never over a column the run writes."""
+
+from __future__ import annotations
+
+from dlbench.errors import UserError
+from dlbench.results.schema import check_tag
+
+
+def parse_tags(tags: list[str] | None) -> dict[str, str]:
+    """--tag KEY=VALUE pairs as extra row columns."""
+    pairs = {}
+    for item in tags or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UserError(f"--tag: invalid value {item!r}; expected KEY=VALUE")
+        check_tag(key)
+        pairs[key] = value
+    return pairs

@@ -1,0 +1,108 @@
+"""A config resolved against this machine and its workload: the plan a run follows. Raising
+here means nothing ran. The scenario (train, infer or generate) is decided here, once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlbench.config import DdpSettings, RunConfig, resolved_strategy
+from dlbench.data.pipeline import check_data
+from dlbench.data.source import default_workers
+from dlbench.engine.devices import DevicePlan, plan_devices
+from dlbench.engine.graphs import can_capture
+from dlbench.engine.loop import LoopSettings
+from dlbench.engine.precision import PrecisionPlan, plan_precision
+from dlbench.errors import invalid
+from dlbench.workloads import InputShape, Workload, get_workload
+
+SCENARIOS = ("train", "infer", "generate")
+
+
+def scenario_of(workload: Workload, mode: str) -> str:
+    """train, infer, or generate (a decoder LLM's inference: prefill and decode rounds)."""
+    if mode == "infer" and workload.generative:
+        return "generate"
+    return mode
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A config resolved against this machine; raising here means nothing ran."""
+
+    config: RunConfig
+    workload: Workload
+    shape: InputShape
+    devices: DevicePlan
+    precision: PrecisionPlan
+    ddp: DdpSettings
+
+    @property
+    def scenario(self) -> str:
+        """What the run measures: train, infer or generate."""
+        return scenario_of(self.workload, self.config.mode)
+
+
+def make_plan(config: RunConfig) -> Plan:
+    """Check the config against the workload and the device; every UserError comes from here."""
+    workload = get_workload(config.model)
+    devices = plan_devices(config.accelerator, config.devices, config.num_nodes)
+    config = _resolve_defaults(config, workload, devices)
+    shape = workload.shape(config.width, config.height, config.seq_len)
+    precision = plan_precision(config.precision, devices.device_type)
+    return Plan(config, workload, shape, devices, precision, DdpSettings.parse(config.ddp))
+
+
+def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan) -> RunConfig:
+    """Fill the defaults that depend on the workload and the device: the optimizer its family
+    trains with; for LLM generation on a GPU, compiled steps replayed as CUDA graphs and the
+    real context length (prompt + new tokens) as seq_len."""
+    generation = scenario_of(workload, config.mode) == "generate"
+    on_gpu = devices.device_type == "cuda"
+    if config.cuda_graphs and not can_capture(devices.device_type):
+        raise invalid("--cuda-graphs", True, "CUDA graphs need a CUDA GPU")
+    ddp = config.strategy == "ddp" or devices.world_size > 1
+    if config.cuda_graphs and ddp and not generation:
+        raise invalid(
+            "--cuda-graphs",
+            True,
+            "not under DDP: its gradient hooks launch NCCL collectives from the host as "
+            "buckets fill, which a captured step would replay without them; use one device",
+        )
+    if config.strategy == "single" and devices.world_size > 1:
+        raise invalid("--strategy", "single", "several processes need ddp (or auto)")
+    changes: dict[str, object] = {
+        "strategy": resolved_strategy(config.strategy, devices.world_size)
+    }
+    if config.optimizer is None:
+        changes["optimizer"] = workload.default_optimizer
+    if config.llm_impl is not None and workload.native is None:
+        raise invalid("--llm-impl", config.llm_impl, f"{workload.name} is no LLM workload")
+    if workload.native is not None and config.llm_impl is None:
+        changes["llm_impl"] = "native"
+    if config.compile is None:
+        changes["compile"] = generation and on_gpu
+    if config.cuda_graphs is None:  # inference replays short steps; training when asked
+        changes["cuda_graphs"] = on_gpu and config.mode == "infer" and not ddp
+    if generation:
+        changes["seq_len"] = config.prompt_len + config.new_tokens
+    if config.data != "synthetic":
+        check_data(config.data_source(), workload, config.data_decode)
+        if generation:
+            raise invalid("--data", config.data, "generation feeds random prompts; train or infer")
+        changes["data_on"] = "host"  # a loader's batches always come from the host
+        if config.data_workers is None:
+            changes["data_workers"] = default_workers()
+    return config.replace(**changes)
+
+
+def loop_settings(config: RunConfig, device_type: str) -> LoopSettings:
+    """The loop's share of the config."""
+    return LoopSettings(
+        warmup_steps=config.warmup_steps,
+        n_iters=config.n_iters,
+        max_noise_pct=config.max_noise,
+        max_time_s=config.max_time,
+        min_time_s=config.min_time_s(device_type),
+        nvtx=config.nvtx,
+        min_warmup_s=config.min_warmup_s(device_type),
+    )

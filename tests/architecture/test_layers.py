@@ -1,0 +1,77 @@
+"""Imports point one way: cli -> sweep -> run -> engine -> workloads, data, telemetry, results ->
+config -> errors and the base utilities; analysis reads results beside them. Every import of a
+dlbench module counts, those inside functions too."""
+
+from __future__ import annotations
+
+import ast
+
+from tests.conftest import ROOT
+
+SRC = ROOT / "src" / "dlbench"
+BASE = {"errors", "console", "hardware", "signals", "startup", "plugins"}
+# What each part may import (besides itself and BASE).
+ALLOWED: dict[str, set[str]] = {
+    "__main__": {"cli"},
+    "cli": {"run", "sweep", "analysis", "engine", "data", "workloads", "results", "config"},
+    "run": {"engine", "data", "workloads", "telemetry", "results", "config"},
+    "sweep": {"run", "engine", "workloads", "results", "config", "telemetry"},
+    "analysis": {"results", "telemetry", "config"},
+    "engine": {"workloads", "data", "telemetry", "results", "config"},
+    "data": {"workloads", "results", "config"},
+    "workloads": {"config"},
+    "telemetry": {"config"},
+    "results": {"config"},
+    "config": set(),
+    **{name: set() for name in BASE},
+}
+
+
+def _part(module: str) -> str:
+    """dlbench.engine.loop -> engine; dlbench.config -> config."""
+    return module.split(".")[1] if module.count(".") else ""
+
+
+def imports_by_part() -> dict[str, set[tuple[str, str]]]:
+    found: dict[str, set[tuple[str, str]]] = {}
+    for path in SRC.rglob("*.py"):
+        relative = path.relative_to(SRC).with_suffix("")
+        part = relative.parts[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                if name.startswith("dlbench.") and _part(name) != part:
+                    found.setdefault(part, set()).add((_part(name), str(relative)))
+    return found
+
+
+def test_imports_follow_the_layers():
+    wrong = [
+        f"{where} imports dlbench.{target}"
+        for part, targets in imports_by_part().items()
+        for target, where in targets
+        if target not in ALLOWED[part] | BASE - {part} or (part in BASE and target != "errors")
+    ]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_cycles_between_parts():
+    edges = {p: {t for t, _ in ts} for p, ts in imports_by_part().items()}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in edges.get(start, ()):
+            if nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})):
+                return True
+        return False
+
+    cycles = sorted(p for p in edges if reaches(p, p, {p}))
+    assert not cycles, f"parts on an import cycle: {cycles}"
+
+
+def test_nothing_but_main_imports_the_cli():
+    users = {where for part, ts in imports_by_part().items() for t, where in ts if t == "cli"}
+    assert users == {"__main__"}

@@ -1,0 +1,57 @@
+"""Each run flag is declared once, on RunConfig: train, infer, validate and scaling take their
+options from it (same names, help and defaults), and `--help` lists every one of them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import typer.main
+
+from dlbench.cli import app
+from dlbench.cli.bench import NOT_VALIDATED
+from dlbench.cli.sweeps import SCALED
+from dlbench.config import RunConfig, flag_name
+from tests.conftest import cli_env, run_cli
+
+FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
+REPLACED = {("train", "batch_size"), ("scaling", "devices")}  # 'auto'; counts '1,2,4'
+
+
+def _options(command: str) -> dict[str, object]:
+    click_command = typer.main.get_command(app).commands[command]
+    return {p.name: p for p in click_command.params}
+
+
+@pytest.mark.parametrize(
+    ("command", "fields"),
+    [
+        ("train", set(FIELDS) - {"mode"}),
+        ("infer", set(FIELDS) - {"mode"}),
+        ("validate", set(FIELDS) - set(NOT_VALIDATED)),
+        ("scaling", set(SCALED)),
+    ],
+)
+def test_run_commands_take_their_options_from_run_config(command, fields):
+    options = _options(command)
+    assert fields <= set(options), fields - set(options)
+    for name in fields:
+        option, field = options[name], FIELDS[name]
+        assert flag_name(name) in option.opts, (name, option.opts)
+        if (command if command != "infer" else "train", name) in REPLACED:
+            continue
+        assert option.help == field.metadata["help"], name
+        default = field.default if field.default is not dataclasses.MISSING else None
+        if not isinstance(default, tuple):
+            assert option.default == default or str(option.default) == str(default), name
+    extras = set(options) - fields - {"repeats", "timeout"}
+    assert not extras, f"{command} declares flags of its own that RunConfig lacks: {extras}"
+
+
+def test_help_lists_every_run_flag():
+    out = run_cli("train", "--help", env={**cli_env(), "COLUMNS": "250", "TERM": "dumb"})
+    assert out.returncode == 0
+    for name in set(FIELDS) - {"mode"}:
+        assert flag_name(name) in out.stdout, name
+    assert "--workers" in out.stdout and "--data-workers" in out.stdout
+    assert "--no-compile" in out.stdout and "--json" in out.stdout and "--tag" in out.stdout
