@@ -32,6 +32,7 @@ DEFAULT_GPU = {
     "mem_util": 40,
     "mem_used_mb": 20000,
     "sm_clock": 1980,
+    "base_clock": 1590,
     "mem_clock": 2619,
     "throttle": 0,
     "limit_w": 700.0,
@@ -175,6 +176,22 @@ def nvmlDeviceGetClockInfo(handle: int, clock: int) -> int:
     return int(gpu["sm_clock"] if clock == NVML_CLOCK_SM else gpu["mem_clock"])
 
 
+def nvmlDeviceGetDefaultApplicationsClock(handle: int, clock: int) -> int:
+    return int(_gpu(handle)["base_clock"])
+
+
+def nvmlDeviceGetApplicationsClock(handle: int, clock: int) -> int:
+    return int(_gpu(handle).get("app_clock", _gpu(handle)["base_clock"]))
+
+
+def nvmlDeviceGetCurrPcieLinkGeneration(handle: int) -> int:
+    return 5
+
+
+def nvmlDeviceGetCurrPcieLinkWidth(handle: int) -> int:
+    return 16
+
+
 def nvmlDeviceGetCurrentClocksEventReasons(handle: int) -> int:
     return int(_gpu(handle)["throttle"])
 
@@ -208,4 +225,6 @@ def nvmlDeviceSetPowerManagementLimit(handle: int, limit_mw: int) -> None:
 
 
 def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[_Process]:
-    return [_Process(100000 + i) for i in range(int(_gpu(handle)["processes"]))]
+    """The calling process (it uses the GPU) and the state's number of others."""
+    others = [_Process(100000 + i) for i in range(int(_gpu(handle)["processes"]))]
+    return [_Process(os.getpid()), *others]

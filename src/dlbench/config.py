@@ -213,6 +213,14 @@ class RunConfig:
     telemetry: bool = option(True, "Sample GPU power, clocks, heat; window energy.")
     sample_interval: float = option(0.1, "Telemetry sampling period in seconds.")
     telemetry_log: Path | None = option(None, "Write every telemetry sample here.")
+    strict: bool = option(
+        False, "Exit 4 when the row's verdict is invalid (for CI); the row is kept.", switch=True
+    )
+    usd_per_hour: float | None = option(
+        None,
+        "Price of the machine or GPU per hour (yours): the row gets the cost per million "
+        "samples (tokens for LLMs).",
+    )
     nvtx: bool = option(False, "NVTX ranges for Nsight Systems.", switch=True)
     breakdown: bool = option(
         False, "After the window: time copy/fwd/bwd/optimizer apart.", switch=True
@@ -258,7 +266,9 @@ class RunConfig:
             raise invalid("--min-time", self.min_time, "must be 0 or more seconds")
         if self.sample_interval <= 0:
             raise invalid("--sample-interval", self.sample_interval, "must be positive seconds")
-        for name in ("max_noise", "max_time", "min_time", "sample_interval"):
+        if self.usd_per_hour is not None and not self.usd_per_hour > 0:
+            raise invalid("--usd-per-hour", self.usd_per_hour, "a positive price")
+        for name in ("max_noise", "max_time", "min_time", "sample_interval", "usd_per_hour"):
             check_finite(flag_name(name), getattr(self, name))
 
     def min_time_s(self, device_type: str) -> float:

@@ -6,6 +6,7 @@ import json
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 NOISY_SPREAD_PCT = 5.0
@@ -81,12 +82,15 @@ def warnings_for(row: dict[str, object]) -> list[str]:
     return notes
 
 
-def show_result(row: dict[str, object], as_json: bool) -> None:
-    """Print the table (or the row as JSON on stdout) and any warnings on stderr."""
+def show_result(row: dict[str, object], as_json: bool, headline: str = "") -> None:
+    """Print the headline (the verdict) and the table, or the row as JSON on stdout; any
+    warnings on stderr."""
     if as_json:
         json.dump(row, sys.stdout, default=str)
         sys.stdout.write("\n")
     else:
+        if headline:
+            Console(highlight=False, soft_wrap=True).print(escape(headline))
         Console(highlight=False).print(result_table(row))
     for note in warnings_for(row):
         stderr.print(f"[yellow]warning:[/yellow] {note}")

@@ -10,6 +10,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # a sweep with failed points, a regression in compare: CI must see it
 EXIT_USER_ERROR = 2
 EXIT_OOM = 3  # the run did not fit; a row with status=oom was recorded
+EXIT_INVALID = 4  # --strict: the row was recorded, and its verdict is invalid
 
 
 def one_line(message: str) -> str:

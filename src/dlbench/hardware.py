@@ -74,6 +74,30 @@ PEAK_BANDWIDTH_TB_S: dict[str, float] = {
     "amd instinct mi300x": 5.3,
 }
 
+# Form factor by the same exact names (the datasheets name the variants).
+FORM_FACTORS: dict[str, str] = {
+    "nvidia h100 80gb hbm3": "SXM",
+    "nvidia h100 sxm5 80gb": "SXM",
+    "nvidia h100 pcie": "PCIe",
+    "nvidia h100 nvl": "NVL (PCIe)",
+    "nvidia h200": "SXM",
+    "nvidia h200 nvl": "NVL (PCIe)",
+    "nvidia a100-sxm4-80gb": "SXM",
+    "nvidia a100-sxm4-40gb": "SXM",
+    "nvidia a100-pcie-40gb": "PCIe",
+    "nvidia a100 80gb pcie": "PCIe",
+    "nvidia l4": "PCIe",
+    "nvidia l40s": "PCIe",
+    "nvidia geforce rtx 4090": "PCIe",
+    "amd instinct mi300x": "OAM",
+}
+
+
+def form_factor(gpu_name: str) -> str:
+    """SXM, PCIe, NVL or OAM for a known GPU name, else empty."""
+    return FORM_FACTORS.get(gpu_name.strip().casefold(), "")
+
+
 _PRECISION_FIELD = {
     "32": "fp32",
     "tf32": "tf32",

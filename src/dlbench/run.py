@@ -15,10 +15,18 @@ from dlbench.engine.autobatch import choose_batch_size
 from dlbench.engine.benchmark import run_benchmark
 from dlbench.engine.plan import make_plan
 from dlbench.engine.rows import measurement_row, per_rank_rows
-from dlbench.errors import EXIT_OK, EXIT_OOM, EXIT_USER_ERROR, UserError, one_line
+from dlbench.errors import (
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_OOM,
+    EXIT_USER_ERROR,
+    UserError,
+    one_line,
+)
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import config_columns, failure_row
 from dlbench.results.store import CsvStore
+from dlbench.results.verdict import advice
 from dlbench.signals import Interrupted, interruptible
 from dlbench.startup import since_command_start
 
@@ -87,5 +95,5 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
         row["per_rank_file"] = side.name
         CsvStore(side).append_many(per_rank_rows(measurement, str(row["run_id"])))
     store.append(row)
-    show_result(row, config.json)
-    return EXIT_OK
+    show_result(row, config.json, advice(row))
+    return EXIT_INVALID if config.strict and row["verdict"] == "invalid" else EXIT_OK

@@ -135,3 +135,16 @@ def test_repeats_widen_the_noise_band_by_their_between_run_spread():
         rows([1000, 1001, 999]), rows([940, 941, 939]), threshold_pct=5
     ).table.iloc[0]
     assert steady["verdict"] == "regression"
+
+
+def test_invalid_rows_are_left_out_of_the_ratio_and_named(tmp_path):
+    base = write_rows(tmp_path / "base.csv", [benchmark_row(samples_per_s=1000.0)])
+    rows = [
+        benchmark_row(samples_per_s=400.0, verdict="invalid", verdict_reasons="host_bound"),
+        benchmark_row(samples_per_s=995.0, verdict="valid"),
+    ]
+    fine = compare_runs(load_rows([base]), load_rows([write_rows(tmp_path / "a.csv", rows)]))
+    assert fine.passed and fine.table["candidate"].item() == 995.0  # not the mean with 400
+    only_invalid = write_rows(tmp_path / "b.csv", rows[:1])
+    gate = compare_runs(load_rows([base]), load_rows([only_invalid]))
+    assert not gate.passed and gate.table["verdict"].item() == "invalid (host_bound)"

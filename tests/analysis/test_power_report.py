@@ -146,3 +146,27 @@ def test_report_gives_the_batch_1_latency_ratio_between_gpus(tmp_path):
     h200 = next(line for line in section.splitlines() if "NVIDIA H200 " in line)
     assert "1.25" in h200 and "0.8" in h200  # answers 1.25x faster: p50 1.00 / 0.80 ms
     assert section.count("resnet50") == 2  # the batch-256 row is no latency row
+
+
+def test_report_ranks_gpus_by_cost_and_lists_the_rows_it_left_out(tmp_path):
+    rows = [
+        benchmark_row(gpu_name="NVIDIA H100 80GB HBM3", samples_per_s=4000.0, verdict="valid"),
+        benchmark_row(gpu_name="NVIDIA H200", samples_per_s=4400.0, verdict="valid"),
+        benchmark_row(gpu_name="NVIDIA H200", batch_size=1, samples_per_s=90.0,
+                      verdict="invalid", verdict_reasons="host_bound"),
+    ]  # fmt: skip
+    csv = write_rows(tmp_path / "cost.csv", rows)
+    out = run_cli(
+        "report", csv, "-o", tmp_path / "r", "--usd-per-hour", "H100=2.0",
+        "--usd-per-hour", "H200=3.0",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    summary = (tmp_path / "r" / "report.md").read_text()
+    cost = summary[summary.index("## Cost per million samples") :].split("\n## ")[0]
+    lines = [line for line in cost.splitlines() if "NVIDIA" in line]
+    assert "H100" in lines[0] and "0.139" in lines[0]  # 2.0 / 3600 / 4000 x 1e6 = 0.139
+    assert "H200" in lines[1] and "0.189" in lines[1]
+    left_out = summary[summary.index("## Rows left out of every ratio") :].split("\n## ")[0]
+    assert "host_bound" in left_out and left_out.count("NVIDIA") == 1
+    bad = run_cli("report", csv, "-o", tmp_path / "r2", "--usd-per-hour", "H100=cheap")
+    assert bad.returncode == 2 and "--usd-per-hour" in bad.stderr

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dlbench.analysis.load import EXPERIMENT_KEY, benchmark_rows, flag_column, latest
+from dlbench.analysis.load import (
+    EXPERIMENT_KEY,
+    benchmark_rows,
+    flag_column,
+    latest,
+    split_invalid,
+)
 from dlbench.errors import UserError
 
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
@@ -50,7 +56,7 @@ class Comparison:
     def failures(self) -> pd.DataFrame:
         """Baseline configurations the candidate did not finish: failed or missing."""
         verdict = self.table["verdict"]
-        return self.table[verdict.str.startswith("failed") | (verdict == "missing")]
+        return self.table[verdict.str.startswith(("failed", "invalid")) | (verdict == "missing")]
 
     @property
     def passed(self) -> bool:
@@ -91,7 +97,7 @@ def _uncertainty_pct(group: pd.DataFrame) -> float:
 def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """One line per configuration: mean samples/s over its runs, their count and uncertainty,
     whether any run was host-bound, and the latest run's environment."""
-    runs = benchmark_rows(rows)
+    runs, _ = split_invalid(benchmark_rows(rows))
     for k in key:
         runs[k] = runs[k].map(canonical)
     runs = latest(runs, [*key, "repeat"] if "repeat" in runs else key)
@@ -124,7 +130,12 @@ def _verdict(change_pct: float, band_pct: float, threshold_pct: float) -> str:
 
 def _failure(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:
     """`failed (STATUS): error` when the candidate holds a failure row for this configuration
-    (matched on the key fields the failure row has), else `missing`."""
+    (matched on the key fields the failure row has), `invalid (reasons)` when its rows were all
+    invalid, else `missing`."""
+    _, invalid = split_invalid(benchmark_rows(candidate))
+    for _, row in invalid.iloc[::-1].iterrows():
+        if all(canonical(row.get(k)) == wanted[k] for k in key):
+            return f"invalid ({canonical(row.get('verdict_reasons'))})"
     status = candidate.get("status", pd.Series(dtype=object))
     failed = candidate[status.isin(FAILED_STATUSES)]
     for _, row in failed.iloc[::-1].iterrows():

@@ -63,6 +63,13 @@ def benchmark_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[(rows["status"] == "ok") & (kind == "benchmark")].copy()
 
 
+def split_invalid(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rows whose verdict is not invalid (rows from before verdicts existed count as valid),
+    and the invalid ones: ratios use the first only."""
+    invalid = runs.get("verdict", pd.Series("", index=runs.index)).astype(str) == "invalid"
+    return runs[~invalid], runs[invalid]
+
+
 def key_columns(rows: pd.DataFrame, key: tuple[str, ...] | list[str] = RUN_KEY) -> list[str]:
     """The key columns this frame has."""
     return [c for c in key if c in rows.columns]

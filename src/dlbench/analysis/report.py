@@ -13,6 +13,7 @@ import pandas as pd
 
 from dlbench.analysis import figures
 from dlbench.analysis.compare import ENVIRONMENT, markdown_table
+from dlbench.analysis.cost import cost_table
 from dlbench.analysis.documents import write_pdf, write_pptx
 from dlbench.analysis.latency import latency_table
 from dlbench.analysis.load import (
@@ -21,6 +22,7 @@ from dlbench.analysis.load import (
     flag_column,
     load_rows,
     machine_labels,
+    split_invalid,
 )
 from dlbench.analysis.pipeline import pipeline_table, saturation_notes
 from dlbench.analysis.power import power_points, recommend_power
@@ -47,7 +49,9 @@ SUMMARY_COLUMNS = {
     "mfu": "MFU",
     "gpu_busy_pct": "GPU busy %",
     "host_bound": "host-bound",
+    "verdict": "verdict",
 }
+INVALID_COLUMNS = ["model", "mode", "batch_size", "machine", "verdict_reasons", "source"]
 HOST_BOUND_NOTE = (
     "Marked host-bound: the GPU idled more than 10 % of each step, or the host waited for the "
     "input pipeline (--data) more than 10 % of the window, so these ratios measure the host's "
@@ -145,15 +149,22 @@ def shard_notes(runs: pd.DataFrame) -> list[str]:
 
 
 def _sections(
-    rows: pd.DataFrame, baseline_wanted: str | None, max_slowdown: float, timelines: list[Path]
+    rows: pd.DataFrame,
+    baseline_wanted: str | None,
+    max_slowdown: float,
+    timelines: list[Path],
+    prices: dict[str, float],
 ):
-    runs = benchmark_rows(rows)
-    if runs.empty:
+    every = benchmark_rows(rows)
+    if every.empty:
         raise UserError("CSV: no finished benchmark rows (status ok) to report on")
-    runs["machine"] = machine_labels(runs)
+    every["machine"] = machine_labels(every)
+    runs, invalid = split_invalid(every)
+    if runs.empty:
+        raise UserError("CSV: every finished row's verdict is invalid; nothing to compare")
     rows = rows.assign(machine=machine_labels(rows))
     baseline = pick_baseline(runs, baseline_wanted)
-    summary = runs[[c for c in SUMMARY_COLUMNS if c in runs]].rename(columns=SUMMARY_COLUMNS)
+    summary = every[[c for c in SUMMARY_COLUMNS if c in every]].rename(columns=SUMMARY_COLUMNS)
     speed = speedup_table(runs, baseline)
     scale = scaling_table(rows)
     scale["machine"] = machine_labels(scale)
@@ -162,10 +173,31 @@ def _sections(
     failures = rows[rows["status"] != "ok"]
     yield (
         Section(
-            "Runs", f"{len(runs)} finished runs from {rows['source'].nunique()} file(s).", summary
+            "Runs", f"{len(every)} finished runs from {rows['source'].nunique()} file(s).", summary
         ),
         None,
     )
+    if not invalid.empty:
+        cols = [c for c in INVALID_COLUMNS if c in invalid]
+        yield (
+            Section(
+                "Rows left out of every ratio",
+                "Their verdict is invalid; verdict_reasons says why (dlbench.results.verdict).",
+                invalid[cols],
+            ),
+            None,
+        )
+    if prices:
+        costs = cost_table(runs, prices)
+        yield (
+            Section(
+                "Cost per million samples",
+                "At the prices given (--usd-per-hour GPU=PRICE): price / 3600 / samples per "
+                "second x 1e6, tokens for LLM rows; cheapest first for each workload.",
+                costs if not costs.empty else None,
+            ),
+            None,
+        )
     yield (
         Section(
             "Speed-up against the baseline",
@@ -261,13 +293,14 @@ def build_report(
     timelines: list[Path] | None = None,
     pdf: bool = False,
     pptx: bool = False,
+    prices: dict[str, float] | None = None,
 ) -> Report:
     """Read the CSVs (and telemetry logs), draw what they hold, write report.html, report.md
     and the PNGs, and report.pdf / report.pptx when asked."""
     rows = load_rows(paths)
     _check_folder(out_dir)
     try:
-        return _write(rows, out_dir, baseline, max_slowdown, timelines or [], pdf, pptx)
+        return _write(rows, out_dir, baseline, max_slowdown, timelines or [], pdf, pptx, prices)
     except OSError as exc:
         where = exc.filename or out_dir
         raise UserError(f"--out: cannot write {where}: {exc.strerror or exc}") from None
@@ -285,9 +318,9 @@ def _check_folder(out_dir: Path) -> None:
         raise UserError(f"--out: {out_dir} is not writable")
 
 
-def _write(rows, out_dir, baseline, max_slowdown, timelines, pdf, pptx) -> Report:
+def _write(rows, out_dir, baseline, max_slowdown, timelines, pdf, pptx, prices) -> Report:
     sections, pngs = [], []
-    for section, figure in _sections(rows, baseline, max_slowdown, timelines):
+    for section, figure in _sections(rows, baseline, max_slowdown, timelines, prices or {}):
         if figure is not None:
             png = out_dir / f"{len(pngs) + 1:02d}-{_slug(section.title)}.png"
             try:

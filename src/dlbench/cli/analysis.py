@@ -32,12 +32,20 @@ def report(
     ] = None,
     pdf: Annotated[bool, typer.Option("--pdf", help="Also write report.pdf.")] = False,
     pptx: Annotated[bool, typer.Option("--pptx", help="Also write report.pptx.")] = False,
+    usd_per_hour: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="GPU=PRICE per hour (repeatable): rank GPUs by cost per million samples."
+        ),
+    ] = None,
 ) -> None:
+    from dlbench.analysis.cost import parse_prices
     from dlbench.analysis.report import build_report
     from dlbench.errors import check_finite
 
     check_finite("--max-slowdown", max_slowdown)
-    written = build_report(csv, out, baseline, max_slowdown, timeline, pdf, pptx)
+    prices = parse_prices(usd_per_hour)
+    written = build_report(csv, out, baseline, max_slowdown, timeline, pdf, pptx, prices)
     extra = "".join(f", {path}" for path in written.documents)
     print(f"wrote {written.html} ({len(written.pngs)} plots embedded), {written.markdown}{extra}")
 

@@ -76,7 +76,7 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
     began = time.perf_counter()
     session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
     build_s = time.perf_counter() - began
-    _reset_memory(fabric.device)
+    _quiet_baseline(fabric.device, monitor)
     fabric.barrier()
     observer = WindowObservers([o for o in (session.feed, monitor) if o is not None])
     try:
@@ -165,7 +165,7 @@ def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult,
     began = time.perf_counter()
     generator, params = open_generator(config, plan.workload, plan.shape, plan.precision, fabric)
     build_s = time.perf_counter() - began
-    _reset_memory(fabric.device)
+    _quiet_baseline(fabric.device, monitor)
     fabric.barrier()
     settings = loop_settings(config, fabric.device.type)
     loop, steps, columns = measure_generation(
@@ -210,9 +210,14 @@ def profile_after_window(step, device, first_step: int, loop: LoopResult, agree)
         return {}
 
 
-def _reset_memory(device: torch.device) -> None:
+def _quiet_baseline(device: torch.device, monitor) -> None:
+    """After the build, before warm-up: peak memory counted from here, and the GPU's idle
+    power read while nothing runs (the baseline of energy above idle)."""
     if device.type == "cuda":
+        torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
+    if monitor:
+        monitor.measure_idle()
 
 
 def run_benchmark(plan: Plan, fabric=None) -> Measurement:
@@ -297,6 +302,10 @@ def _energy_columns(
     samples = plan.config.batch_size * steps * plan.devices.world_size
     columns = {**telemetry, "energy_j": energy_all_ranks}
     columns["energy_per_sample_j"] = energy_all_ranks / samples
+    idle, window = telemetry.get("idle_power_w"), telemetry.get("telemetry_window_s")
+    if idle is not None and window:  # every GPU taken to idle as rank 0's does
+        above = energy_all_ranks - idle * window * plan.devices.world_size
+        columns.update(energy_above_idle_j=above, energy_above_idle_per_sample_j=above / samples)
     tokens = scenario.get("new_tokens") or plan.workload.tokens_per_sample(plan.shape)
     if tokens:
         columns["energy_per_token_j"] = energy_all_ranks / (samples * tokens)

@@ -6,6 +6,7 @@ import math
 
 from dlbench.engine.benchmark import Measurement
 from dlbench.results.row import config_columns, identity
+from dlbench.results.verdict import verdict_columns
 
 
 def measurement_row(
@@ -52,7 +53,12 @@ def measurement_row(
         row["megapixels_per_s"] = global_rate * pixels / 1e6
     if tokens:
         row["tokens_per_s"] = global_rate * tokens
-    return {**row, **m.extra, **(extra or {}), **env}
+    row = {**row, **m.extra, **(extra or {}), **env}
+    price = plan.config.usd_per_hour
+    if price:
+        per_s = row.get("tokens_per_s") if plan.workload.family == "llm" else global_rate
+        row.update(usd_per_hour=price, usd_per_million_samples=price / 3600 / per_s * 1e6)
+    return {**row, **verdict_columns(row)}
 
 
 def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 import dlbench
+from dlbench.hardware import form_factor
 
 _PACKAGES = ("lightning", "timm", "transformers", "segmentation-models-pytorch")
 
@@ -54,6 +55,23 @@ def _nccl_version() -> str:
         return ""
 
 
+def container(root: Path = Path("/")) -> dict[str, str]:
+    """The container engine the run is inside, and its image where the engine says (podman
+    writes it to /run/.containerenv; Docker exposes no image id inside a container)."""
+    podman = root / "run" / ".containerenv"
+    if podman.exists():
+        try:
+            text = podman.read_text()
+        except OSError:
+            text = ""
+        fields = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+        image = fields.get("imageid", fields.get("image", "")).strip('"')
+        return {"container": "podman", "container_image": image}
+    if (root / ".dockerenv").exists():
+        return {"container": "docker", "container_image": ""}
+    return {"container": "", "container_image": ""}
+
+
 def collect_environment(device_type: str) -> dict[str, object]:
     """Hardware and software versions of this host, as result-row columns."""
     cuda = device_type == "cuda"
@@ -72,9 +90,11 @@ def collect_environment(device_type: str) -> dict[str, object]:
         "gpu_count": torch.cuda.device_count() if cuda else 0,
         "gpu_memory_mb": torch.cuda.get_device_properties(0).total_memory // 2**20 if cuda else "",
         "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(0))) if cuda else "",
+        "gpu_form_factor": form_factor(torch.cuda.get_device_name(0)) if cuda else "",
         "driver": gpu_driver_version() if cuda else "",
         "nccl": _nccl_version() if cuda else "",
         "nccl_env": " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k[:5] == "NCCL_"),
+        **container(),
     }
     for package in _PACKAGES:
         env[package.replace("-", "_")] = _version(package)

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 from dlbench.config import CONFIG_KEY, RunConfig
 from dlbench.results.schema import SCHEMA_VERSION
+from dlbench.results.verdict import verdict_columns
 
 
 def new_run_id() -> str:
@@ -46,4 +47,5 @@ def failure_row(
     (`config_columns`, or a sweep point's flags, with `run_id`) and the last error line."""
     settings = {k: v for k, v in columns.items() if k != "run_id"}
     first = identity(columns.get("run_id"), status)  # type: ignore[arg-type]
-    return {**first, "error": error, "run_kind": "benchmark", **settings, **env}
+    row = {**first, "error": error, "run_kind": "benchmark", **settings, **env}
+    return {**row, **verdict_columns(row)}

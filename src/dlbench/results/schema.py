@@ -133,6 +133,23 @@ COLUMNS: dict[str, str] = {
     "throttle_reasons": "slowdown reasons seen (sw_power_cap, hw_thermal, ...)",
     "other_gpu_processes": "other processes on the GPU during the window (isolation check)",
     "cpu_energy_j": "CPU package + DRAM energy over the window (RAPL), when readable",
+    "energy_scope": "what energy_j covers: gpu_board, and +cpu_package where RAPL was readable "
+    "(cpu_energy_j)",
+    "idle_power_w": "GPU power while idle, sampled 2 s before warm-up (all of rank 0's GPUs)",
+    "energy_above_idle_j": "energy_j minus idle power over the window (every GPU as rank 0's)",
+    "energy_above_idle_per_sample_j": "energy_above_idle_j / samples",
+    "sm_clock_base_mhz": "the SM clock the GPU guarantees (its default application clock)",
+    "sm_clock_below_base_pct": "% of samples with the SM clock under sm_clock_base_mhz",
+    "gpu_processes_hidden": "True when NVML's process list could not be matched with this "
+    "process (another PID namespace, e.g. a container): other_gpu_processes counts all but one",
+    "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",
+    "verdict_reasons": "why invalid, ;-separated: failed, short_window, noisy, host_bound, "
+    "input_bound, hardware_slowdown, other_processes, low_clock, energy_short_window",
+    "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
+    "eager_fallback",
+    "usd_per_hour": "--usd-per-hour: the price given for the machine or GPU per hour",
+    "usd_per_million_samples": "--usd-per-hour: cost of a million samples at this throughput "
+    "(LLM rows: a million tokens)",
     "gpu_busy_pct": "share of the median step in which a kernel ran (profiled pass after window)",
     "host_bound": "True when the host held the GPU back: gpu_busy_pct < 90 (eager steps), "
     "host_issue_pct > 90 (CUDA-graph steps), or input_bound",
@@ -197,6 +214,12 @@ COLUMNS: dict[str, str] = {
     "gpu_count": "environment: GPUs visible",
     "gpu_memory_mb": "environment: memory of GPU 0",
     "gpu_capability": "environment: compute capability",
+    "gpu_form_factor": "environment: SXM, PCIe, NVL or OAM (known GPU names only)",
+    "gpu_pcie_link": "the GPU's current PCIe link, e.g. gen5 x16 (telemetry)",
+    "gpu_app_clocks_locked": "True when the GPU's application clocks differ from the default "
+    "(someone locked them); empty where unknown",
+    "container": "environment: the container engine the run was inside (docker, podman)",
+    "container_image": "environment: the image id where the engine tells it (podman)",
     "driver": "environment: NVIDIA driver version",
     "nccl": "environment: NCCL version torch was built with",
     "nccl_env": "environment: NCCL_* variables set for the run (they change collectives)",

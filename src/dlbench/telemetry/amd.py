@@ -76,6 +76,9 @@ class AmdSmiBackend:
         info = self._try(self.smi.amdsmi_get_power_info, self.handles[device], default={})
         return _number(info.get("power_limit"))
 
+    def base_sm_clock_mhz(self, device: int) -> float | None:
+        return None
+
     def other_processes(self, device: int) -> int:
         procs = self._try(self.smi.amdsmi_get_gpu_process_list, self.handles[device], default=[])
         return max(0, len(procs) - 1)

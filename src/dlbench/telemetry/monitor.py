@@ -28,6 +28,7 @@ COUNTER_PERIODS = 40  # edge error <= 2 periods: <= 5 % of the window
 MIN_INTEGRAL_WINDOW_S = 5.0  # NVML power is a trailing ~1 s average on Ampere and newer
 PERIOD_PROBE_S = 0.5  # longest time spent finding the counter's update period (before the window)
 PERIOD_POLL_S = 0.001
+IDLE_BASELINE_S = 2.0  # power sampled on a quiet GPU before warm-up: the run's idle baseline
 
 
 def counter_update_period(read: Callable[[], float | None], budget_s: float = PERIOD_PROBE_S):
@@ -90,8 +91,22 @@ class TelemetryMonitor:
         self._procs = 0
         self._cpu_j: float | None = None
         self.counter_period_s = None
+        self.idle_power_w: float | None = None
         if gpu and self.devices:
             self.counter_period_s = counter_update_period(lambda: gpu.energy_j(0))
+
+    def measure_idle(self, seconds: float = IDLE_BASELINE_S) -> None:
+        """Sample power for `seconds` while nothing runs (before warm-up): the idle baseline
+        that energy above idle is counted from."""
+        if not self.gpu:
+            return
+        readings = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            readings += [self.gpu.read(d, time.monotonic()).power_w for d in self.devices]
+            time.sleep(self.interval_s)
+        powers = [p for p in readings if p is not None]
+        self.idle_power_w = statistics.fmean(powers) * len(self.devices) if powers else None
 
     def _sample_all(self) -> None:
         now = time.monotonic()
@@ -178,6 +193,8 @@ class TelemetryMonitor:
         sm = values("sm_clock_mhz")
         quality = energy_quality(duration, source, self.counter_period_s, self.min_integral_s)
         trusted = energy if quality == "ok" else None
+        base = self.gpu.base_sm_clock_mhz(0)
+        below = 100.0 * sum(c < base for c in sm) / len(sm) if base and sm else None
         row.update(
             telemetry_backend=self.gpu.name,
             telemetry_samples=len(self.readings),
@@ -197,6 +214,12 @@ class TelemetryMonitor:
             mem_used_max_mb=max(values("mem_used_mb"), default=None),
             sm_clock_avg_mhz=_mean(sm),
             sm_clock_min_mhz=min(sm, default=None),
+            sm_clock_base_mhz=base,
+            sm_clock_below_base_pct=below,
+            idle_power_w=self.idle_power_w,
+            energy_scope="gpu_board" + ("+cpu_package" if self._cpu_j is not None else ""),
+            gpu_processes_hidden=bool(getattr(self.gpu, "processes_hidden", False)),
+            **(self.gpu.describe(0) if hasattr(self.gpu, "describe") else {}),
             mem_clock_avg_mhz=_mean(values("mem_clock_mhz")),
             throttle_pct=100.0 * len(throttled) / len(self.readings),
             throttle_reasons=" ".join(reasons),

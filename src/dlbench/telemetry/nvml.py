@@ -43,6 +43,7 @@ class NvmlBackend:
     """Reads the GPUs that this run uses; `uuids` come from torch, so containers map right."""
 
     name = "nvml"
+    processes_hidden = False  # this process is not in NVML's list (another PID namespace)
 
     def __init__(
         self,
@@ -113,9 +114,37 @@ class NvmlBackend:
         limit = self._try(self.nvml.nvmlDeviceGetEnforcedPowerLimit, self.handles[device])
         return limit / 1000 if limit is not None else None
 
+    def describe(self, device: int) -> dict[str, object]:
+        """What makes two GPUs of one name differ: the link they sit on and whether their
+        application clocks were moved from the default (locked)."""
+        n, h = self.nvml, self.handles[device]
+        generation = self._try(n.nvmlDeviceGetCurrPcieLinkGeneration, h)
+        width = self._try(n.nvmlDeviceGetCurrPcieLinkWidth, h)
+        clock = self._try(n.nvmlDeviceGetApplicationsClock, h, n.NVML_CLOCK_SM)
+        base = self.base_sm_clock_mhz(device)
+        return {
+            "gpu_pcie_link": f"gen{generation} x{width}" if generation and width else "",
+            "gpu_app_clocks_locked": None if not clock or not base else float(clock) != base,
+        }
+
+    def base_sm_clock_mhz(self, device: int) -> float | None:
+        clock = self._try(
+            self.nvml.nvmlDeviceGetDefaultApplicationsClock,
+            self.handles[device],
+            self.nvml.NVML_CLOCK_SM,
+        )
+        return float(clock) if clock else None
+
     def other_processes(self, device: int) -> int:
+        """Processes on the GPU besides this one. In a container NVML gives host PIDs, which
+        this process cannot match with its own: then all but one count, and
+        `processes_hidden` says so."""
         procs = self._try(self.nvml.nvmlDeviceGetComputeRunningProcesses, self.handles[device])
-        return sum(1 for p in procs or [] if p.pid != os.getpid())
+        pids = [p.pid for p in procs or []]
+        if os.getpid() in pids or not pids:
+            return len(pids) - (os.getpid() in pids)
+        self.processes_hidden = True
+        return len(pids) - 1
 
     def close(self) -> None:
         self._try(self.nvml.nvmlShutdown)

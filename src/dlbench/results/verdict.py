@@ -1,0 +1,114 @@
+"""A verdict on every row: valid or invalid, the reasons (short codes) and, apart from them, notes
+that leave a row valid but are worth knowing. One function decides, from the row's own columns;
+every threshold is here. `advice` turns the verdict into one line that says what to change."""
+
+from __future__ import annotations
+
+import math
+
+MAX_SPREAD_PCT = 5.0  # step-time spread (stdev % of mean) beyond this, or beyond --max-noise
+LOW_CLOCK_SAMPLES_PCT = 10.0  # SM clock under its base in more than this share of samples
+# Slowdowns the hardware imposes: a row measured through them measures the cooling or the
+# power supply. A software power cap at the board's limit is how an H100 runs heavy GEMMs.
+HARDWARE_SLOWDOWNS = ("hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake")
+
+# code: (what happened, what to change)
+REASONS = {
+    "failed": ("the run did not finish ({status})", "see its error column"),
+    "short_window": (
+        "the window lasted {window_s:.2f} s, under {min_time_s:g} s",
+        "raise --min-time",
+    ),
+    "noisy": (
+        "step times spread {step_time_stdev_pct:.1f} %",
+        "run on a quiet machine, or --max-noise",
+    ),
+    "host_bound": ("the host held the GPU back", "a bigger batch, or --cuda-graphs"),
+    "input_bound": (
+        "the host waited for data {data_wait_pct:.0f} % of the window",
+        "more --workers, or --decode gpu",
+    ),
+    "hardware_slowdown": ("the GPU slowed down ({throttle_reasons})", "check cooling and power"),
+    "other_processes": ("{other_gpu_processes} other process(es) used the GPU", "run it alone"),
+    "low_clock": (
+        "the SM clock was under its base in {sm_clock_below_base_pct:.0f} % of samples",
+        "check clocks and cooling",
+    ),
+    "energy_short_window": ("no energy figure ({energy_quality})", "raise --min-time"),
+}
+NOTES = {
+    "power_capped": "ran at its software power cap in {throttle_pct:.0f} % of samples",
+    "processes_hidden": "another PID namespace: NVML's process list could not be matched",
+    "eager_fallback": "the step could not be captured as a CUDA graph and ran eager",
+}
+
+
+def _number(row: dict, key: str) -> float | None:
+    try:
+        value = float(row.get(key))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def _flag(row: dict, key: str) -> bool:
+    return str(row.get(key)) == "True"
+
+
+def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
+    """The codes that make the row invalid, and the notes that do not."""
+    reasons: list[str] = []
+    if row.get("status", "ok") != "ok":
+        return ["failed"], []
+    window, minimum = _number(row, "window_s"), _number(row, "min_time_s")
+    if window is not None and minimum and window < minimum:
+        reasons.append("short_window")
+    spread = _number(row, "step_time_stdev_pct")
+    limit = _number(row, "max_noise_pct") or MAX_SPREAD_PCT
+    if spread is not None and spread > limit:
+        reasons.append("noisy")
+    if _flag(row, "input_bound"):
+        reasons.append("input_bound")
+    elif _flag(row, "host_bound"):
+        reasons.append("host_bound")
+    slowdowns = str(row.get("throttle_reasons") or "").split()
+    if any(s in HARDWARE_SLOWDOWNS for s in slowdowns):
+        reasons.append("hardware_slowdown")
+    if (_number(row, "other_gpu_processes") or 0) > 0:
+        reasons.append("other_processes")
+    if (_number(row, "sm_clock_below_base_pct") or 0) > LOW_CLOCK_SAMPLES_PCT:
+        reasons.append("low_clock")
+    if row.get("energy_quality") not in (None, "", "ok"):
+        reasons.append("energy_short_window")
+    notes = []
+    if "sw_power_cap" in slowdowns:
+        notes.append("power_capped")
+    if _flag(row, "gpu_processes_hidden"):
+        notes.append("processes_hidden")
+    if row.get("graph_fallback"):
+        notes.append("eager_fallback")
+    return reasons, notes
+
+
+def verdict_columns(row: dict) -> dict[str, object]:
+    """`verdict`, `verdict_reasons` and `verdict_notes` for a row."""
+    reasons, notes = reasons_and_notes(row)
+    return {
+        "verdict": "invalid" if reasons else "valid",
+        "verdict_reasons": ";".join(reasons),
+        "verdict_notes": ";".join(notes),
+    }
+
+
+def advice(row: dict) -> str:
+    """One line: the verdict, what made it, and what to change."""
+    reasons, notes = reasons_and_notes(row)
+    values = {**row}
+    for key in ("window_s", "min_time_s", "step_time_stdev_pct", "data_wait_pct",
+                "sm_clock_below_base_pct", "throttle_pct"):  # fmt: skip
+        values[key] = _number(row, key) or 0.0
+    if not reasons:
+        extra = "; ".join(NOTES[n].format(**values) for n in notes)
+        return "VALID" + (f" (note: {extra})" if extra else "")
+    parts = [f"{REASONS[r][0].format(**values)}: {REASONS[r][1]}" for r in reasons]
+    return "INVALID: " + "; ".join(parts)

@@ -1,0 +1,124 @@
+"""A verdict on every row: each reason from the row's own columns, notes kept apart, the advice
+line, --strict's exit code, and the hardware reasons read through the fake NVML."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlbench.config import RunConfig
+from dlbench.results.verdict import advice, reasons_and_notes, verdict_columns
+from dlbench.run import execute
+from tests import fake_nvml
+from tests.conftest import read_rows, tiny_run
+
+CLEAN = {
+    "status": "ok",
+    "window_s": 5.2,
+    "min_time_s": 5.0,
+    "step_time_stdev_pct": 1.0,
+    "host_bound": False,
+    "throttle_reasons": "",
+    "other_gpu_processes": 0,
+    "sm_clock_below_base_pct": 0.0,
+    "energy_quality": "ok",
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "hint"),
+    [
+        ({"status": "oom"}, "failed", "error column"),
+        ({"window_s": 3.0}, "short_window", "--min-time"),
+        ({"step_time_stdev_pct": 7.5}, "noisy", "--max-noise"),
+        ({"step_time_stdev_pct": 2.0, "max_noise_pct": 1.0}, "noisy", "--max-noise"),
+        ({"host_bound": True}, "host_bound", "--cuda-graphs"),
+        ({"host_bound": "True", "input_bound": "True", "data_wait_pct": 40}, "input_bound",
+         "--workers"),
+        ({"throttle_reasons": "hw_thermal sw_power_cap"}, "hardware_slowdown", "cooling"),
+        ({"other_gpu_processes": 2}, "other_processes", "alone"),
+        ({"sm_clock_below_base_pct": 30.0}, "low_clock", "clocks"),
+        ({"energy_quality": "short window: 0.30 s < 4.00 s"}, "energy_short_window",
+         "--min-time"),
+    ],
+)  # fmt: skip
+def test_each_reason_makes_a_row_invalid_and_says_what_to_change(change, reason, hint):
+    row = {**CLEAN, **change}
+    reasons, _ = reasons_and_notes(row)
+    assert reasons == [reason]
+    columns = verdict_columns(row)
+    assert columns["verdict"] == "invalid" and columns["verdict_reasons"] == reason
+    line = advice(row)
+    assert line.startswith("INVALID:") and hint in line
+
+
+def test_a_row_that_passes_every_check_is_valid_and_notes_stay_apart():
+    assert verdict_columns(CLEAN) == {
+        "verdict": "valid",
+        "verdict_reasons": "",
+        "verdict_notes": "",
+    }
+    capped = {**CLEAN, "throttle_reasons": "sw_power_cap", "throttle_pct": 64.0,
+              "graph_fallback": "RuntimeError: x", "gpu_processes_hidden": True}  # fmt: skip
+    columns = verdict_columns(capped)
+    assert columns["verdict"] == "valid"
+    assert columns["verdict_notes"] == "power_capped;processes_hidden;eager_fallback"
+    assert advice(capped).startswith("VALID (note: ran at its software power cap in 64 %")
+
+
+def test_strict_exits_4_on_an_invalid_row_and_keeps_it(csv_path):
+    out = tiny_run("--strict", "--max-noise", "0.0001", "--max-time", "0.5", output=csv_path)
+    assert out.returncode == 4, out.stderr
+    [row] = read_rows(csv_path)
+    assert row["verdict"] == "invalid" and "noisy" in row["verdict_reasons"]
+    assert out.stdout.startswith("INVALID:")
+
+
+@pytest.fixture
+def fake_gpu(tmp_path, monkeypatch):
+    def make(**gpu: object) -> None:
+        path = tmp_path / "nvml.json"
+        fake_nvml.write_state(path, [gpu])
+        for key, value in fake_nvml.environment(path).items():
+            monkeypatch.setenv(key, value)
+
+    return make
+
+
+def _row(tmp_path) -> dict[str, str]:
+    """A run of `steady` (20 ms steps, a test workload) whose spread target a busy CPU meets."""
+    config = RunConfig(
+        model="steady", accelerator="cpu", batch_size=2, n_iters=10, warmup_steps=1,
+        min_time=0.3, max_noise=50.0, output=tmp_path / "rows.csv",
+    )  # fmt: skip
+    assert execute(config) == 0
+    return read_rows(tmp_path / "rows.csv")[-1]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "reason"),
+    [
+        ({"throttle": 0x40}, "hardware_slowdown"),
+        ({"processes": 1}, "other_processes"),
+        ({"sm_clock": 1000, "base_clock": 1590}, "low_clock"),
+    ],
+)
+def test_the_hardware_reasons_come_from_the_gpus_telemetry(fake_gpu, tmp_path, gpu, reason):
+    fake_gpu(**gpu)
+    row = _row(tmp_path)
+    assert row["verdict"] == "invalid" and reason in row["verdict_reasons"].split(";")
+
+
+def test_a_power_capped_gpu_is_a_note_and_idle_power_is_the_baseline(fake_gpu, tmp_path):
+    fake_gpu(throttle=0x4, power_w=250.0)
+    row = _row(tmp_path)
+    assert row["verdict"] == "valid" and row["verdict_notes"] == "power_capped", row
+    assert float(row["idle_power_w"]) == pytest.approx(250.0)  # the fake draws it always
+    energy, above = float(row["energy_j"]), float(row["energy_above_idle_j"])
+    assert abs(above) < 0.1 * energy  # constant power: almost nothing above idle
+    assert row["energy_scope"].startswith("gpu_board")
+    assert row["gpu_pcie_link"] == "gen5 x16" and row["gpu_app_clocks_locked"] == "False"
+
+
+def test_application_clocks_moved_from_their_default_are_recorded(fake_gpu, tmp_path):
+    fake_gpu(app_clock=1410, base_clock=1590)
+    assert _row(tmp_path)["gpu_app_clocks_locked"] == "True"
