@@ -58,6 +58,8 @@ def test_dockerfile_is_hadolint_clean_and_builds_the_documented_image(dockerfile
     assert 'ENTRYPOINT ["dlbench"]' in text and "WORKDIR /workdir" in text
     assert re.search(r"^USER 1000:1000$", text, re.M)  # not root; any --user works too
     assert "HF_HUB_OFFLINE=1" in text and "org.opencontainers.image.version" in text
+    if "cuda" in dockerfile:
+        assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility,video" in text
     for source in re.findall(r"^COPY (.+) \S+$", text, re.M):
         assert all((ROOT / part).exists() for part in source.split())
 
@@ -81,7 +83,8 @@ def test_compose_file_validates_with_gpu_reservation_and_results_volume():
     for name in ("train", "inference", "sweep"):
         service = services[name]
         [device] = service["deploy"]["resources"]["reservations"]["devices"]
-        assert device["capabilities"] == ["gpu"] and device["count"] == -1  # all
+        assert device["capabilities"][0] == "gpu" and device["count"] == -1  # all
+        assert "video" in device["capabilities"]  # nvJPEG's hardware decoders (--decode gpu)
         assert service["ipc"] == "host" and service["ulimits"]["memlock"] == -1
     for service in services.values():
         assert [v["target"] for v in service["volumes"]] == ["/workdir/benchmarks"]

@@ -170,3 +170,12 @@ def test_report_ranks_gpus_by_cost_and_lists_the_rows_it_left_out(tmp_path):
     assert "host_bound" in left_out and left_out.count("NVIDIA") == 1
     bad = run_cli("report", csv, "-o", tmp_path / "r2", "--usd-per-hour", "H100=cheap")
     assert bad.returncode == 2 and "--usd-per-hour" in bad.stderr
+
+
+def test_a_report_on_invalid_rows_only_is_still_written_and_says_why(tmp_path):
+    rows = [benchmark_row(verdict="invalid", verdict_reasons="noisy", batch_size=b) for b in (1, 2)]
+    out = run_cli("report", write_rows(tmp_path / "cpu.csv", rows), "-o", tmp_path / "r")
+    assert out.returncode == 0, out.stderr
+    summary = (tmp_path / "r" / "report.md").read_text()
+    left_out = summary[summary.index("## Rows left out of every ratio") :].split("\n## ")[0]
+    assert left_out.count("noisy") == 2

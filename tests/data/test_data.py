@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.nn import functional as F
 
 from dlbench.config import DataSource
 from dlbench.data.images import scan_images
@@ -100,6 +101,7 @@ def test_training_from_a_folder_records_reads_and_waits(images, csv_path):
     assert int(row["data_files_read"]) == 8 * int(row["steps"])
     assert int(row["data_bytes_read"]) > 0 and 0 <= float(row["data_wait_pct"]) <= 100
     assert row["data_skipped"] == "0" and float(row["images_per_s"]) > 0
+    assert float(row["data_mean_file_kb"]) > 0 and 0 <= float(row["host_cpu_pct"]) <= 100
     assert row["input_bound"] == str(float(row["data_wait_pct"]) > 10)
 
 
@@ -287,10 +289,59 @@ def test_encoded_batches_travel_packed_and_decode_like_the_cpu_path(images):
     index = scan_images(images)
     dataset = ImageFolderSet(index, (32, 32), decode_on_gpu=True)
     loader = DataLoader(dataset, batch_size=16, num_workers=2, collate_fn=collate_encoded)
-    (flat, lengths), labels, _sizes, failed = next(iter(loader))
+    (flat, lengths, files), labels, _sizes, failed = next(iter(loader))
     assert flat.dim() == 1 and flat.dtype == torch.uint8 and int(lengths.sum()) == flat.numel()
-    assert labels.shape == (16,) and int(failed.sum()) == 0
+    assert labels.shape == (16,) and failed.numel() == 0 and files.shape == (16,)
     device = DeviceImages(torch.device("cpu"), torch.float32, torch.contiguous_format, (32, 32))
-    batch = device.normalise(device.decode((flat, lengths)))
+    batch = device.normalise(device.decode((flat, lengths, files)))
     assert batch.shape == (16, 3, 32, 32) and batch.dtype == torch.float32
     assert -3 < float(batch.mean()) < 3
+
+
+def test_the_batched_crop_draws_torchvisions_boxes_and_matches_its_output():
+    """The GPU path's crop of a whole batch against the CPU path's per-image augmentation,
+    from the same seed: same boxes and flips, pixels within interpolation tolerance."""
+    from torchvision.transforms import RandomResizedCrop
+
+    from dlbench.data.crop import batched_crop, draw_crops
+    from dlbench.data.images import augmentation
+
+    gen = torch.Generator().manual_seed(3)
+    shapes = [(375, 500), (300, 280), (500, 375), (224, 224)]
+    coarse = [torch.randint(0, 256, (1, 3, 6, 8), generator=gen).float() for _ in shapes]
+    images = [
+        F.interpolate(c, size=s, mode="bicubic").clamp(0, 255).round().to(torch.uint8)[0]
+        for c, s in zip(coarse, shapes)
+    ]
+    torch.manual_seed(11)
+    boxes, flips = draw_crops(shapes)
+    torch.manual_seed(11)
+    for (height, width), box in zip(shapes, boxes.tolist()):
+        top, left, h, w = RandomResizedCrop.get_params(torch.empty(1, height, width),
+                                                       (0.08, 1.0), (3 / 4, 4 / 3))  # fmt: skip
+        assert box == [left, top, left + w, top + h]
+        torch.rand(1)  # the flip's draw
+    torch.manual_seed(11)
+    ours = batched_crop(images, (224, 224))
+    torch.manual_seed(11)
+    cpu = torch.stack([augmentation((224, 224))(img) for img in images]).float()
+    difference = (ours - cpu).abs()
+    assert ours.shape == (4, 3, 224, 224) and flips.dtype == torch.bool
+    assert float(difference.mean()) < 1.0 and float(difference.max()) < 4.0  # grey levels
+
+
+def test_a_corrupt_file_inside_a_gpu_batch_is_counted_and_skipped(images):
+    """The GPU path's decode (run here on the CPU): a file that fails inside a batch is
+    counted once and its place taken by another image; the batch keeps its size."""
+    from dlbench.data.images import DeviceImages
+
+    files = sorted(images.rglob("*.jpg"))[:4]
+    raws = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in files]
+    raws[2] = torch.frombuffer(bytearray(b"\xff\xd8\xff" + bytes(300)), dtype=torch.uint8)
+    lengths = torch.tensor([r.numel() for r in raws])
+    packed = (torch.cat(raws), lengths, torch.tensor([10, 11, 12, 13]))
+    device = DeviceImages(torch.device("cpu"), torch.float32, torch.contiguous_format, (32, 32))
+    batch = device.decode(packed)
+    assert batch.shape == (4, 3, 32, 32) and device.failed_files == {12}
+    device.decode(packed)
+    assert device.failed_files == {12}  # tried twice, counted once

@@ -159,11 +159,9 @@ def _sections(
     if every.empty:
         raise UserError("CSV: no finished benchmark rows (status ok) to report on")
     every["machine"] = machine_labels(every)
-    runs, invalid = split_invalid(every)
-    if runs.empty:
-        raise UserError("CSV: every finished row's verdict is invalid; nothing to compare")
+    runs, invalid = split_invalid(every)  # ratios and figures: valid rows only
     rows = rows.assign(machine=machine_labels(rows))
-    baseline = pick_baseline(runs, baseline_wanted)
+    baseline = pick_baseline(every, baseline_wanted)
     summary = every[[c for c in SUMMARY_COLUMNS if c in every]].rename(columns=SUMMARY_COLUMNS)
     speed = speedup_table(runs, baseline)
     scale = scaling_table(rows)

@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import Dataset
 
 from dlbench.console import stderr
+from dlbench.data.crop import batched_crop
 from dlbench.errors import UserError
 
 SUFFIXES = {".jpg", ".jpeg", ".png"}
@@ -127,8 +128,8 @@ class ImageFolderSet(Dataset):
             path = self.index.files[at]
             try:
                 raw = read_file(str(path))
-                if self.decode_on_gpu:
-                    return raw, self.index.labels[at], raw.numel(), failed
+                if self.decode_on_gpu:  # the file's index travels along: its decode may fail
+                    return (raw, at), self.index.labels[at], raw.numel(), failed
                 image = decode_image(raw, mode=ImageReadMode.RGB)
             except RuntimeError:  # gone since the scan, unreadable, or not decodable
                 failed.append(at)
@@ -152,9 +153,11 @@ def _indices(failed: tuple[list[int], ...]) -> torch.Tensor:
 def collate_encoded(samples: list) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
     """GPU decode: the encoded files end to end in one tensor, with their lengths (one shared
     buffer per batch; a tensor per file would cost a file descriptor each between processes)."""
-    raws, labels, sizes, failed = zip(*samples)
+    encoded, labels, sizes, failed = zip(*samples)
+    raws, files = zip(*encoded)
     lengths = torch.tensor(sizes)
-    return (torch.cat(raws), lengths), torch.tensor(labels), lengths, _indices(failed)
+    packed = (torch.cat(raws), lengths, torch.tensor(files))
+    return packed, torch.tensor(labels), lengths, _indices(failed)
 
 
 class DeviceImages:
@@ -169,7 +172,8 @@ class DeviceImages:
         size: tuple[int, int],
     ) -> None:
         self.device, self.dtype, self.fmt = device, dtype, fmt
-        self.augment = augmentation(size)
+        self.size = size
+        self.failed_files: set[int] = set()  # files whose decode failed on the device
         shape = (1, 3, 1, 1)
         self.mean = 255 * torch.tensor(IMAGENET_MEAN, device=device).view(shape)
         self.std = 255 * torch.tensor(IMAGENET_STD, device=device).view(shape)
@@ -180,12 +184,29 @@ class DeviceImages:
         x = (x - self.mean) / self.std
         return x.to(self.dtype).contiguous(memory_format=self.fmt)
 
-    def decode(self, packed: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """nvJPEG batch decode of the packed files, then the CPU path's crop and flip, image by
-        image (they differ in size until cropped)."""
+    def decode(self, packed: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """nvJPEG decode of the packed files in one batched call, then the crop and flip of
+        the whole batch at once (data.crop); a file that fails to decode is counted and its
+        place taken by another image of the batch."""
+        flat, lengths, files = packed
+        raws = list(torch.split(flat, lengths.tolist()))
+        return batched_crop(self._decoded(raws, files.tolist()), self.size)
+
+    def _decoded(self, raws: list[torch.Tensor], files: list[int]) -> list[torch.Tensor]:
         from torchvision.io import ImageReadMode, decode_jpeg
 
-        flat, lengths = packed
-        raws = list(torch.split(flat, lengths.tolist()))
-        decoded = decode_jpeg(raws, mode=ImageReadMode.RGB, device=self.device)
-        return torch.stack([self.augment(image) for image in decoded])
+        try:
+            return decode_jpeg(raws, mode=ImageReadMode.RGB, device=self.device)
+        except RuntimeError:  # one bad file fails the batched call: decode one by one
+            pass
+        images: list[torch.Tensor | None] = []
+        for raw, file in zip(raws, files):
+            try:
+                images.append(decode_jpeg(raw, mode=ImageReadMode.RGB, device=self.device))
+            except RuntimeError:
+                self.failed_files.add(file)
+                images.append(None)
+        good = [img for img in images if img is not None]
+        if not good:
+            raise UserError("--data: no file of a whole batch could be decoded on the GPU")
+        return [img if img is not None else good[k % len(good)] for k, img in enumerate(images)]

@@ -107,6 +107,24 @@ def open_pipeline(
     return Pipeline(loader, source, workers, decode, len(dataset), skipped, size)
 
 
+def cpu_times() -> tuple[float, float] | None:
+    """(busy, total) jiffies of all the host's cores (Linux /proc/stat), None elsewhere."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [float(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def cpu_busy_pct(start: tuple[float, float] | None, end: tuple[float, float] | None):
+    """Share of all cores' time spent busy between two `cpu_times` readings, in %."""
+    if start is None or end is None or end[1] <= start[1]:
+        return None
+    return 100.0 * (end[0] - start[0]) / (end[1] - start[1])
+
+
 def worker_message(text: str) -> str:
     """A user error raised in a DataLoader worker, without the worker's traceback that the
     loader wraps it in (the last line: `dlbench.errors.UserError: MESSAGE`)."""
@@ -129,6 +147,7 @@ class DataFeed:
         self.samples = 0
         self.failed_files: set[int] = set()
         self._mark: tuple[float, int, int, float] = (0.0, 0, 0, 0.0)
+        self._cpu: tuple[float, float] | None = None
         self.window: dict[str, float] = {}
 
     def _next(self):
@@ -152,6 +171,7 @@ class DataFeed:
         return self.prepare(inputs, targets)
 
     def begin_window(self) -> None:
+        self._cpu = cpu_times()
         self._mark = (self.wait_s, self.bytes_read, self.samples, time.perf_counter())
 
     def end_window(self) -> None:
@@ -162,6 +182,7 @@ class DataFeed:
             "bytes": self.bytes_read - read,
             "samples": self.samples - samples,
             "wall_s": wall,
+            "cpu_pct": cpu_busy_pct(self._cpu, cpu_times()),
         }
 
     def columns(self) -> dict[str, Any]:
@@ -173,7 +194,8 @@ class DataFeed:
             "data_decode": p.decode,
             "data_files": p.files,
             "data_bytes": p.data_bytes,
-            "data_skipped": p.skipped + len(self.failed_files),
+            "data_skipped": p.skipped + len(self.failed_files | self._device_failed()),
+            "data_mean_file_kb": p.data_bytes / p.files / 1e3 if p.files else None,
         }
         if w and w["wall_s"] > 0:
             columns.update(
@@ -181,9 +203,14 @@ class DataFeed:
                 data_bytes_read=w["bytes"],
                 data_mb_per_s=w["bytes"] / w["wall_s"] / 1e6,
                 data_wait_pct=100.0 * w["wait_s"] / w["wall_s"],
+                host_cpu_pct=w["cpu_pct"],
             )
             columns["input_bound"] = columns["data_wait_pct"] > INPUT_BOUND_WAIT_PCT
         return columns
+
+    def _device_failed(self) -> set[int]:
+        """Files whose decode failed where the batch is made ready (GPU decode)."""
+        return set(getattr(self.prepare, "failed_files", ()))
 
     def close(self) -> None:
         """Stop the loader's worker processes now (a sweep worker runs the next point next)."""
@@ -214,4 +241,5 @@ def device_preparer(
         batch = images.decode(inputs) if gpu else inputs
         return images.normalise(batch), targets.to(device, non_blocking=True)
 
+    pixels.failed_files = images.failed_files  # type: ignore[attr-defined]
     return pixels

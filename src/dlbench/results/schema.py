@@ -57,6 +57,8 @@ COLUMNS: dict[str, str] = {
     "data_bytes_read": "--data: bytes read during the window (loader rows: during the timing)",
     "data_mb_per_s": "--data: MB read per second of the window (loader rows: of the timing)",
     "data_wait_pct": "--data: share of the window the host waited for the loader's next batch",
+    "data_mean_file_kb": "--data: mean size of a file (image or text) of the data set, in kB",
+    "host_cpu_pct": "--data: the host's CPU use during the window, % of all its cores",
     "seed": "random seed",
     "warmup_steps": "steps run before the window (untimed; with GPU telemetry at least 1 s)",
     "steps": "measured steps (per rank; every rank runs the same number)",
