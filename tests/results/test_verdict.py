@@ -122,3 +122,9 @@ def test_a_power_capped_gpu_is_a_note_and_idle_power_is_the_baseline(fake_gpu, t
 def test_application_clocks_moved_from_their_default_are_recorded(fake_gpu, tmp_path):
     fake_gpu(app_clock=1410, base_clock=1590)
     assert _row(tmp_path)["gpu_app_clocks_locked"] == "True"
+
+
+def test_a_clock_under_the_default_at_the_power_cap_is_no_low_clock(fake_gpu, tmp_path):
+    fake_gpu(sm_clock=1755, base_clock=1980, throttle=0x4)  # an H100 at its cap: boost default
+    row = _row(tmp_path)
+    assert float(row["sm_clock_below_base_pct"]) == 0.0 and row["verdict"] == "valid"

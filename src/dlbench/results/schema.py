@@ -141,7 +141,8 @@ COLUMNS: dict[str, str] = {
     "energy_above_idle_j": "energy_j minus idle power over the window (every GPU as rank 0's)",
     "energy_above_idle_per_sample_j": "energy_above_idle_j / samples",
     "sm_clock_base_mhz": "the SM clock the GPU guarantees (its default application clock)",
-    "sm_clock_below_base_pct": "% of samples with the SM clock under sm_clock_base_mhz",
+    "sm_clock_below_base_pct": "% of samples with the SM clock under sm_clock_base_mhz that "
+    "neither the power cap nor idling explains",
     "gpu_processes_hidden": "True when NVML's process list could not be matched with this "
     "process (another PID namespace, e.g. a container): other_gpu_processes counts all but one",
     "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",

@@ -194,7 +194,7 @@ class TelemetryMonitor:
         quality = energy_quality(duration, source, self.counter_period_s, self.min_integral_s)
         trusted = energy if quality == "ok" else None
         base = self.gpu.base_sm_clock_mhz(0)
-        below = 100.0 * sum(c < base for c in sm) / len(sm) if base and sm else None
+        below = _below_base_pct(self.readings, base)
         row.update(
             telemetry_backend=self.gpu.name,
             telemetry_samples=len(self.readings),
@@ -240,6 +240,21 @@ class TelemetryMonitor:
     def close(self) -> None:
         if self.gpu:
             self.gpu.close()
+
+
+# NVML's default application clock is the boost clock on Hopper (1,980 MHz on an H100): a GPU
+# under it at its power cap, or idling, is where it should be; under it with neither, it is not.
+_EXPLAINED = 0x1 | 0x4  # gpu_idle, sw_power_cap
+
+
+def _below_base_pct(readings: list[Reading], base: float | None) -> float | None:
+    """% of samples with the SM clock under `base` that neither idling nor the power cap
+    explains."""
+    clocked = [r for r in readings if r.sm_clock_mhz is not None]
+    if not base or not clocked:
+        return None
+    low = [r for r in clocked if r.sm_clock_mhz < base and not r.throttle_bits & _EXPLAINED]
+    return 100.0 * len(low) / len(clocked)
 
 
 def _mean(values: list[float]) -> float | None:
