@@ -114,13 +114,13 @@ def show_scaling(table) -> None:
             _fmt(float(line["samples_per_s"])),
             _fmt(float(line["samples_per_s_per_device"])),
             _fmt(float(line["scaling_efficiency"]), 3),
-            _fmt(_number(line.get("scaling_efficiency_ddp")), 3),
-            _fmt(_number(line.get("ddp_overhead")), 3),
+            _fmt(number_or_none(line.get("scaling_efficiency_ddp")), 3),
+            _fmt(number_or_none(line.get("ddp_overhead")), 3),
         )
     Console(highlight=False, width=max(Console().width, 120)).print(out)
 
 
-def _number(value: object) -> float | None:
+def number_or_none(value: object) -> float | None:
     """A float, or None for a missing value (NaN included)."""
     try:
         number = float(value)

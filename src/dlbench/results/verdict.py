@@ -4,7 +4,7 @@ every threshold is here. `advice` turns the verdict into one line that says what
 
 from __future__ import annotations
 
-import math
+from dlbench.console import number_or_none
 
 MAX_SPREAD_PCT = 5.0  # step-time spread (stdev % of mean) beyond this, or beyond --max-noise
 LOW_CLOCK_SAMPLES_PCT = 10.0  # SM clock under its base in more than this share of samples
@@ -44,11 +44,7 @@ NOTES = {
 
 
 def _number(row: dict, key: str) -> float | None:
-    try:
-        value = float(row.get(key))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
+    return number_or_none(row.get(key))
 
 
 def _flag(row: dict, key: str) -> bool:
