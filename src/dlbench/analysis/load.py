@@ -8,6 +8,7 @@ import pandas as pd
 
 from dlbench.config import CONFIG_KEY
 from dlbench.errors import UserError, one_line
+from dlbench.results.schema import is_true
 from dlbench.results.store import CsvStore
 
 # What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
@@ -91,4 +92,4 @@ def machine_labels(rows: pd.DataFrame) -> pd.Series:
 def flag_column(rows: pd.DataFrame, column: str) -> pd.Series:
     """A True/False column of the CSV as booleans (absent or empty: False), however pandas
     typed it (bool, or text when some rows leave it empty)."""
-    return rows.get(column, pd.Series("", index=rows.index)).astype(str) == "True"
+    return rows.get(column, pd.Series("", index=rows.index)).map(is_true).astype(bool)

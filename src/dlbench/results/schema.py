@@ -245,6 +245,11 @@ TAG_COLUMNS = (
 )
 
 
+def is_true(value: object) -> bool:
+    """A boolean column's cell as written to, or read back from, a CSV: True or "True"."""
+    return str(value) == "True"
+
+
 def check_tag(key: str, flag: str = "--tag") -> None:
     """A tag's name: an identifier that names no measured or configured column."""
     if not key.isidentifier():

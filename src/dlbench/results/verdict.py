@@ -5,6 +5,7 @@ every threshold is here. `advice` turns the verdict into one line that says what
 from __future__ import annotations
 
 from dlbench.console import number_or_none
+from dlbench.results.schema import is_true
 
 MAX_SPREAD_PCT = 5.0  # step-time spread (stdev % of mean) beyond this, or beyond --max-noise
 LOW_CLOCK_SAMPLES_PCT = 10.0  # SM clock under its base in more than this share of samples
@@ -48,7 +49,7 @@ def _number(row: dict, key: str) -> float | None:
 
 
 def _flag(row: dict, key: str) -> bool:
-    return str(row.get(key)) == "True"
+    return is_true(row.get(key))
 
 
 def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
