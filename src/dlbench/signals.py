@@ -52,6 +52,7 @@ def interruptible() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        _pending.clear()  # handled here: the next run in this process starts clean
 
 
 def child_environment() -> dict[str, str]:

@@ -148,3 +148,5 @@ def test_invalid_rows_are_left_out_of_the_ratio_and_named(tmp_path):
     only_invalid = write_rows(tmp_path / "b.csv", rows[:1])
     gate = compare_runs(load_rows([base]), load_rows([only_invalid]))
     assert not gate.passed and gate.table["verdict"].item() == "invalid (host_bound)"
+    out = run_cli("compare", only_invalid, base)  # nothing valid to compare against
+    assert out.returncode == 2 and "BASELINE: every row's verdict is invalid" in out.stderr

@@ -173,6 +173,11 @@ def compare_runs(
     if benchmark_rows(candidate).empty and candidate[candidate["status"] != "ok"].empty:
         raise UserError("CANDIDATE: holds no benchmark rows")
     base, cand = summarise(baseline, key), summarise(candidate, key)
+    if base.empty:
+        raise UserError(
+            "BASELINE: every row's verdict is invalid (see its verdict_reasons); nothing to "
+            "compare against"
+        )
     joined = base.merge(cand, on=key, how="outer", suffixes=("_baseline", "_candidate"))
     lines = []
     for _, r in joined.iterrows():
