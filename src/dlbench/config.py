@@ -319,15 +319,20 @@ def flag_args(field_name: str, value: object) -> list[str]:
     return [flag, str(value)]
 
 
-def config_args(config: RunConfig) -> list[str]:
+def config_args(config: RunConfig, auto_batch: bool = False) -> list[str]:
     """`MODE --flag value ...`: the `dlbench` command line that runs this config (for the
-    processes a sweep or a batch-size search starts), flags left at their default left out."""
+    processes a sweep or a batch-size search starts), flags left at their default left out;
+    `--batch-size auto` with `auto_batch`."""
+    if auto_batch:
+        config = config.replace(batch_size=1)  # written out, then replaced by `auto`
     args = [config.mode]
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-        if f.name != "mode" and value != default:
+        if f.name != "mode" and (value != default or (auto_batch and f.name == "batch_size")):
             args += flag_args(f.name, value)
+    if auto_batch:
+        args[args.index("--batch-size") + 1] = "auto"
     return args
 
 

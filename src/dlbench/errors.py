@@ -13,6 +13,12 @@ EXIT_OOM = 3  # the run did not fit; a row with status=oom was recorded
 EXIT_INVALID = 4  # --strict: the row was recorded, and its verdict is invalid
 
 
+def exception_line(exc: BaseException) -> str:
+    """`TypeName: first line of its message`: an exception as a row's `error` or a warning."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
 def one_line(message: str) -> str:
     """A message on one line: whatever a layer below wrote over several, joined."""
     return " ".join(part.strip() for part in message.splitlines() if part.strip())

@@ -21,6 +21,7 @@ from dlbench.errors import (
     EXIT_OOM,
     EXIT_USER_ERROR,
     UserError,
+    exception_line,
     one_line,
 )
 from dlbench.results.environment import collect_environment
@@ -49,12 +50,6 @@ def report(message: str, code: int) -> int:
     return code
 
 
-def last_line(exc: BaseException) -> str:
-    """The first line of an exception message, for the `error` column."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
 def per_rank_path(output: Path) -> Path:
     """The side file beside the results CSV: `bench.csv` -> `bench.per_rank.csv`."""
     return output.with_name(f"{output.stem}.per_rank.csv")
@@ -78,7 +73,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
         measurement = run_benchmark(plan, fabric)
     except torch.OutOfMemoryError as exc:
         columns = {**config_columns(config), "run_id": config.run_id}
-        store.append(failure_row(columns, "oom", last_line(exc), env))
+        store.append(failure_row(columns, "oom", exception_line(exc), env))
         stderr.print(
             f"[red]out of memory:[/red] {config.model} {config.mode} batch {config.batch_size} "
             f"at {config.precision} does not fit; recorded as status=oom in {config.output}"

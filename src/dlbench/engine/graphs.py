@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from dlbench.console import stderr
+from dlbench.errors import exception_line
 
 GRAPH_WARMUP_CALLS = 3  # calls on a side stream before capture (allocator, lazy init)
 
@@ -103,7 +104,7 @@ def graphed_step(
     try:
         replays = graph_slots(body, slots, before_capture, device.type)
     except Exception as exc:  # a host sync, an op capture refuses, a dynamic shape
-        reason = _first_line(exc)
+        reason = exception_line(exc)[:200]
         if device.type == "cuda":
             _end_failed_capture(device)
         stderr.print(
@@ -135,8 +136,3 @@ def _end_failed_capture(device: torch.device) -> None:
     with torch.cuda.graph(graph):
         scratch.add_(1)
     torch.cuda.synchronize(device)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:200]

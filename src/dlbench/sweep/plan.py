@@ -71,10 +71,7 @@ class SweepPoint:
 
     def cli_args(self, **fields: object) -> list[str]:
         """The `dlbench` command line of the point (for --dry-run and its own process)."""
-        args = config_args(self.config(**fields))
-        if self.auto_batch:
-            args[args.index("--batch-size") + 1] = "auto"
-        return args
+        return config_args(self.config(**fields), self.auto_batch)
 
 
 @dataclass

@@ -157,10 +157,7 @@ class Launcher:
         """Run one point in the worker, or in a process of its own."""
         if self.worker is None or needs_own_process(config):
             tagged = config.replace(extra={**config.extra, "isolation": "process"})
-            args = config_args(tagged)
-            if auto_batch:
-                args[args.index("--batch-size") + 1] = "auto"
-            return run_child(args, timeout_s)
+            return run_child(config_args(tagged, auto_batch), timeout_s)
         tagged = config.replace(extra={**config.extra, "isolation": "worker"})
         return self.worker.run(tagged, auto_batch, timeout_s)
 
