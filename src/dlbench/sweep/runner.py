@@ -105,12 +105,13 @@ class SweepRunner:
                 "set them (it restores the original limits afterwards)"
             )
 
-    def _done(self, point: SweepPoint) -> bool:
+    def _done(self, point: SweepPoint, rows: list[dict[str, str]] | None = None) -> bool:
+        """Whether `rows` (default: the CSV as it is now) hold an ok row of this point."""
         return self.resume and any(
             r.get("status") == "ok"
             and r.get("run_kind", "benchmark") in ("", "benchmark")
             and point_matches(point, r)
-            for r in self.store.rows()
+            for r in (self.store.rows() if rows is None else rows)
         )
 
     def _fail(self, point: SweepPoint, run_id: str, status: str, error: str) -> None:
@@ -168,7 +169,8 @@ class SweepRunner:
         )
         launcher = Launcher(self.isolation)
         started = time.monotonic()
-        done = sum(self._done(p) for p in self.points)
+        rows = self.store.rows() if self.resume else []  # read once for the count
+        done = sum(self._done(p, rows) for p in self.points)
         if done:
             console.print(
                 f"resuming: {done} of {len(self.points)} point(s) already have an ok row in "
