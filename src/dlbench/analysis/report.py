@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import html
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from dlbench.analysis.roofline import decode_table
 from dlbench.analysis.scaling import scaling_table
 from dlbench.analysis.timeline import load_timeline, throttle_summary
 from dlbench.errors import UserError
+from dlbench.results.store import writable_folder
 
 SUMMARY_COLUMNS = {
     "model": "model",
@@ -296,24 +296,12 @@ def build_report(
     """Read the CSVs (and telemetry logs), draw what they hold, write report.html, report.md
     and the PNGs, and report.pdf / report.pptx when asked."""
     rows = load_rows(paths)
-    _check_folder(out_dir)
+    writable_folder(out_dir, "--out")
     try:
         return _write(rows, out_dir, baseline, max_slowdown, timelines or [], pdf, pptx, prices)
     except OSError as exc:
         where = exc.filename or out_dir
         raise UserError(f"--out: cannot write {where}: {exc.strerror or exc}") from None
-
-
-def _check_folder(out_dir: Path) -> None:
-    """The report's folder exists or can be made, and takes files: before anything is drawn."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"--out: {out_dir} exists and is not a folder")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"--out: cannot create {out_dir}: {exc.strerror or exc}") from None
-    if not os.access(out_dir, os.W_OK):
-        raise UserError(f"--out: {out_dir} is not writable")
 
 
 def _write(rows, out_dir, baseline, max_slowdown, timelines, pdf, pptx, prices) -> Report:

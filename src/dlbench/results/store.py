@@ -26,13 +26,8 @@ class CsvStore:
     def check_writable(self) -> None:
         """Fail early, before anything runs: the folder must be writable and the file ours."""
         folder = self.path.parent if str(self.path.parent) else Path(".")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"--output: cannot create folder {folder}: {exc.strerror}") from exc
-        if not os.access(folder, os.W_OK) or (
-            self.path.exists() and not os.access(self.path, os.W_OK)
-        ):
+        writable_folder(folder, "--output", shown=self.path)
+        if self.path.exists() and not os.access(self.path, os.W_OK):
             raise UserError(f"--output: {self.path} is not writable")
         if self.path.exists():
             self.header()
@@ -117,6 +112,19 @@ class CsvStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def writable_folder(folder: Path, flag: str, shown: Path | None = None) -> None:
+    """Make `folder` if it is missing; a UserError naming `flag` unless files can go in it
+    (`shown`: the path the message names, the file to be written if not the folder)."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{flag}: {folder} exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{flag}: cannot create folder {folder}: {exc.strerror or exc}") from None
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"{flag}: {shown or folder} is not writable")
 
 
 def _ordered(columns) -> list[str]:
