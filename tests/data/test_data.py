@@ -281,21 +281,48 @@ def test_text_corpus_trains_a_causal_lm_and_classifiers_read_a_line_per_sample(t
 
 
 def test_encoded_batches_travel_packed_and_decode_like_the_cpu_path(images):
-    """The GPU-decode path's packing through real worker processes, decoded here on the CPU."""
+    """The GPU-decode path's packing through real worker processes (bytes and the crop each
+    worker drew from the JPEG header), decoded here on the CPU."""
     from torch.utils.data import DataLoader
 
-    from dlbench.data.images import DeviceImages, ImageFolderSet, collate_encoded
+    from dlbench.data.images import DeviceImages, EncodedBatch, ImageFolderSet, collate_encoded
 
     index = scan_images(images)
     dataset = ImageFolderSet(index, (32, 32), decode_on_gpu=True)
     loader = DataLoader(dataset, batch_size=16, num_workers=2, collate_fn=collate_encoded)
-    (flat, lengths, files), labels, _sizes, failed = next(iter(loader))
-    assert flat.dim() == 1 and flat.dtype == torch.uint8 and int(lengths.sum()) == flat.numel()
-    assert labels.shape == (16,) and failed.numel() == 0 and files.shape == (16,)
+    packed, labels, _sizes, failed = next(iter(loader))
+    assert isinstance(packed, EncodedBatch) and packed.flat.dtype == torch.uint8
+    assert int(packed.lengths.sum()) == packed.flat.numel() and packed.files.shape == (16,)
+    assert packed.boxes.shape == (16, 4) and packed.flips.dtype == torch.bool
+    assert bool((packed.boxes[:, 2:] <= 40).all()) and bool((packed.boxes >= 0).all())
+    assert labels.shape == (16,) and failed.numel() == 0
     device = DeviceImages(torch.device("cpu"), torch.float32, torch.contiguous_format, (32, 32))
-    batch = device.normalise(device.decode((flat, lengths, files)))
+    batch = device.normalise(device.decode(packed))
     assert batch.shape == (16, 3, 32, 32) and batch.dtype == torch.float32
     assert -3 < float(batch.mean()) < 3
+
+
+def test_the_jpeg_header_gives_the_size_nvjpeg_decodes(tmp_path):
+    """Workers draw each crop from the size in the file's header: it must be the decoded size
+    (baseline and progressive, with EXIF before the frame), and no header is a ValueError."""
+    from PIL import Image
+    from torchvision.io import decode_jpeg
+
+    from dlbench.data.crop import jpeg_size
+
+    for progressive in (False, True):
+        path = tmp_path / f"p{progressive}.jpg"
+        exif = Image.Exif()
+        exif[0x010E] = "x" * 300  # an APP1 segment before the frame header
+        Image.new("RGB", (37, 23), (9, 99, 199)).save(
+            path, quality=90, progressive=progressive, exif=exif
+        )
+        data = path.read_bytes()
+        decoded = decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+        assert jpeg_size(data) == (23, 37) == tuple(decoded.shape[1:])
+    for bad in (b"", b"\x89PNG\r\n", b"\xff\xd8\xff\xe0\x00\x10" + bytes(8), data[:40]):
+        with pytest.raises(ValueError):
+            jpeg_size(bad)
 
 
 def test_the_batched_crop_draws_torchvisions_boxes_and_matches_its_output():
@@ -303,7 +330,7 @@ def test_the_batched_crop_draws_torchvisions_boxes_and_matches_its_output():
     from the same seed: same boxes and flips, pixels within interpolation tolerance."""
     from torchvision.transforms import RandomResizedCrop
 
-    from dlbench.data.crop import batched_crop, draw_crops
+    from dlbench.data.crop import batched_crop, draw_crop
     from dlbench.data.images import augmentation
 
     gen = torch.Generator().manual_seed(3)
@@ -314,34 +341,55 @@ def test_the_batched_crop_draws_torchvisions_boxes_and_matches_its_output():
         for c, s in zip(coarse, shapes)
     ]
     torch.manual_seed(11)
-    boxes, flips = draw_crops(shapes)
+    boxes, flips = zip(*(draw_crop(*shape) for shape in shapes))
     torch.manual_seed(11)
-    for (height, width), box in zip(shapes, boxes.tolist()):
+    for (height, width), box in zip(shapes, boxes):
         top, left, h, w = RandomResizedCrop.get_params(torch.empty(1, height, width),
                                                        (0.08, 1.0), (3 / 4, 4 / 3))  # fmt: skip
-        assert box == [left, top, left + w, top + h]
+        assert box == (left, top, left + w, top + h)
         torch.rand(1)  # the flip's draw
     torch.manual_seed(11)
-    ours = batched_crop(images, (224, 224))
-    torch.manual_seed(11)
     cpu = torch.stack([augmentation((224, 224))(img) for img in images]).float()
+    ours = batched_crop(images, torch.tensor(boxes), torch.tensor(flips), (224, 224))
     difference = (ours - cpu).abs()
-    assert ours.shape == (4, 3, 224, 224) and flips.dtype == torch.bool
+    assert ours.shape == (4, 3, 224, 224)
     assert float(difference.mean()) < 1.0 and float(difference.max()) < 4.0  # grey levels
+    same = [images[0]] * 3  # a batch of one size takes the stacked path: the same pixels
+    stacked = batched_crop(same, torch.tensor(boxes[:1] * 3), torch.tensor(flips[:1] * 3),
+                           (224, 224))  # fmt: skip
+    assert torch.allclose(stacked[0], ours[0], atol=0.5)
 
 
 def test_a_corrupt_file_inside_a_gpu_batch_is_counted_and_skipped(images):
     """The GPU path's decode (run here on the CPU): a file that fails inside a batch is
-    counted once and its place taken by another image; the batch keeps its size."""
-    from dlbench.data.images import DeviceImages
+    counted once and its place and crop taken by another image; the batch keeps its size."""
+    from dlbench.data.images import DeviceImages, EncodedBatch
 
     files = sorted(images.rglob("*.jpg"))[:4]
     raws = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in files]
     raws[2] = torch.frombuffer(bytearray(b"\xff\xd8\xff" + bytes(300)), dtype=torch.uint8)
     lengths = torch.tensor([r.numel() for r in raws])
-    packed = (torch.cat(raws), lengths, torch.tensor([10, 11, 12, 13]))
+    boxes = torch.tensor([[0.0, 0.0, 40.0, 40.0]] * 4)
+    flips = torch.tensor([False, False, True, False])
+    packed = EncodedBatch(torch.cat(raws), lengths, torch.tensor([10, 11, 12, 13]), boxes, flips)
     device = DeviceImages(torch.device("cpu"), torch.float32, torch.contiguous_format, (32, 32))
     batch = device.decode(packed)
     assert batch.shape == (4, 3, 32, 32) and device.failed_files == {12}
     device.decode(packed)
     assert device.failed_files == {12}  # tried twice, counted once
+
+
+def test_a_file_without_a_frame_header_is_skipped_by_the_gpu_path_workers(tmp_path):
+    """With GPU decode the worker reads the header to draw the crop: a file that has none is
+    counted as failed there and the next readable file takes its place."""
+    from dlbench.data.images import ImageFolderSet
+
+    root = tmp_path / "imgs"
+    make_images(root, ImageSpec(4, 40, 40, classes=1), workers=1)
+    first = sorted(root.rglob("*.jpg"))[0]
+    first.write_bytes(first.read_bytes()[:30])  # the start marker survives, no frame header
+    index = scan_images(root)
+    dataset = ImageFolderSet(index, (32, 32), decode_on_gpu=True)
+    at = index.files.index(first)
+    (raw, file, _box, _flip), _label, size, failed = dataset[at]
+    assert failed == [at] and file == (at + 1) % len(index.files) and size == raw.numel()

@@ -2,19 +2,20 @@
 and PNG files, read and decoded in DataLoader workers, augmented with torchvision.transforms.v2
 (random resized crop to the model's size, flip) and handed on as uint8: the device normalises
 (a quarter of the bytes over PCIe, as timm's prefetcher does). With `--decode gpu` the workers
-only read the files and nvJPEG decodes on the GPU."""
+only read the files and draw each image's crop from its header; nvJPEG decodes on the GPU."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch.utils.data import Dataset
 
 from dlbench.console import stderr
-from dlbench.data.crop import batched_crop
+from dlbench.data.crop import batched_crop, draw_crop, jpeg_size
 from dlbench.errors import UserError
 
 SUFFIXES = {".jpg", ".jpeg", ".png"}
@@ -127,11 +128,14 @@ class ImageFolderSet(Dataset):
             at = (i + k) % len(self)
             path = self.index.files[at]
             try:
-                raw = read_file(str(path))
                 if self.decode_on_gpu:  # the file's index travels along: its decode may fail
-                    return (raw, at), self.index.labels[at], raw.numel(), failed
+                    data = path.read_bytes()
+                    box, flip = draw_crop(*jpeg_size(data))
+                    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+                    return (raw, at, box, flip), self.index.labels[at], raw.numel(), failed
+                raw = read_file(str(path))
                 image = decode_image(raw, mode=ImageReadMode.RGB)
-            except RuntimeError:  # gone since the scan, unreadable, or not decodable
+            except (RuntimeError, ValueError, OSError):  # gone, unreadable or not decodable
                 failed.append(at)
                 continue
             return self.augment(image), self.index.labels[at], raw.numel(), failed
@@ -150,13 +154,26 @@ def _indices(failed: tuple[list[int], ...]) -> torch.Tensor:
     return torch.tensor([i for each in failed for i in each], dtype=torch.long)
 
 
-def collate_encoded(samples: list) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
-    """GPU decode: the encoded files end to end in one tensor, with their lengths (one shared
-    buffer per batch; a tensor per file would cost a file descriptor each between processes)."""
+class EncodedBatch(NamedTuple):
+    """GPU decode: a batch's encoded files end to end in one tensor (one shared buffer per
+    batch; a tensor per file would cost a file descriptor each between processes), their
+    lengths and indices, and the crop box and flip each worker drew."""
+
+    flat: torch.Tensor
+    lengths: torch.Tensor
+    files: torch.Tensor
+    boxes: torch.Tensor
+    flips: torch.Tensor
+
+
+def collate_encoded(samples: list) -> tuple:
+    """GPU decode: the samples' files and crops into one EncodedBatch."""
     encoded, labels, sizes, failed = zip(*samples)
-    raws, files = zip(*encoded)
+    raws, files, boxes, flips = zip(*encoded)
     lengths = torch.tensor(sizes)
-    packed = (torch.cat(raws), lengths, torch.tensor(files))
+    packed = EncodedBatch(
+        torch.cat(raws), lengths, torch.tensor(files), torch.tensor(boxes), torch.tensor(flips)
+    )
     return packed, torch.tensor(labels), lengths, _indices(failed)
 
 
@@ -184,29 +201,31 @@ class DeviceImages:
         x = (x - self.mean) / self.std
         return x.to(self.dtype).contiguous(memory_format=self.fmt)
 
-    def decode(self, packed: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def decode(self, packed: EncodedBatch) -> torch.Tensor:
         """nvJPEG decode of the packed files in one batched call, then the crop and flip of
         the whole batch at once (data.crop); a file that fails to decode is counted and its
-        place taken by another image of the batch."""
-        flat, lengths, files = packed
-        raws = list(torch.split(flat, lengths.tolist()))
-        return batched_crop(self._decoded(raws, files.tolist()), self.size)
+        place (and crop) taken by another image of the batch."""
+        raws = list(torch.split(packed.flat, packed.lengths.tolist()))
+        images, boxes, flips = self._decoded(raws, packed)
+        return batched_crop(images, boxes, flips, self.size)
 
-    def _decoded(self, raws: list[torch.Tensor], files: list[int]) -> list[torch.Tensor]:
+    def _decoded(self, raws: list[torch.Tensor], packed: EncodedBatch):
         from torchvision.io import ImageReadMode, decode_jpeg
 
         try:
-            return decode_jpeg(raws, mode=ImageReadMode.RGB, device=self.device)
+            images = decode_jpeg(raws, mode=ImageReadMode.RGB, device=self.device)
+            return images, packed.boxes, packed.flips
         except RuntimeError:  # one bad file fails the batched call: decode one by one
             pass
-        images: list[torch.Tensor | None] = []
-        for raw, file in zip(raws, files):
+        decoded: list[torch.Tensor | None] = []
+        for raw, file in zip(raws, packed.files.tolist()):
             try:
-                images.append(decode_jpeg(raw, mode=ImageReadMode.RGB, device=self.device))
+                decoded.append(decode_jpeg(raw, mode=ImageReadMode.RGB, device=self.device))
             except RuntimeError:
                 self.failed_files.add(file)
-                images.append(None)
-        good = [img for img in images if img is not None]
+                decoded.append(None)
+        good = [k for k, img in enumerate(decoded) if img is not None]
         if not good:
             raise UserError("--data: no file of a whole batch could be decoded on the GPU")
-        return [img if img is not None else good[k % len(good)] for k, img in enumerate(images)]
+        take = [k if decoded[k] is not None else good[k % len(good)] for k in range(len(raws))]
+        return [decoded[k] for k in take], packed.boxes[take], packed.flips[take]

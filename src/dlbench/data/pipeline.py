@@ -219,6 +219,38 @@ class DataFeed:
             shutdown()
 
 
+class SideStream:
+    """Makes each batch ready on a side CUDA stream: its copy (and with GPU decode its crop)
+    runs beside the step before it instead of queued behind it; the step's stream waits for
+    the batch, and the batch's memory stays the step's until the step is done with it.
+
+    `fence`: wait on the host for the previous batch's work before the next starts (GPU
+    decode: torchvision allocates nvJPEG's output on this stream but writes it on its own, so
+    memory the previous crop still reads must not be handed out again). The wait is for the
+    side stream only, never for the model's."""
+
+    def __init__(self, device: torch.device, fence: bool) -> None:
+        self.device = device
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self.fence = fence
+        self._done: torch.cuda.Event | None = None
+
+    def __call__(self, make, *args) -> tuple[torch.Tensor, ...]:
+        if self.stream is None:
+            return make(*args)
+        if self.fence and self._done is not None:
+            self._done.synchronize()
+        current = torch.cuda.current_stream(self.device)
+        with torch.cuda.stream(self.stream):
+            ready = make(*args)
+            self._done = torch.cuda.Event()
+            self._done.record(self.stream)
+        current.wait_event(self._done)
+        for tensor in ready:
+            tensor.record_stream(current)
+        return ready
+
+
 def device_preparer(
     pipeline: Pipeline,
     workload: Workload,
@@ -227,19 +259,27 @@ def device_preparer(
     dtype: torch.dtype,
     fmt: torch.memory_format,
 ):
-    """What turns a loader batch into the step's (inputs, targets) on the device."""
+    """What turns a loader batch into the step's (inputs, targets) on the device, made
+    ready on a side stream."""
+    gpu = pipeline.decode == "gpu"
+    side = SideStream(device, fence=gpu)
     if pipeline.source.kind == "text":
 
-        def tokens(inputs: torch.Tensor, targets: torch.Tensor):
+        def copy(inputs: torch.Tensor, targets: torch.Tensor):
             return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+
+        def tokens(inputs: torch.Tensor, targets: torch.Tensor):
+            return side(copy, inputs, targets)
 
         return tokens
     images = DeviceImages(device, dtype, fmt, (shape.height, shape.width))
-    gpu = pipeline.decode == "gpu"
 
-    def pixels(inputs, targets: torch.Tensor):
+    def ready(inputs, targets: torch.Tensor):
         batch = images.decode(inputs) if gpu else inputs
         return images.normalise(batch), targets.to(device, non_blocking=True)
+
+    def pixels(inputs, targets: torch.Tensor):
+        return side(ready, inputs, targets)
 
     pixels.failed_files = images.failed_files  # type: ignore[attr-defined]
     return pixels

@@ -1,0 +1,59 @@
+"""On a GPU: where a GPU-decoded batch's time goes (nvJPEG batched decode, the batched crop,
+the side stream), and whether the GPU path's pixels match the CPU path's. Prints one line per
+figure; exits 1 if a check fails. Usage: PYTHONPATH=src python3 benchmarks/jpeg_probe.py DIR"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torchvision.io import ImageReadMode, decode_jpeg
+
+from dlbench.data.crop import batched_crop, draw_crop, jpeg_size
+
+BATCH = 256
+
+
+def timed(fn, repeats: int = 5) -> float:
+    """Median wall seconds of fn() with the device synchronized at both edges."""
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - began)
+    return sorted(times)[len(times) // 2]
+
+
+def main(folder: Path) -> int:
+    files = sorted(folder.rglob("*.jpg"))[:BATCH]
+    datas = [f.read_bytes() for f in files]
+    raws = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
+    decode_jpeg(raws[:8], mode=ImageReadMode.RGB, device="cuda")  # nvJPEG's first call
+    decode_s = timed(lambda: decode_jpeg(raws, mode=ImageReadMode.RGB, device="cuda"))
+    print(f"nvJPEG batched decode, {BATCH} files: {decode_s * 1e3:.1f} ms "
+          f"({BATCH / decode_s:,.0f} img/s)")  # fmt: skip
+    began = time.perf_counter()
+    crops = [draw_crop(*jpeg_size(d)) for d in datas]
+    draw_s = time.perf_counter() - began
+    print(f"header + crop draw (one worker): {draw_s / BATCH * 1e6:.1f} us per file")
+    images = decode_jpeg(raws, mode=ImageReadMode.RGB, device="cuda")
+    boxes = torch.tensor([c[0] for c in crops])
+    flips = torch.tensor([c[1] for c in crops])
+    crop_s = timed(lambda: batched_crop(images, boxes, flips, (224, 224)))
+    print(f"batched crop of {BATCH}: {crop_s * 1e3:.2f} ms")
+    on_gpu = batched_crop(images[:16], boxes[:16], flips[:16], (224, 224)).cpu()
+    on_cpu_images = [decode_jpeg(r, mode=ImageReadMode.RGB) for r in raws[:16]]
+    on_cpu = batched_crop(on_cpu_images, boxes[:16], flips[:16], (224, 224))
+    difference = float((on_gpu - on_cpu).abs().mean())
+    print(f"GPU decode + crop vs CPU decode + crop: mean |difference| {difference:.2f} grey levels")
+    ok = difference < 3.0
+    print("check:", "ok" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
