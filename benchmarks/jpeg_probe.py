@@ -28,6 +28,38 @@ def timed(fn, repeats: int = 5) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def staged_equals_direct(datas: list[bytes], crops: list) -> bool:
+    """The feed's staging (side stream, another thread) gives the pixels a direct call does."""
+    import threading
+    from types import SimpleNamespace
+
+    from dlbench.config import DataSource
+    from dlbench.data.images import EncodedBatch
+    from dlbench.data.pipeline import OnDevice
+
+    raws = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
+    packed = EncodedBatch(
+        torch.cat(raws),
+        torch.tensor([r.numel() for r in raws]),
+        torch.arange(len(raws)),
+        torch.tensor([c[0] for c in crops]),
+        torch.tensor([c[1] for c in crops]),
+    )
+    pipeline = SimpleNamespace(decode="gpu", source=DataSource("folder", Path(".")))
+    shape = SimpleNamespace(height=224, width=224)
+    fmt = torch.channels_last
+    on_device = OnDevice(pipeline, shape, torch.device("cuda"), torch.bfloat16, fmt)
+    direct = on_device.images.normalise(on_device.images.decode(packed))
+    staged: list = []
+    thread = threading.Thread(
+        target=lambda: staged.append(on_device.stage(packed, torch.zeros(len(raws))))
+    )
+    thread.start()
+    thread.join()
+    inputs, _targets = on_device.hand_over(staged[0])
+    return bool(torch.equal(inputs, direct))
+
+
 def main(folder: Path) -> int:
     files = sorted(folder.rglob("*.jpg"))[:BATCH]
     datas = [f.read_bytes() for f in files]
@@ -50,7 +82,9 @@ def main(folder: Path) -> int:
     on_cpu = batched_crop(on_cpu_images, boxes[:16], flips[:16], (224, 224))
     difference = float((on_gpu - on_cpu).abs().mean())
     print(f"GPU decode + crop vs CPU decode + crop: mean |difference| {difference:.2f} grey levels")
-    ok = difference < 3.0
+    staged = staged_equals_direct(datas[:16], crops[:16])
+    print(f"staged on the side stream (thread) equals decoded in place: {staged}")
+    ok = difference < 3.0 and staged
     print("check:", "ok" if ok else "FAILED")
     return 0 if ok else 1
 

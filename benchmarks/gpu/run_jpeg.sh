@@ -8,7 +8,7 @@ IMAGES=/tmp/dlbench-jpeg
 run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
 IMG="$IMAGES/images"
 du -sh "$IMG"
-run 30 python3 benchmarks/jpeg_probe.py "$IMG"
+run 30 python3 benchmarks/jpeg_probe.py "$IMG" 2>&1 | grep -v -i warn
 T="--model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 30 --warmup-steps 5"
 run 40 $D train $T --output "$OUT/h100-jpeg.csv"
 run 50 $D train $T --data "folder:$IMG" --workers 8 --decode gpu --output "$OUT/h100-jpeg.csv"
@@ -18,4 +18,15 @@ run 50 $D train $T --data "folder:$IMG" --workers 8 --output "$OUT/h100-jpeg.csv
 run 30 $D data "$IMG" --model resnet50 --batch-size 256 --workers 8 --min-time 4 \
   --output "$OUT/h100-jpeg-loader.csv"
 run 50 $D train $T --data "folder:$IMG" --workers 4 --decode gpu --output "$OUT/h100-jpeg.csv"
+run 50 $D train $T --data "folder:$IMG" --workers 8 --decode gpu --cuda-graphs \
+  --output "$OUT/h100-jpeg-graphs.csv"
 echo "all done: $(( $(date +%s) - t0 )) s"
+python3 - "$OUT" <<'PY'
+import csv, pathlib, sys
+for path in sorted(pathlib.Path(sys.argv[1]).glob("h100-jpeg*.csv")):
+    for r in csv.DictReader(open(path)):
+        print(path.name, r.get("data_decode"), r.get("data_workers"), r.get("cuda_graphs"),
+              r["samples_per_s"], r.get("gpu_busy_pct"), r.get("data_wait_pct"),
+              r.get("host_cpu_pct"), r.get("step_time_stdev_pct"), r.get("verdict"),
+              r.get("verdict_reasons"))
+PY

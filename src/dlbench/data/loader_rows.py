@@ -8,7 +8,7 @@ import torch
 
 from dlbench.config import DataSource
 from dlbench.console import show_frame
-from dlbench.data.pipeline import check_data, device_preparer, open_pipeline
+from dlbench.data.pipeline import OnDevice, check_data, open_pipeline
 from dlbench.data.source import available_cpus
 from dlbench.data.throughput import LoaderResult, measure_loader, parse_worker_counts
 from dlbench.errors import invalid
@@ -73,9 +73,7 @@ def run_loader_sweep(
         pipeline = open_pipeline(source, workload, shape, batch_size, count, decode, seed, cuda)
         prepare = None
         if decode == "gpu":
-            prepare = device_preparer(
-                pipeline, workload, shape, device, torch.float32, torch.contiguous_format
-            )
+            prepare = OnDevice(pipeline, shape, device, torch.float32, torch.contiguous_format)
         result = measure_loader(pipeline, min_time_s, device, prepare)
         row = {**loader_row(spec, model, batch_size, shape, decode, result), **env}
         row.update(data_files=pipeline.files, data_skipped=pipeline.skipped)

@@ -4,9 +4,12 @@ counted over the window (host clock around `next()`, no device sync)."""
 
 from __future__ import annotations
 
+import contextlib
+import queue
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -21,9 +24,13 @@ from dlbench.data.images import (
 )
 from dlbench.data.text import TokenSet, read_samples, train_tokenizer
 from dlbench.errors import UserError, invalid
+from dlbench.signals import raise_if_interrupted
 from dlbench.workloads import InputShape, Workload
 
 PREFETCH_BATCHES = 4  # batches each worker prepares ahead
+STAGED_AHEAD = 2  # batches staged on the device ahead of the step (decoded, cropped)
+QUEUE_POLL_S = 0.2  # how often a wait for the staging thread looks for an interrupt
+CLOSE_WAIT_S = 5.0  # the longest close waits for the staging thread's batch in progress
 # A window whose host waited longer than this share for batches measures the loader, not the GPU.
 INPUT_BOUND_WAIT_PCT = 10.0
 
@@ -136,12 +143,20 @@ def worker_message(text: str) -> str:
 
 class DataFeed:
     """Endless batches from the pipeline (a new epoch when one ends), made ready for the model
-    by `prepare`; a window observer, so that its counters cover the measured window only."""
+    by `prepare`; a window observer, so that its counters cover the measured window only.
 
-    def __init__(self, pipeline: Pipeline, prepare) -> None:
+    A thread draws the next batches from the loader and stages them (copy, GPU decode and crop
+    on a side stream) up to `ahead` batches before the step asks for them: the host's wait
+    for the loader and nvJPEG's own wait for its stream overlap the steps instead of sitting
+    between them. `fetch` counts only the time the step itself waited."""
+
+    def __init__(self, pipeline: Pipeline, prepare: Preparer, ahead: int = STAGED_AHEAD) -> None:
         self.pipeline = pipeline
         self.prepare = prepare
         self._iterator = iter(pipeline.loader)
+        self._ready: queue.Queue = queue.Queue(maxsize=ahead)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self.wait_s = 0.0
         self.bytes_read = 0
         self.samples = 0
@@ -160,15 +175,54 @@ class DataFeed:
         except UserError as exc:  # raised in a worker: DataLoader adds its traceback
             raise UserError(worker_message(str(exc))) from None
 
+    def _stage_batches(self) -> None:
+        """The thread: load, stage, queue; an exception is queued for `fetch` to raise."""
+        device = self.prepare.device
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        while not self._stop.is_set():
+            item: object
+            try:
+                inputs, targets, sizes, failed = self._next()
+                staged = self.prepare.stage(inputs, targets)
+                item = (staged, int(sizes.sum()), len(targets), failed.tolist())
+            except BaseException as exc:  # handed to the step's thread, raised there
+                item = exc
+            while not self._stop.is_set():
+                try:
+                    self._ready.put(item, timeout=QUEUE_POLL_S)
+                    break
+                except queue.Full:
+                    continue
+            if isinstance(item, BaseException):
+                return
+
+    def start(self) -> None:
+        """Start staging batches (the first `fetch` does, if nothing did before)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._stage_batches, name="dlbench-data", daemon=True
+            )
+            self._thread.start()
+
     def fetch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The next batch on the device; the host's wait for it is counted."""
+        self.start()
         began = time.perf_counter()
-        inputs, targets, sizes, failed = self._next()
+        while True:
+            try:
+                item = self._ready.get(timeout=QUEUE_POLL_S)
+                break
+            except queue.Empty:
+                raise_if_interrupted()
         self.wait_s += time.perf_counter() - began
-        self.bytes_read += int(sizes.sum())
-        self.samples += len(targets)
-        self.failed_files.update(failed.tolist())
-        return self.prepare(inputs, targets)
+        if isinstance(item, BaseException):
+            raise item
+        staged, read, samples, failed = item
+        self.bytes_read += read
+        self.samples += samples
+        self.failed_files.update(failed)
+        return self.prepare.hand_over(staged)
 
     def begin_window(self) -> None:
         self._cpu = cpu_times()
@@ -194,7 +248,7 @@ class DataFeed:
             "data_decode": p.decode,
             "data_files": p.files,
             "data_bytes": p.data_bytes,
-            "data_skipped": p.skipped + len(self.failed_files | self._device_failed()),
+            "data_skipped": p.skipped + len(self.failed_files | self.prepare.failed_files),
             "data_mean_file_kb": p.data_bytes / p.files / 1e3 if p.files else None,
         }
         if w and w["wall_s"] > 0:
@@ -208,26 +262,30 @@ class DataFeed:
             columns["input_bound"] = columns["data_wait_pct"] > INPUT_BOUND_WAIT_PCT
         return columns
 
-    def _device_failed(self) -> set[int]:
-        """Files whose decode failed where the batch is made ready (GPU decode)."""
-        return set(getattr(self.prepare, "failed_files", ()))
-
     def close(self) -> None:
-        """Stop the loader's worker processes now (a sweep worker runs the next point next)."""
+        """Stop the staging thread, then the loader's worker processes (a sweep worker runs
+        the next point next)."""
+        self._stop.set()
+        give_up = time.monotonic() + CLOSE_WAIT_S  # a loader that hangs does not hang the run
+        if self._thread is not None:
+            while self._thread.is_alive() and time.monotonic() < give_up:
+                with contextlib.suppress(queue.Empty):
+                    self._ready.get(timeout=QUEUE_POLL_S)  # frees a put that waits
+                self._thread.join(timeout=QUEUE_POLL_S)
         shutdown = getattr(self._iterator, "_shutdown_workers", None)
         if shutdown:
             shutdown()
 
 
 class SideStream:
-    """Makes each batch ready on a side CUDA stream: its copy (and with GPU decode its crop)
-    runs beside the step before it instead of queued behind it; the step's stream waits for
-    the batch, and the batch's memory stays the step's until the step is done with it.
+    """Makes batches ready on a side CUDA stream: a batch's copy (and with GPU decode its
+    crop) runs beside the step before it instead of queued behind it; the step's stream waits
+    for the batch, and the batch's memory stays the step's until the step is done with it.
 
-    `fence`: wait on the host for the previous batch's work before the next starts (GPU
-    decode: torchvision allocates nvJPEG's output on this stream but writes it on its own, so
-    memory the previous crop still reads must not be handed out again). The wait is for the
-    side stream only, never for the model's."""
+    `fence`: wait on the host (the staging thread) for the previous batch's work before the
+    next starts (GPU decode: torchvision allocates nvJPEG's output on this stream but writes it
+    on its own, so memory the previous crop still reads must not be handed out again). The
+    wait is for the side stream only, never for the model's."""
 
     def __init__(self, device: torch.device, fence: bool) -> None:
         self.device = device
@@ -235,51 +293,81 @@ class SideStream:
         self.fence = fence
         self._done: torch.cuda.Event | None = None
 
-    def __call__(self, make, *args) -> tuple[torch.Tensor, ...]:
+    def stage(self, make, *args) -> tuple[tuple[torch.Tensor, ...], object]:
+        """`make(*args)` on the side stream (any thread), and the event that ends it."""
         if self.stream is None:
-            return make(*args)
+            return make(*args), None
         if self.fence and self._done is not None:
             self._done.synchronize()
-        current = torch.cuda.current_stream(self.device)
         with torch.cuda.stream(self.stream):
             ready = make(*args)
-            self._done = torch.cuda.Event()
-            self._done.record(self.stream)
-        current.wait_event(self._done)
+            done = torch.cuda.Event()
+            done.record(self.stream)
+        self._done = done
+        return ready, done
+
+    def hand_over(self, staged: tuple[tuple[torch.Tensor, ...], object]):
+        """The staged tensors for the calling thread's stream, which waits for them."""
+        ready, done = staged
+        if done is None:
+            return ready
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(done)
         for tensor in ready:
             tensor.record_stream(current)
         return ready
 
 
-def device_preparer(
-    pipeline: Pipeline,
-    workload: Workload,
-    shape: InputShape,
-    device: torch.device,
-    dtype: torch.dtype,
-    fmt: torch.memory_format,
-):
-    """What turns a loader batch into the step's (inputs, targets) on the device, made
-    ready on a side stream."""
-    gpu = pipeline.decode == "gpu"
-    side = SideStream(device, fence=gpu)
-    if pipeline.source.kind == "text":
+class Preparer(Protocol):
+    """Turns a loader batch into the step's (inputs, targets): `stage` in the staging thread,
+    `hand_over` in the step's; the files whose decode failed on the way."""
 
-        def copy(inputs: torch.Tensor, targets: torch.Tensor):
-            return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+    device: torch.device
+    failed_files: set[int]
 
-        def tokens(inputs: torch.Tensor, targets: torch.Tensor):
-            return side(copy, inputs, targets)
+    def stage(self, inputs, targets: torch.Tensor) -> object: ...
 
-        return tokens
-    images = DeviceImages(device, dtype, fmt, (shape.height, shape.width))
+    def hand_over(self, staged: object) -> tuple[torch.Tensor, torch.Tensor]: ...
 
-    def ready(inputs, targets: torch.Tensor):
-        batch = images.decode(inputs) if gpu else inputs
-        return images.normalise(batch), targets.to(device, non_blocking=True)
 
-    def pixels(inputs, targets: torch.Tensor):
-        return side(ready, inputs, targets)
+class AsLoaded:
+    """Batches as the loader gives them (the loader alone, measured on the host)."""
 
-    pixels.failed_files = images.failed_files  # type: ignore[attr-defined]
-    return pixels
+    device = torch.device("cpu")
+
+    def __init__(self) -> None:
+        self.failed_files: set[int] = set()
+
+    def stage(self, inputs, targets):
+        return inputs, targets
+
+    def hand_over(self, staged):
+        return staged
+
+
+class OnDevice:
+    """Loader batches to the step's device, dtype and layout, made ready on a side stream:
+    token ids copied; images copied and normalised, or with GPU decode decoded, cropped and
+    normalised there."""
+
+    def __init__(self, pipeline: Pipeline, shape: InputShape, device, dtype, fmt) -> None:
+        self.device = device
+        self.gpu_decode = pipeline.decode == "gpu"
+        self.images = None
+        if pipeline.source.kind != "text":
+            self.images = DeviceImages(device, dtype, fmt, (shape.height, shape.width))
+        self.failed_files = self.images.failed_files if self.images else set()
+        self.side = SideStream(device, fence=self.gpu_decode)
+
+    def _ready(self, inputs, targets: torch.Tensor):
+        targets = targets.to(self.device, non_blocking=True)
+        if self.images is None:
+            return inputs.to(self.device, non_blocking=True), targets
+        batch = self.images.decode(inputs) if self.gpu_decode else inputs
+        return self.images.normalise(batch), targets
+
+    def stage(self, inputs, targets: torch.Tensor):
+        return self.side.stage(self._ready, inputs, targets)
+
+    def hand_over(self, staged):
+        return self.side.hand_over(staged)

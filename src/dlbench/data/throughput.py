@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dlbench.data.pipeline import DataFeed, Pipeline
+from dlbench.data.pipeline import AsLoaded, DataFeed, Pipeline, Preparer
 
 MIN_WARMUP_BATCHES = 2
 
@@ -59,12 +59,12 @@ class LoaderResult:
 
 
 def measure_loader(
-    pipeline: Pipeline, min_time_s: float, device: torch.device, prepare=None
+    pipeline: Pipeline, min_time_s: float, device: torch.device, prepare: Preparer | None = None
 ) -> LoaderResult:
     """Draw batches through the same feed a training run uses, for at least `min_time_s` after
     a warm-up that starts every worker (with GPU decode, `prepare` decodes on the device and
     the clock stops after a sync)."""
-    feed = DataFeed(pipeline, prepare or (lambda inputs, targets: (inputs, targets)))
+    feed = DataFeed(pipeline, prepare or AsLoaded())
     began = time.perf_counter()
     for i in range(max(MIN_WARMUP_BATCHES, pipeline.workers)):
         feed.fetch(i)

@@ -21,6 +21,9 @@ from dlbench.console import stderr
 from dlbench.errors import exception_line
 
 GRAPH_WARMUP_CALLS = 3  # calls on a side stream before capture (allocator, lazy init)
+# Capture refuses unsafe calls from this thread only: the data feed's staging thread goes on
+# decoding and copying on its own stream while a step is captured.
+CAPTURE_MODE = "thread_local"
 
 # capture(fn, ready, pool) -> (replay, pool): `fn` warmed up (`ready()` before each call puts
 # state where `fn` expects it) and captured into `pool` (None: a new one).
@@ -42,7 +45,7 @@ def cuda_graph(
         ready()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
+    with torch.cuda.graph(graph, pool=pool, capture_error_mode=CAPTURE_MODE):
         fn()
     return graph.replay, graph.pool()
 

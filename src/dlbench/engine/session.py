@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from dlbench.config import RunConfig
-from dlbench.data.pipeline import DataFeed, device_preparer, open_pipeline
+from dlbench.data.pipeline import DataFeed, OnDevice, open_pipeline
 from dlbench.engine.devices import DevicePlan
 from dlbench.engine.graphs import GraphedStep, graphed_step
 from dlbench.engine.precision import PrecisionPlan
@@ -255,7 +255,7 @@ def open_feed(config, workload, shape, dtype, fmt, device: torch.device) -> Data
         config.seed,
         pin_memory=device.type == "cuda",
     )
-    return DataFeed(pipeline, device_preparer(pipeline, workload, shape, device, dtype, fmt))
+    return DataFeed(pipeline, OnDevice(pipeline, shape, device, dtype, fmt))
 
 
 def _fetcher(batches: list[Batch], device: torch.device, on_device: bool):
