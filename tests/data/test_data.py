@@ -166,6 +166,22 @@ def test_a_loader_error_reaches_the_step_and_close_stops_the_staging_thread():
     assert feed._thread is not None and not feed._thread.is_alive()
 
 
+def test_a_staging_thread_that_cannot_start_fails_the_step_instead_of_hanging_it():
+    """The thread takes the step's GPU first; where that fails (here: no CUDA at all) the
+    error reaches the step (an H100 run once waited forever for a thread that had died)."""
+
+    class OnAMissingGpu(AsLoaded):
+        device = torch.device("cuda", 0)
+
+    pipeline = Pipeline(_Slow(0.0), DataSource("folder", Path(".")), 0, "cpu", 2, 0, 20)
+    feed = DataFeed(pipeline, OnAMissingGpu())
+    began = time.monotonic()
+    with pytest.raises((RuntimeError, AssertionError)):
+        feed.fetch(0)
+    assert time.monotonic() - began < 5
+    feed.close()
+
+
 def test_closing_the_feed_does_not_wait_for_a_loader_that_hangs(monkeypatch):
     from dlbench.data import pipeline
 

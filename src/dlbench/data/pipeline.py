@@ -28,7 +28,7 @@ from dlbench.signals import raise_if_interrupted
 from dlbench.workloads import InputShape, Workload
 
 PREFETCH_BATCHES = 4  # batches each worker prepares ahead
-STAGED_AHEAD = 2  # batches staged on the device ahead of the step (decoded, cropped)
+STAGED_AHEAD = 3  # batches staged on the device ahead of the step (decoded, cropped)
 QUEUE_POLL_S = 0.2  # how often a wait for the staging thread looks for an interrupt
 CLOSE_WAIT_S = 5.0  # the longest close waits for the staging thread's batch in progress
 # A window whose host waited longer than this share for batches measures the loader, not the GPU.
@@ -175,14 +175,14 @@ class DataFeed:
         except UserError as exc:  # raised in a worker: DataLoader adds its traceback
             raise UserError(worker_message(str(exc))) from None
 
-    def _stage_batches(self) -> None:
+    def _stage_batches(self, cuda_index: int | None) -> None:
         """The thread: load, stage, queue; an exception is queued for `fetch` to raise."""
-        device = self.prepare.device
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
         while not self._stop.is_set():
             item: object
             try:
+                if cuda_index is not None:  # the step's GPU (a thread starts on GPU 0)
+                    torch.cuda.set_device(cuda_index)
+                    cuda_index = None
                 inputs, targets, sizes, failed = self._next()
                 staged = self.prepare.stage(inputs, targets)
                 item = (staged, int(sizes.sum()), len(targets), failed.tolist())
@@ -200,8 +200,12 @@ class DataFeed:
     def start(self) -> None:
         """Start staging batches (the first `fetch` does, if nothing did before)."""
         if self._thread is None:
+            device = self.prepare.device
+            index = device.index if device.index is not None else None
+            if device.type == "cuda" and index is None:
+                index = torch.cuda.current_device()
             self._thread = threading.Thread(
-                target=self._stage_batches, name="dlbench-data", daemon=True
+                target=self._stage_batches, args=(index,), name="dlbench-data", daemon=True
             )
             self._thread.start()
 
@@ -215,6 +219,8 @@ class DataFeed:
                 break
             except queue.Empty:
                 raise_if_interrupted()
+                if not self._thread.is_alive() and self._ready.empty():
+                    raise RuntimeError("the data staging thread ended without a batch") from None
         self.wait_s += time.perf_counter() - began
         if isinstance(item, BaseException):
             raise item
