@@ -252,6 +252,18 @@ def verdict_line(comparison: Comparison) -> str:
     return "; ".join(parts)
 
 
+# Counts and sizes: shown as whole numbers even where a missing value made the column float.
+WHOLE_NUMBER_COLUMNS = {
+    "batch", "batch_size", "GPUs", "world_size", "workers", "data_workers", "width", "height",
+    "seq_len", "prompt_len", "new_tokens",
+}  # fmt: skip
+
+
 def markdown_table(frame: pd.DataFrame, digits: int = 1) -> str:
-    """A GitHub-flavoured Markdown table (for job summaries and the report's summary)."""
-    return frame.to_markdown(index=False, floatfmt=f",.{digits}f")
+    """A GitHub-flavoured Markdown table (for job summaries and the report's summary); a
+    missing value is an empty cell."""
+    shown = frame.copy()
+    for column in WHOLE_NUMBER_COLUMNS.intersection(shown.columns):
+        if pd.api.types.is_numeric_dtype(shown[column]):
+            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{int(v):,}")
+    return shown.to_markdown(index=False, floatfmt=f",.{digits}f", missingval="")

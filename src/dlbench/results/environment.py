@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -55,9 +56,13 @@ def _nccl_version() -> str:
         return ""
 
 
-def container(root: Path = Path("/")) -> dict[str, str]:
-    """The container engine the run is inside, and its image where the engine says (podman
-    writes it to /run/.containerenv; Docker exposes no image id inside a container)."""
+IMAGE_VARIABLE = "DLBENCH_CONTAINER_IMAGE"  # set by compose (or `docker run -e`) for Docker
+
+
+def container(root: Path = Path("/"), environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The container engine the run is inside, and its image: podman writes the image id to
+    /run/.containerenv; Docker exposes none inside a container, so the image reference comes
+    from DLBENCH_CONTAINER_IMAGE, which the compose file sets to the image it runs."""
     podman = root / "run" / ".containerenv"
     if podman.exists():
         try:
@@ -68,7 +73,7 @@ def container(root: Path = Path("/")) -> dict[str, str]:
         image = fields.get("imageid", fields.get("image", "")).strip('"')
         return {"container": "podman", "container_image": image}
     if (root / ".dockerenv").exists():
-        return {"container": "docker", "container_image": ""}
+        return {"container": "docker", "container_image": environ.get(IMAGE_VARIABLE, "")}
     return {"container": "", "container_image": ""}
 
 

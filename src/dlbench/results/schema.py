@@ -222,7 +222,8 @@ COLUMNS: dict[str, str] = {
     "gpu_app_clocks_locked": "True when the GPU's application clocks differ from the default "
     "(someone locked them); empty where unknown",
     "container": "environment: the container engine the run was inside (docker, podman)",
-    "container_image": "environment: the image id where the engine tells it (podman)",
+    "container_image": "environment: the image id (podman), or DLBENCH_CONTAINER_IMAGE (Docker: "
+    "compose sets it to the image it runs)",
     "driver": "environment: NVIDIA driver version",
     "nccl": "environment: NCCL version torch was built with",
     "nccl_env": "environment: NCCL_* variables set for the run (they change collectives)",
