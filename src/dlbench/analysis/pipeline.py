@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 COLUMNS = ["data", "model", "batch_size", "decode", "workers", "loader", "training", "wait %"]
+COLUMNS += ["training verdict"]
 
 
 def _data(runs: pd.DataFrame) -> pd.Series:
@@ -32,13 +33,25 @@ def _model_rate(runs: pd.DataFrame, model: str, batch: int, gpus: set[str]) -> f
     return None if same.empty else float(same["samples_per_s"].max())
 
 
+def _verdicts(fed: pd.DataFrame) -> pd.Series:
+    """valid, or invalid with its reasons (rows from before verdicts: empty)."""
+    verdict = fed.get("verdict", pd.Series("", index=fed.index)).fillna("").astype(str)
+    reasons = fed.get("verdict_reasons", pd.Series("", index=fed.index)).fillna("").astype(str)
+    return verdict.where(reasons == "", verdict + ": " + reasons)
+
+
 def pipeline_table(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """One line per data set, model, batch, decoder and worker count."""
+    """One line per data set, model, batch, decoder and worker count. Training from data is
+    shown whatever its verdict (an input-bound row is what this table is for), with the
+    verdict beside it; the model's synthetic rate comes from valid rows only."""
+    from dlbench.analysis.load import split_invalid
+
     kind = rows.get("run_kind", pd.Series("", index=rows.index))
     loader = rows[(kind == "loader") & (rows["status"] == "ok")]
     fed = runs[_data(runs) != "synthetic"]
+    fed = fed.assign(_verdict=_verdicts(fed))
     needed = ["data", "model", "batch_size", "data_decode", "data_workers", "samples_per_s"]
-    needed += ["data_wait_pct"]
+    needed += ["data_wait_pct", "_verdict"]
     parts = [
         frame.reindex(columns=needed).assign(_side=side)
         for side, frame in (("loader", loader), ("training", fed))
@@ -52,20 +65,23 @@ def pipeline_table(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     keys = ["data", "model", "batch_size", "decode", "workers"]
     for key, group in both.groupby(keys, dropna=False):
         best = group.groupby("_side")["samples_per_s"].max()
-        wait = group.loc[group["_side"] == "training", "data_wait_pct"]
+        training = group[group["_side"] == "training"]
+        fastest = None if training.empty else training.loc[training["samples_per_s"].idxmax()]
         lines.append(
             {
                 **dict(zip(keys, key)),
                 "loader": best.get("loader"),
                 "training": best.get("training"),
-                "wait %": None if wait.empty else float(wait.iloc[-1]),
+                "wait %": None if fastest is None else float(fastest["data_wait_pct"]),
+                "training verdict": None if fastest is None else fastest["_verdict"],
             }
         )
     table = pd.DataFrame(lines)
     table["workers"] = table["workers"].astype("Int64")
     gpus = set(fed["gpu_name"].dropna().astype(str)) - {""} if "gpu_name" in fed else set()
+    valid, _invalid = split_invalid(runs)
     table["model (synthetic)"] = [
-        _model_rate(runs, m, b, gpus) for m, b in zip(table["model"], table["batch_size"])
+        _model_rate(valid, m, b, gpus) for m, b in zip(table["model"], table["batch_size"])
     ]
     table["training can get"] = table[["loader", "model (synthetic)"]].min(axis=1, skipna=False)
     return table.sort_values(["data", "model", "batch_size", "decode", "workers"]).reset_index(

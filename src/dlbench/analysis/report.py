@@ -233,7 +233,7 @@ def _sections(
             ),
             None,
         )
-    inputs = pipeline_table(rows, runs)
+    inputs = pipeline_table(rows, every)
     if not inputs.empty:
         yield (
             Section(
@@ -241,7 +241,8 @@ def _sections(
                 "Loader alone (dlbench data) and training fed by it (--data), per worker count, "
                 "beside the model on synthetic data at the same batch: training can get the "
                 "smaller of loader and model. wait % = share of the window the host waited for "
-                "the next batch.\n" + saturation_notes(inputs),
+                "the next batch. Training rows are shown whatever their verdict (an input-bound "
+                "row is what this table is for), with it beside them.\n" + saturation_notes(inputs),
                 inputs,
             ),
             figures.input_pipeline(inputs),
