@@ -28,3 +28,20 @@ def fake_capture(fn: Callable[[], None], ready: Callable[[], None], pool: object
         fn()
     captured.append(fn)
     return fn, pool or object()
+
+
+REPLAY_DELAY_S = 0.02
+
+
+def slow_capture(fn: Callable[[], None], ready: Callable[[], None], pool: object = None):
+    """A capture whose replay is slower than the eager step (as transformers 5.17 builds a full
+    attention mask while a stream captures, where eager passes none)."""
+    import time
+
+    replay, pool = fake_capture(fn, ready, pool)
+
+    def slower() -> None:
+        time.sleep(REPLAY_DELAY_S)
+        replay()
+
+    return slower, pool

@@ -76,3 +76,15 @@ def test_graphs_are_refused_under_ddp_and_without_a_capturer():
             )
     finally:
         del graphs.CAPTURERS["cpu"]
+
+
+def test_a_graph_slower_than_the_eager_step_is_dropped_and_the_row_says_why(
+    monkeypatch, tmp_path, capsys
+):
+    """Capture can change what a step computes (a mask a library skips only outside capture):
+    where the replays run slower than the eager step, the run measures the eager step."""
+    monkeypatch.setitem(graphs.CAPTURERS, "cpu", fake_graphs.slow_capture)
+    row = _run(tmp_path, "timm:test_resnet", "infer")
+    assert row["cuda_graphs"] == "False" and "eager step ran faster" in row["graph_fallback"]
+    assert int(row["warmup_steps"]) >= 2 + 1 + 2 * 5  # the timed comparison is warm-up
+    assert "runs eager" in capsys.readouterr().err

@@ -19,6 +19,7 @@ from dlbench.engine.generation import (
     measure_generation,
     open_generator,
 )
+from dlbench.engine.graphs import GraphedStep
 from dlbench.engine.loop import LoopResult, LoopSettings, WindowObservers, run_measured_loop
 from dlbench.engine.plan import Plan, loop_settings
 from dlbench.engine.profiled_pass import issue_columns, pass_steps, run_profiled_pass
@@ -137,6 +138,42 @@ class GraphWarmup:
 
 
 GRAPHED_LOOP_WARMUP = 2  # replays before the window, after capture (and the power pre-roll)
+GRAPH_CHECK_STEPS = 5  # eager steps and replays timed against each other after capture
+# Replays slower than the eager step by more than this (a different computation, not noise):
+# the run measures the eager step.
+GRAPH_SLOWER_PCT = 20.0
+
+
+def _seconds_per_step(step, device: torch.device, first: int) -> float:
+    """Median wall time of GRAPH_CHECK_STEPS steps, each synchronized at both edges (warm-up,
+    never in the window)."""
+    times = []
+    for i in range(first, first + GRAPH_CHECK_STEPS):
+        synchronize(device)
+        began = time.perf_counter()
+        step(i)
+        synchronize(device)
+        times.append(time.perf_counter() - began)
+    return sorted(times)[len(times) // 2]
+
+
+def _faster_of(session, graphed: GraphedStep, first: int) -> GraphedStep:
+    """The graphed step, unless its replays run slower than the eager step: a capture can
+    change what a step computes (transformers builds a full attention mask while a stream
+    captures, where eager passes none, and halves distilbert's throughput), and a graph that
+    costs time is no way to measure the GPU."""
+    if not graphed.graphed:
+        return graphed
+    graphed.step(first)  # the first replay after capture, untimed
+    replay = _seconds_per_step(graphed.step, session.device, first + 1)
+    eager = _seconds_per_step(session.step, session.device, first + 1 + GRAPH_CHECK_STEPS)
+    if replay <= eager * (1 + GRAPH_SLOWER_PCT / 100):
+        return graphed
+    reason = (
+        f"the eager step ran faster ({eager * 1e3:.2f} ms against {replay * 1e3:.2f} ms replayed)"
+    )
+    stderr.print(f"[yellow]warning:[/yellow] {reason}; the step runs eager (cuda_graphs=False)")
+    return GraphedStep(session.step, False, reason)
 
 
 def prepare_step(session, settings: LoopSettings, cuda_graphs: bool):
@@ -150,10 +187,15 @@ def prepare_step(session, settings: LoopSettings, cuda_graphs: bool):
         raise_if_interrupted()
         session.step(i)
     synchronize(session.device)
-    graphed = session.graphed()
+    captured = session.graphed()
+    graphed = _faster_of(session, captured, settings.warmup_steps)
     synchronize(session.device)
+    checked = 1 + 2 * GRAPH_CHECK_STEPS if captured.graphed else 0
     warm = GraphWarmup(
-        time.perf_counter() - began, settings.warmup_steps, graphed.graphed, graphed.fallback
+        time.perf_counter() - began,
+        settings.warmup_steps + checked,
+        graphed.graphed,
+        graphed.fallback,
     )
     settings = dataclasses.replace(settings, warmup_steps=GRAPHED_LOOP_WARMUP)
     return graphed.step, settings, warm
