@@ -451,3 +451,46 @@ def test_a_file_without_a_frame_header_is_skipped_by_the_gpu_path_workers(tmp_pa
     at = index.files.index(first)
     (raw, file, _box, _flip), _label, size, failed = dataset[at]
     assert failed == [at] and file == (at + 1) % len(index.files) and size == raw.numel()
+
+
+def _processes_naming(marker: str) -> list[int]:
+    """PIDs whose command line contains `marker` (forked DataLoader workers keep the run's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_sigterm_stops_a_data_fed_run_its_staging_thread_and_its_workers(images, tmp_path):
+    """Stopped mid-window, a run fed by loader workers and the staging thread exits 143 with
+    one line, writes no row, and leaves no worker process behind."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_env
+
+    csv = tmp_path / "stopped-run.csv"
+    args = [sys.executable, "-m", "dlbench", "train", *TINY_IMAGE, "--batch-size", "8"]
+    args += ["--n-iters", "100000", "--warmup-steps", "0", "--data", f"folder:{images}"]
+    args += ["--workers", "2", "--output", str(csv)]
+    proc = subprocess.Popen(args, env=cli_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(10)
+        assert len(_processes_naming(str(csv))) >= 3  # the run and its two workers
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "SIGTERM" in err and "Traceback" not in err and not csv.exists()
+    deadline = time.monotonic() + 10
+    while _processes_naming(str(csv)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _processes_naming(str(csv))
