@@ -96,5 +96,6 @@ def test_compiled_steps_give_eager_tokens_and_compile_stays_in_warmup():
     with torch.inference_mode():
         assert torch.equal(steps.tokens(generator), eager)
     assert columns["generation_path"] == "compiled"
-    assert loop.warmup_s > 2.0  # inductor's compilation happened here ...
+    # inductor's compilation happened in the warm-up (however warm its on-disk cache) ...
+    assert loop.warmup_s > 10 * max(loop.step_times_s)
     assert max(loop.step_times_s) < 0.5  # ... and in no measured step
