@@ -176,6 +176,14 @@ def nvmlDeviceGetClockInfo(handle: int, clock: int) -> int:
     return int(gpu["sm_clock"] if clock == NVML_CLOCK_SM else gpu["mem_clock"])
 
 
+def nvmlDeviceGetJpgUtilization(handle: int) -> list[int]:
+    """[busy %, sampling period in us]; a GPU without JPEG engines says NotSupported."""
+    busy = _gpu(handle).get("jpeg_util")
+    if busy is None:
+        raise NVMLError_NotSupported("no JPEG engines")
+    return [int(busy), 1_000_000]
+
+
 def nvmlDeviceGetDefaultApplicationsClock(handle: int, clock: int) -> int:
     return int(_gpu(handle)["base_clock"])
 

@@ -60,6 +60,22 @@ def test_throttling_is_detected_and_named(fake_gpus):
     assert summary["sm_clock_min_mhz"] == 1400
 
 
+@pytest.mark.parametrize(
+    ("jpeg_util", "busy", "decoder"),
+    [(35, 35.0, "nvjpeg-hardware"), (0, 0.0, "nvjpeg-cuda"), (None, None, "nvjpeg")],
+)
+def test_the_row_says_which_jpeg_decoder_ran(fake_gpus, jpeg_util, busy, decoder):
+    """From the GPU's own account of its JPEG engines: busy (hardware decode), idle (nvJPEG
+    ran on the SMs), or a GPU or driver that cannot say."""
+    from dlbench.engine.benchmark import decoder_column
+
+    fake_gpus({"jpeg_util": jpeg_util})
+    summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02), 0.1)
+    assert summary["jpeg_decoder_busy_pct"] == busy
+    assert decoder_column("gpu", summary["jpeg_decoder_busy_pct"]) == {"data_decoder": decoder}
+    assert decoder_column("cpu", summary["jpeg_decoder_busy_pct"]) == {}
+
+
 def test_other_processes_on_the_gpu_are_counted(fake_gpus):
     fake_gpus({"processes": 2})
     summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.05), 0.05)

@@ -302,10 +302,23 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
         "setup_s": setup_s,
         **columns,
         **_energy_columns(telemetry, energy_all_ranks, plan, loop.steps, columns),
+        **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
         **_mfu(measurement, fabric.device),
         **(plan.ddp.columns() if plan.config.strategy == "ddp" else {}),
     }
     return measurement
+
+
+def decoder_column(decode: str | None, jpeg_busy_pct: float | None) -> dict[str, str]:
+    """Which JPEG decoder ran, from what the GPU says its hardware decoders did: nvJPEG on
+    them (A100, H100, H200 have some; torchvision asks for them first), on the SMs (a GPU
+    without them, or files they cannot take, progressive ones say), or `nvjpeg` where NVML
+    cannot tell."""
+    if decode != "gpu":
+        return {}
+    if jpeg_busy_pct is None:
+        return {"data_decoder": "nvjpeg"}
+    return {"data_decoder": "nvjpeg-hardware" if jpeg_busy_pct > 0 else "nvjpeg-cuda"}
 
 
 def _launcher(fabric) -> str:

@@ -49,6 +49,8 @@ COLUMNS: dict[str, str] = {
     "data": "synthetic (batches made once, in memory), folder:PATH or text:PATH (--data)",
     "data_workers": "--data: DataLoader worker processes (--workers)",
     "data_decode": "--data folder: images decoded by the workers (cpu) or by nvJPEG (gpu)",
+    "data_decoder": "--decode gpu: nvjpeg-hardware (the GPU's JPEG engines were busy in the "
+    "window), nvjpeg-cuda (they were idle: decoded on the SMs), nvjpeg (NVML cannot tell)",
     "data_path": "--data: the folder or file read",
     "data_files": "--data: samples in the data set (image files, text lines or packed sequences)",
     "data_bytes": "--data: bytes of the data set (image files, or text)",
@@ -131,6 +133,7 @@ COLUMNS: dict[str, str] = {
     "sm_clock_avg_mhz": "mean SM clock",
     "sm_clock_min_mhz": "lowest SM clock sampled",
     "mem_clock_avg_mhz": "mean memory clock",
+    "jpeg_decoder_busy_pct": "mean busy share of the GPU's hardware JPEG decoders (NVML, NVJPG)",
     "throttle_pct": "% of samples with a power or thermal slowdown reason set",
     "throttle_reasons": "slowdown reasons seen (sw_power_cap, hw_thermal, ...)",
     "other_gpu_processes": "other processes on the GPU during the window (isolation check)",

@@ -29,6 +29,7 @@ class Reading:
     sm_clock_mhz: float | None
     mem_clock_mhz: float | None
     throttle_bits: int = 0
+    jpeg_util: float | None = None  # the hardware JPEG decoders' busy share (NVJPG), in %
 
 
 class GpuBackend(Protocol):

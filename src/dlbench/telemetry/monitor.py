@@ -221,6 +221,7 @@ class TelemetryMonitor:
             gpu_processes_hidden=bool(getattr(self.gpu, "processes_hidden", False)),
             **(self.gpu.describe(0) if hasattr(self.gpu, "describe") else {}),
             mem_clock_avg_mhz=_mean(values("mem_clock_mhz")),
+            jpeg_decoder_busy_pct=_mean(values("jpeg_util")),
             throttle_pct=100.0 * len(throttled) / len(self.readings),
             throttle_reasons=" ".join(reasons),
             other_gpu_processes=self._procs,

@@ -90,6 +90,8 @@ class NvmlBackend:
             getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
             or n.nvmlDeviceGetCurrentClocksThrottleReasons
         )
+        jpeg_query = getattr(n, "nvmlDeviceGetJpgUtilization", None)  # newer NVML only
+        jpeg = self._try(jpeg_query, h) if jpeg_query else None
         return Reading(
             t=t,
             device=device,
@@ -101,6 +103,7 @@ class NvmlBackend:
             sm_clock_mhz=self._try(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_SM),
             mem_clock_mhz=self._try(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_MEM),
             throttle_bits=self._try(reasons, h) or 0,
+            jpeg_util=float(jpeg[0]) if jpeg else None,
         )
 
     def energy_j(self, device: int) -> float | None:
