@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from dlbench.engine.plan import Plan, loop_settings
 from dlbench.engine.profiled_pass import issue_columns, pass_steps, run_profiled_pass
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session, optimizer_impl
-from dlbench.engine.timer import synchronize
+from dlbench.engine.timer import StepTimer, synchronize
 from dlbench.results.stats import latency_columns
 from dlbench.signals import raise_if_interrupted
 from dlbench.telemetry.monitor import open_monitor
@@ -145,16 +146,15 @@ GRAPH_SLOWER_PCT = 20.0
 
 
 def _seconds_per_step(step, device: torch.device, first: int) -> float:
-    """Median wall time of GRAPH_CHECK_STEPS steps, each synchronized at both edges (warm-up,
-    never in the window)."""
-    times = []
+    """Median time of GRAPH_CHECK_STEPS steps on the loop's own step timer (warm-up, never in
+    the window)."""
+    timer = StepTimer(device, GRAPH_CHECK_STEPS)
+    synchronize(device)
+    timer.mark()
     for i in range(first, first + GRAPH_CHECK_STEPS):
-        synchronize(device)
-        began = time.perf_counter()
         step(i)
-        synchronize(device)
-        times.append(time.perf_counter() - began)
-    return sorted(times)[len(times) // 2]
+        timer.mark()
+    return statistics.median(timer.step_times_s())
 
 
 def _faster_of(session, graphed: GraphedStep, first: int) -> GraphedStep:
