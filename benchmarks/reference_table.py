@@ -9,6 +9,7 @@ import sys
 
 import pandas as pd
 
+from dlbench.analysis.load import verdict_labels
 from dlbench.workloads import get_workload
 
 
@@ -17,6 +18,7 @@ def table(path: str) -> str:
     rows = rows[rows["status"] == "ok"].drop_duplicates(
         ["model", "mode", "batch_size", "precision"], keep="last"
     )
+    rows = rows.assign(verdict_label=verdict_labels(rows))
     gpu = rows["gpu_name"].dropna().iloc[0]
     lines = [
         f"| model | mode | batch | precision | purpose | unit | {gpu} /s | p50 ms | MFU "
@@ -27,12 +29,11 @@ def table(path: str) -> str:
         unit = get_workload(r.model).sample_unit
         p50 = f"{r.latency_p50_ms:.3f}" if r.batch_size == 1 and pd.notna(r.latency_p50_ms) else ""
         mfu = f"{r.mfu:.3f}" if pd.notna(r.mfu) else ""
-        verdict = r.verdict if pd.isna(r.verdict_reasons) else f"{r.verdict}: {r.verdict_reasons}"
         graphs = "yes" if str(r.cuda_graphs) == "True" else ""
         lines.append(
             f"| {r.model} | {r.mode} | {r.batch_size} | {r.precision} | {r.purpose} | {unit} "
             f"| {r.samples_per_s:,.1f} | {p50} | {mfu} | {r.gpu_busy_pct:.0f} | {graphs} "
-            f"| {verdict} |"
+            f"| {r.verdict_label} |"
         )
     return "\n".join(lines)
 

@@ -71,6 +71,13 @@ def split_invalid(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return runs[~invalid], runs[invalid]
 
 
+def verdict_labels(rows: pd.DataFrame) -> pd.Series:
+    """`valid`, or `invalid: REASONS` (rows from before verdicts existed: empty)."""
+    verdict = rows.get("verdict", pd.Series("", index=rows.index)).fillna("").astype(str)
+    reasons = rows.get("verdict_reasons", pd.Series("", index=rows.index)).fillna("").astype(str)
+    return verdict.where(reasons == "", verdict + ": " + reasons)
+
+
 def key_columns(rows: pd.DataFrame, key: tuple[str, ...] | list[str] = RUN_KEY) -> list[str]:
     """The key columns this frame has."""
     return [c for c in key if c in rows.columns]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dlbench.analysis.load import split_invalid, verdict_labels
+
 COLUMNS = ["data", "model", "batch_size", "decode", "workers", "loader", "training", "wait %"]
 COLUMNS += ["training verdict"]
 
@@ -33,23 +35,14 @@ def _model_rate(runs: pd.DataFrame, model: str, batch: int, gpus: set[str]) -> f
     return None if same.empty else float(same["samples_per_s"].max())
 
 
-def _verdicts(fed: pd.DataFrame) -> pd.Series:
-    """valid, or invalid with its reasons (rows from before verdicts: empty)."""
-    verdict = fed.get("verdict", pd.Series("", index=fed.index)).fillna("").astype(str)
-    reasons = fed.get("verdict_reasons", pd.Series("", index=fed.index)).fillna("").astype(str)
-    return verdict.where(reasons == "", verdict + ": " + reasons)
-
-
 def pipeline_table(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One line per data set, model, batch, decoder and worker count. Training from data is
     shown whatever its verdict (an input-bound row is what this table is for), with the
     verdict beside it; the model's synthetic rate comes from valid rows only."""
-    from dlbench.analysis.load import split_invalid
-
     kind = rows.get("run_kind", pd.Series("", index=rows.index))
     loader = rows[(kind == "loader") & (rows["status"] == "ok")]
     fed = runs[_data(runs) != "synthetic"]
-    fed = fed.assign(_verdict=_verdicts(fed))
+    fed = fed.assign(_verdict=verdict_labels(fed))
     needed = ["data", "model", "batch_size", "data_decode", "data_workers", "samples_per_s"]
     needed += ["data_wait_pct", "_verdict"]
     parts = [
