@@ -1,5 +1,7 @@
 # Sourced by the GPU scripts: `run ESTIMATE_S COMMAND...` runs a command only while enough of
-# the call's BUDGET_S (default 570 s) is left, cut at what is left, and logs its exit code.
+# the call's BUDGET_S (default 570 s) is left, cut at what is left, and logs its exit code;
+# `carry_wheels` installs the wheels carried in .whl/ (segmentation-models-pytorch for unet,
+# which the lent machine's image lacks) and puts them on PYTHONPATH.
 export PYTHONPATH="src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 D="python3 -m dlbench"
 t0=$(date +%s)
@@ -9,4 +11,10 @@ run() {
   if (( left < need )); then echo "skipped (needs ${need} s, ${left} s left): $*"; return; fi
   timeout "$left" "$@"; local rc=$?
   echo "[$(( $(date +%s) - t0 )) s] exit $rc: $*"
+}
+carry_wheels() {
+  if ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+    export PYTHONPATH="$PYTHONPATH:/tmp/site"
+  fi
 }

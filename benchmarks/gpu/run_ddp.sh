@@ -3,17 +3,9 @@
 # back), a DDP step of each profiled on both ranks, scaling at 1 and 2 GPUs with the
 # DDP-wrapped one-GPU baseline, and validate with other DDP settings. Results land in $OUT.
 set -uo pipefail
-export PYTHONPATH="$PWD/src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-D="python3 -m dlbench"
-t0=$(date +%s)
-run() {  # run ESTIMATE_S COMMAND...: skip what would not finish inside the call
-  local need=$1; shift
-  local left=$(( 575 - ($(date +%s) - t0) ))
-  if (( left < need )); then echo "skipped (needs ${need} s, ${left} s left): $*"; return; fi
-  timeout "$left" "$@"; local rc=$?
-  echo "[$(( $(date +%s) - t0 )) s] exit $rc: $*"
-}
+BUDGET_S=575
+source "$(dirname "$0")/budget.sh"
 nvidia-smi --query-gpu=index,name,driver_version,power.limit --format=csv
 nvidia-smi topo -m
 V="--precision bf16-mixed --n-iters 50 --warmup-steps 10 --repeats 3 --devices 2"

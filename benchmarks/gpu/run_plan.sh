@@ -3,20 +3,9 @@
 # its wall time), every 9th point of it again with a process per point (overhead before/after),
 # mobilenet_v3 validate, and --batch-size auto for resnet50. Results land in $OUT.
 set -uo pipefail
-export PYTHONPATH="$PWD/src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-if ls .whl/*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-  export PYTHONPATH="$PYTHONPATH:/tmp/site"
-fi
-D="python3 -m dlbench"
-t0=$(date +%s)
-run() {  # run ESTIMATE_S COMMAND...: skip what would not finish inside the call
-  local need=$1; shift
-  local left=$(( 580 - ($(date +%s) - t0) ))
-  if (( left < need )); then echo "skipped (needs ${need} s, ${left} s left): $*"; return; fi
-  timeout "$left" "$@"; local rc=$?
-  echo "[$(( $(date +%s) - t0 )) s] exit $rc: $*"
-}
+BUDGET_S=580
+source "$(dirname "$0")/budget.sh"
+carry_wheels
 run 300 $D sweep default --output "$OUT/h100-default.csv"
 run 100 $D sweep default --shard 0/9 --isolation process --output "$OUT/h100-process.csv"
 run 80 $D validate --model mobilenet_v3 --mode train --batch-size 32 --precision bf16-mixed \

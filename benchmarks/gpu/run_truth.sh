@@ -3,16 +3,8 @@
 # window; issue 12's LLM training with and without --compile, the 8B at batch 32, eager decode,
 # and a max-autotune decode experiment. Commands run while enough of the 570 s budget is left.
 set -uo pipefail
-export PYTHONPATH="src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-D="python3 -m dlbench"
-t0=$(date +%s)
-run() {  # run ESTIMATE_S COMMAND...: skip what would not finish inside the call
-  local need=$1; shift
-  local left=$(( 570 - ($(date +%s) - t0) ))
-  if (( left < need )); then echo "skipped (needs ${need} s, ${left} s left): $*"; return; fi
-  timeout "$left" "$@"; local rc=$?
-  echo "[$(( $(date +%s) - t0 )) s] exit $rc: $*"
-}
+BUDGET_S=570
+source "$(dirname "$0")/budget.sh"
 V="--precision bf16-mixed --n-iters 50 --warmup-steps 10 --repeats 3 --output $OUT/h100-validate.csv"
 run 40 $D validate --model resnet50 --mode train --batch-size 256 $V
 run 30 $D validate --model resnet50 --mode infer --batch-size 256 $V

@@ -6,10 +6,7 @@
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-560}
 source "$(dirname "$0")/budget.sh"
-if ls .whl/*.whl > /dev/null 2>&1; then  # segmentation-models-pytorch for unet_resnet50
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-  export PYTHONPATH="$PYTHONPATH:/tmp/site"
-fi
+carry_wheels
 CSV=${1:-$OUT/h100-default-verdict.csv}
 began=$(date +%s)
 run 30 $D sweep default --resume --output "$CSV"
