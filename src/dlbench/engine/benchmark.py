@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,15 +145,15 @@ GRAPH_SLOWER_PCT = 20.0
 
 
 def _seconds_per_step(step, device: torch.device, first: int) -> float:
-    """Median time of GRAPH_CHECK_STEPS steps on the loop's own step timer (warm-up, never in
-    the window)."""
+    """Fastest of GRAPH_CHECK_STEPS steps on the loop's own step timer (warm-up, never in the
+    window): contention only adds time, a different computation slows every step."""
     timer = StepTimer(device, GRAPH_CHECK_STEPS)
     synchronize(device)
     timer.mark()
     for i in range(first, first + GRAPH_CHECK_STEPS):
         step(i)
         timer.mark()
-    return statistics.median(timer.step_times_s())
+    return min(timer.step_times_s())
 
 
 def _faster_of(session, graphed: GraphedStep, first: int) -> GraphedStep:
