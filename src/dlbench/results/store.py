@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from dlbench.errors import UserError
 from dlbench.results.schema import COLUMNS, IDENTITY_COLUMNS
@@ -27,10 +29,13 @@ class CsvStore:
         """Fail early, before anything runs: the folder must be writable and the file ours."""
         folder = self.path.parent if str(self.path.parent) else Path(".")
         writable_folder(folder, "--output", shown=self.path)
-        if self.path.exists() and not os.access(self.path, os.W_OK):
+        if not self.path.exists():
+            return
+        if not self.path.is_file():  # /dev/null would be replaced by root, /dev/full read forever
+            raise UserError(f"--output: {self.path} is not a regular file; name a .csv file")
+        if not os.access(self.path, os.W_OK):
             raise UserError(f"--output: {self.path} is not writable")
-        if self.path.exists():
-            self.header()
+        self.header()
 
     def header(self) -> list[str]:
         """The existing header; a UserError if the file is unreadable or not a dlbench CSV."""
@@ -57,7 +62,7 @@ class CsvStore:
         """Add rows together under one lock (a run's per-rank rows stay adjacent)."""
         self.check_writable()
         keys = [k for row in new for k in row]
-        with self._lock:
+        with held(self._lock, "--output", f"another process kept {self.path} locked"):
             header = self.header() if self.path.exists() else []
             if not header:
                 self._write_new(_ordered(keys), new)
@@ -123,8 +128,28 @@ def writable_folder(folder: Path, flag: str, shown: Path | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"{flag}: cannot create folder {folder}: {exc.strerror or exc}") from None
-    if not os.access(folder, os.W_OK):
-        raise UserError(f"{flag}: {shown or folder} is not writable")
+    try:  # a real file, not os.access: root passes that check on /proc, /sys and read-only mounts
+        fd, probe = tempfile.mkstemp(prefix=".dlbench-probe.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"{flag}: {shown or folder} is not writable ({exc.strerror})") from None
+
+
+@contextlib.contextmanager
+def held(lock: FileLock, flag: str, busy: str) -> Iterator[None]:
+    """`lock` held for the block; a UserError naming `flag` where another process holds it
+    past its timeout (`busy` says who) or the filesystem takes no lock file."""
+    try:
+        lock.acquire()
+    except Timeout:
+        raise UserError(f"{flag}: {busy} (it holds {lock.lock_file})") from None
+    except OSError as exc:
+        raise UserError(f"{flag}: cannot create {lock.lock_file}: {exc.strerror}") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _ordered(columns) -> list[str]:

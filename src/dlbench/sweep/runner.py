@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -24,7 +24,7 @@ from dlbench.console import stderr
 from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import failure_row, new_run_id
-from dlbench.results.store import CsvStore
+from dlbench.results.store import CsvStore, held
 from dlbench.signals import Interrupted
 from dlbench.sweep.plan import DISTINGUISHING_TAGS, SweepPlan, SweepPoint, shard_points
 from dlbench.sweep.power import PowerLimiter
@@ -143,17 +143,9 @@ class SweepRunner:
         limits restored however it ends."""
         self.store.check_writable()
         lock = FileLock(f"{self.store.path}.sweep.lock", timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            raise UserError(
-                f"--output: another sweep is writing {self.store.path} (it holds "
-                f"{lock.lock_file}); wait for it to end or choose another --output"
-            ) from None
-        try:
+        busy = f"another sweep is writing {self.store.path}; wait for it or choose another --output"
+        with held(lock, "--output", busy):
             return self._run_points(console or Console(stderr=True))
-        finally:
-            lock.release()
 
     def _run_points(self, console: Console) -> SweepOutcome:
         outcome = SweepOutcome()
