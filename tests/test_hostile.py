@@ -6,6 +6,7 @@ takes after its imports); the ones that need a process boundary run in real subp
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from dlbench.cli import run_command
 from dlbench.errors import UserError
 from dlbench.sweep.plan import parse_plan
 from tests.analysis.rows import benchmark_row, write_rows
+from tests.conftest import read_rows, tiny_run
 
 S = ["--accelerator", "cpu", "--model", "mobilenet_v3", "--batch-size", "2", "--width", "32"]
 S += ["--height", "32", "--n-iters", "2", "--warmup-steps", "1"]
@@ -134,14 +136,72 @@ def test_batch_size_auto_on_a_cpu_is_refused_at_once(dlbench, kept):
         (["--optimizer", "lion"], "--optimizer"),
         (["--batch-size", "-3"], "--batch-size"),
         (["--batch-size", "1e9x"], "--batch-size"),
+        # Past a C integer each of these ended in an OverflowError traceback; a million
+        # loader workers is a fork bomb.
+        (["--batch-size", "99999999999999999999"], "at most 2,147,483,647"),
+        (["--n-iters", "99999999999999999999"], "--n-iters"),
+        (["--warmup-steps", "99999999999999999999"], "--warmup-steps"),
+        (["--seed", "99999999999999999999"], "--seed"),
+        (["--width", "99999999999999999999"], "--width"),
+        (["--workers", "1000000"], "at most 256"),
     ],
 )
 def test_bad_run_flags_are_refused(dlbench, kept, args, needle):
     refused(dlbench("train", *S, *args, "--output", kept), needle)
 
 
+def test_a_batch_the_host_cannot_allocate_is_an_oom_row_not_a_traceback(capsys, tmp_path):
+    """The CPU allocator refuses with a plain RuntimeError, not OutOfMemoryError."""
+    output = write_rows(tmp_path / "rows.csv", [benchmark_row()])
+    [before] = read_rows(output)
+    big = [*S, "--batch-size", "1000000000"]  # 600 TB of images: refused at once
+    assert run_command(["infer", *big, "--output", str(output)]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "does not fit; recorded as status=oom" in err
+    earlier, oom = read_rows(output)  # the new row's columns join the header, values kept
+    assert {k: earlier[k] for k in before} == before and oom["status"] == "oom"
+
+
 def test_an_output_that_is_a_folder_is_refused(dlbench, tmp_path):
     refused(dlbench("train", *S, "--output", tmp_path), "--output")
+
+
+def _special_files(folder: Path) -> list[Path]:
+    """A named pipe (reading it waits for a writer forever), and as root a copy of /dev/null's
+    node: never the machine's own, which an unfixed run would replace."""
+    made = [folder / "pipe.csv"]
+    os.mkfifo(made[0])
+    if os.geteuid() == 0:
+        made.append(folder / "null.csv")
+        os.mknod(made[1], 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    return made
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused_and_left_as_it_was(tmp_path):
+    """Root in a container once replaced /dev/null with the CSV (written beside, renamed over),
+    and read /dev/full for a header until memory ran out; a pipe would hang the run."""
+    for special in _special_files(tmp_path):
+        before = os.stat(special)
+        result = tiny_run(output=special, timeout=120)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.strip().splitlines() == [
+            f"error: --output: {special} is not a regular file; name a .csv file"
+        ]
+        after = os.stat(special)
+        assert (after.st_mode, after.st_rdev) == (before.st_mode, before.st_rdev)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="Linux /proc")
+@pytest.mark.parametrize("command", ["train", "sweep"])
+def test_an_output_on_a_filesystem_that_takes_no_files_is_refused_at_once(dlbench, command):
+    """os.access says yes to root on /proc and /sys; the lock file then retried for two minutes,
+    and a sweep blamed another sweep. A real file in the folder is the test."""
+    import time
+
+    first = [*S] if command == "train" else ["quick"]
+    began = time.monotonic()
+    line = refused(dlbench(command, *first, "--output", "/proc/dlbench.csv"), "not writable")
+    assert time.monotonic() - began < 30 and "another sweep" not in line
 
 
 # Class 2: report and compare on odd CSVs.
@@ -275,6 +335,16 @@ def test_bad_plans_are_refused_before_any_point_runs(plan, needle):
     with pytest.raises(UserError, match=None) as caught:
         parse_plan(plan)
     assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_plan_that_is_a_device_or_huge_is_refused_unread(dlbench, kept, tmp_path):
+    from dlbench.sweep.plan import PLAN_MAX_BYTES
+
+    refused(dlbench("sweep", "/dev/zero", "--output", kept), "PLAN", "not a regular file")
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as f:
+        f.truncate(PLAN_MAX_BYTES + 1)
+    refused(dlbench("sweep", huge, "--output", kept), "PLAN", "MiB")
 
 
 def test_a_bad_plan_file_through_the_cli_writes_nothing(dlbench, tmp_path):

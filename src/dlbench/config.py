@@ -18,6 +18,9 @@ OPTIMIZERS = ("sgd", "adamw", "adam")
 DATA_LOCATIONS = ("device", "host")
 LLM_IMPLS = ("native", "hf")  # native: fused projections, written for the GPU; hf: transformers
 DEFAULT_OUTPUT = Path("benchmarks/benchmark.csv")
+MAX_COUNT = 2**31 - 1  # sizes and counts: beyond a C int they overflow below with a traceback
+MAX_STEPS = 10**6  # measured or warm-up steps: the step timer holds one slot per step
+MAX_WORKERS = 256  # loader processes: more is a fork bomb, not a setting
 # With GPU telemetry on, the window lasts at least this long: NVML's energy counter moves in
 # steps (tens of ms), and a 0.3 s window read 0.3-0.67x or 1.4x of the true energy.
 DEFAULT_MIN_TIME_S = 5.0
@@ -245,17 +248,23 @@ class RunConfig:
             raise invalid("--workers", self.data_workers, "must be 0 or more")
         _check_choice("--strategy", self.strategy, (*STRATEGIES, "single"))
         DdpSettings.parse(self.ddp)
-        _check_positive("--batch-size", self.batch_size)
-        _check_positive("--n-iters", self.n_iters)
-        _check_positive("--seq-len", self.seq_len)
-        _check_positive("--prompt-len", self.prompt_len)
-        _check_positive("--new-tokens", self.new_tokens)
-        _check_positive("--num-nodes", self.num_nodes)
-        if self.warmup_steps < 0:
-            raise invalid("--warmup-steps", self.warmup_steps, "must be 0 or more")
+        check_count("--batch-size", self.batch_size)
+        check_count("--n-iters", self.n_iters, MAX_STEPS)
+        check_count("--seq-len", self.seq_len)
+        check_count("--prompt-len", self.prompt_len)
+        check_count("--new-tokens", self.new_tokens)
+        check_count("--num-nodes", self.num_nodes)
+        if not 0 <= self.warmup_steps <= MAX_STEPS:
+            raise invalid("--warmup-steps", self.warmup_steps, f"must be 0 to {MAX_STEPS:,}")
         for flag, value in (("--width", self.width), ("--height", self.height)):
-            if value is not None and value <= 0:
-                raise invalid(flag, value, "must be a positive number of pixels")
+            if value is not None and not 0 < value <= MAX_COUNT:
+                raise invalid(
+                    flag, value, f"must be a positive number of pixels, at most {MAX_COUNT:,}"
+                )
+        if self.data_workers is not None and self.data_workers > MAX_WORKERS:
+            raise invalid("--workers", self.data_workers, f"must be at most {MAX_WORKERS}")
+        if not -(2**63) <= self.seed < 2**63:
+            raise invalid("--seed", self.seed, "must fit in 64 bits")
         if self.devices != "all" and not (self.devices.isdigit() and int(self.devices) > 0):
             raise invalid("--devices", self.devices, "must be a positive integer or 'all'")
         if self.max_noise is not None and not 0 < self.max_noise < 100:
@@ -402,6 +411,9 @@ def _check_choice(flag: str, value: str, allowed: tuple[str, ...]) -> None:
         raise invalid(flag, value, f"allowed: {', '.join(allowed)}")
 
 
-def _check_positive(flag: str, value: int) -> None:
+def check_count(flag: str, value: int, most: int = MAX_COUNT) -> None:
+    """A positive integer no larger than `most`: a UserError naming `flag` otherwise."""
     if value <= 0:
         raise invalid(flag, value, "must be a positive integer")
+    if value > most:  # larger ones overflow a C integer below with a traceback
+        raise invalid(flag, value, f"must be at most {most:,}")

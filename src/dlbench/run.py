@@ -51,6 +51,18 @@ def report(message: str, code: int) -> int:
     return code
 
 
+# The host allocator's refusal: torch raises a plain RuntimeError there, not OutOfMemoryError.
+HOST_OOM_MESSAGE = "can't allocate memory"
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` says the run did not fit, on the GPU or in host memory (a batch of a
+    billion images on the CPU): a status=oom row, not a traceback."""
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(exc, RuntimeError) and HOST_OOM_MESSAGE in str(exc)
+
+
 def per_rank_path(output: Path) -> Path:
     """The side file beside the results CSV: `bench.csv` -> `bench.per_rank.csv`."""
     return output.with_name(f"{output.stem}.per_rank.csv")
@@ -72,7 +84,9 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
             plan, fabric, search = choose_batch_size(plan)
             config = plan.config
         measurement = run_benchmark(plan, fabric)
-    except torch.OutOfMemoryError as exc:
+    except (torch.OutOfMemoryError, MemoryError, RuntimeError) as exc:
+        if not out_of_memory(exc):
+            raise
         columns = {**config_columns(config), "run_id": config.run_id}
         store.append(failure_row(columns, "oom", exception_line(exc), env))
         stderr.print(

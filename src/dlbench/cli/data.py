@@ -9,7 +9,7 @@ import typer
 
 from dlbench.cli.app import app
 from dlbench.cli.options import Height, Model, Output, SeqLen, Width
-from dlbench.config import DEFAULT_OUTPUT
+from dlbench.config import DEFAULT_OUTPUT, check_count
 from dlbench.errors import UserError, check_finite
 
 MAX_IMAGES = 10_000_000  # images or text lines one make-data call writes (a demo, not a set)
@@ -33,8 +33,7 @@ def data(
 ) -> None:
     from dlbench.data.loader_rows import run_loader_sweep
 
-    if batch_size <= 0:
-        raise UserError(f"--batch-size: invalid value {batch_size}; must be a positive integer")
+    check_count("--batch-size", batch_size)
     check_finite("--min-time", min_time)
     if min_time <= 0:
         raise UserError(f"--min-time: invalid value {min_time}; must be positive seconds")

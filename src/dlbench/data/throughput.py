@@ -25,6 +25,7 @@ def worker_counts(most: int) -> list[int]:
 
 def parse_worker_counts(text: str | None, most: int) -> list[int]:
     """--workers 0,2,8 as given, or the default ladder up to the CPUs."""
+    from dlbench.config import MAX_WORKERS
     from dlbench.errors import invalid
 
     if text is None:
@@ -33,8 +34,8 @@ def parse_worker_counts(text: str | None, most: int) -> list[int]:
         counts = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise invalid("--workers", text, "comma-separated counts, e.g. 0,2,4") from None
-    if not counts or min(counts) < 0:
-        raise invalid("--workers", text, "comma-separated counts of 0 or more")
+    if not counts or min(counts) < 0 or max(counts) > MAX_WORKERS:
+        raise invalid("--workers", text, f"comma-separated counts from 0 to {MAX_WORKERS}")
     return counts
 
 
