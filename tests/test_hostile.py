@@ -113,6 +113,17 @@ def test_a_tag_cannot_name_a_result_column(dlbench, kept, key):
 def test_tags_need_a_key_and_a_value(dlbench, kept):
     refused(dlbench("train", *S, "--tag", "novalue", "--output", kept), "--tag")
     refused(dlbench("train", *S, "--tag", "1abc=x", "--output", kept), "--tag")
+    twice = ("--tag", "site=a", "--tag", "site=b")  # one value would be lost without a word
+    refused(dlbench("train", *S, *twice, "--output", kept), "--tag", "site given twice")
+
+
+@pytest.mark.parametrize("command", ["validate", "sweep"])
+def test_repeats_past_a_thousand_are_refused(dlbench, kept, command):
+    first = [*S] if command == "validate" else ["quick"]
+    refused(dlbench(command, *first, "--repeats", "10" * 10, "--output", kept), "--repeats")
+    if command == "sweep":
+        with pytest.raises(UserError, match="repeats.*at most 1,000"):
+            parse_plan("repeats: 1001\nruns: [{models: [resnet50]}]")
 
 
 # Class 10.

@@ -21,6 +21,7 @@ DEFAULT_OUTPUT = Path("benchmarks/benchmark.csv")
 MAX_COUNT = 2**31 - 1  # sizes and counts: beyond a C int they overflow below with a traceback
 MAX_STEPS = 10**6  # measured or warm-up steps: the step timer holds one slot per step
 MAX_WORKERS = 256  # loader processes: more is a fork bomb, not a setting
+MAX_REPEATS = 1000  # repeats of a validation or a sweep point: more is a typo, not a plan
 # With GPU telemetry on, the window lasts at least this long: NVML's energy counter moves in
 # steps (tens of ms), and a 0.3 s window read 0.3-0.67x or 1.4x of the true energy.
 DEFAULT_MIN_TIME_S = 5.0

@@ -9,6 +9,7 @@ import typer
 
 from dlbench.cli.app import app
 from dlbench.cli.options import config_from_flags, run_options
+from dlbench.config import MAX_REPEATS, check_count
 from dlbench.errors import UserError
 
 TRAIN_NAMES = ("train", "src.train")
@@ -63,6 +64,5 @@ def validate(
     from dlbench.engine.validate import execute_validate
 
     config = config_from_flags(flags)
-    if repeats <= 0:
-        raise UserError(f"--repeats: invalid value {repeats}; must be a positive integer")
+    check_count("--repeats", repeats, MAX_REPEATS)
     raise typer.Exit(execute_validate(config, repeats))

@@ -9,7 +9,7 @@ import typer
 
 from dlbench.cli.app import app
 from dlbench.cli.options import Output, config_from_flags, run_options
-from dlbench.config import DEFAULT_OUTPUT, RunConfig
+from dlbench.config import DEFAULT_OUTPUT, MAX_REPEATS, RunConfig, check_count
 from dlbench.errors import UserError, check_finite
 
 
@@ -57,8 +57,7 @@ def sweep(
             raise UserError(f"--timeout: invalid value {timeout}; must be positive seconds")
         sweep_plan.timeout_s = timeout
     if repeats is not None:
-        if repeats <= 0:
-            raise UserError(f"--repeats: invalid value {repeats}; must be a positive integer")
+        check_count("--repeats", repeats, MAX_REPEATS)
         sweep_plan.repeats = repeats
     index, count = parse_shard(shard)
     if dry_run:

@@ -14,5 +14,7 @@ def parse_tags(tags: list[str] | None) -> dict[str, str]:
         if not sep:
             raise UserError(f"--tag: invalid value {item!r}; expected KEY=VALUE")
         check_tag(key)
+        if key in pairs:  # the row would keep one value and lose the other without a word
+            raise UserError(f"--tag: {key} given twice ({pairs[key]!r} and {value!r})")
         pairs[key] = value
     return pairs

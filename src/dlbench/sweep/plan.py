@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from dlbench.config import MODES, RunConfig, config_args, typed_value
+from dlbench.config import MAX_REPEATS, MODES, RunConfig, config_args, typed_value
 from dlbench.errors import UserError, one_line, unknown_choice
 from dlbench.results.schema import check_tag
 from dlbench.workloads import get_workload
@@ -184,7 +184,7 @@ def parse_plan(text: str, default_name: str = "plan") -> SweepPlan:
         runs=[_check_block(block, f"PLAN: runs[{i}]") for i, block in enumerate(runs)],
         fixed=_check_fixed(data.get("fixed", {}), "PLAN: fixed"),
         timeout_s=_positive(data.get("timeout_s", 900), "PLAN: timeout_s", float),
-        repeats=_positive(data.get("repeats", 1), "PLAN: repeats", int),
+        repeats=_positive(data.get("repeats", 1), "PLAN: repeats", int, MAX_REPEATS),
     )
     check_points(plan.points())
     return plan
@@ -198,13 +198,15 @@ def _kind(value: object) -> str:
     return {list: "list", dict: "mapping", str: "string"}.get(type(value), type(value).__name__)
 
 
-def _positive(value: object, where: str, kind: type) -> float | int:
-    """A positive int (or finite number, for `kind` float)."""
+def _positive(value: object, where: str, kind: type, most: float = math.inf) -> float | int:
+    """A positive int (or finite number, for `kind` float), at most `most`."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not number or (kind is int and not isinstance(value, int)):
         raise UserError(f"{where}: invalid value {value!r}; a positive {kind.__name__}")
     if not math.isfinite(value) or value <= 0:
         raise UserError(f"{where}: invalid value {value!r}; a positive {kind.__name__}")
+    if value > most:
+        raise UserError(f"{where}: invalid value {value!r}; at most {most:,}")
     return kind(value)
 
 
