@@ -416,3 +416,35 @@ def test_the_rest_of_the_checks_name_their_flag(dlbench, kept):
     refused(dlbench("sweep", "quick", "--isolation", "threads", "--output", kept), "--isolation")
     refused(dlbench("scaling", *S[:2], "--devices", "0", "--output", kept), "--devices")
     refused(dlbench("data", kept), "--data")
+
+
+@pytest.mark.parametrize("earlier", ["same_columns", "fewer_columns"])
+def test_a_disk_that_fills_during_the_append_leaves_no_half_row(tmp_path, earlier):
+    """A full disk writes part of the row and then refuses: the run once exited 0 with half a
+    row after the earlier ones. A file-size limit (RLIMIT_FSIZE, Python ignores SIGXFSZ) is
+    the same refusal from the kernel, without a full disk."""
+    import resource
+    import subprocess
+    import sys
+
+    from tests.conftest import TINY, cli_env
+
+    output = tmp_path / "rows.csv"
+    args = ["train", "--model", "timm:test_resnet", *TINY, "--n-iters", "2", "--warmup-steps", "0"]
+    if earlier == "same_columns":  # the row is appended in place
+        assert tiny_run(output=output).returncode == 0
+    else:  # the file is rewritten with the union of the columns
+        write_rows(output, [benchmark_row()] * 3)
+    before = output.read_bytes()
+
+    def little_room() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) + 100, resource.RLIM_INFINITY))
+
+    result = subprocess.run(
+        [sys.executable, "-m", "dlbench", *args, "--output", str(output)],
+        capture_output=True, text=True, timeout=240, env=cli_env(), preexec_fn=little_room,
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: --output: cannot write") and "row was not written" in line
+    assert output.read_bytes() == before

@@ -84,13 +84,25 @@ class CsvStore:
         csv.DictWriter(buf, fieldnames=header, lineterminator="\n").writerows(rows)
         data = buf.getvalue().encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        size = os.fstat(fd).st_size
         try:
             if not self._ends_with_newline():
                 data = b"\n" + data
-            os.write(fd, data)
+            written = 0
+            while written < len(data):  # a full disk writes part, then raises
+                written += os.write(fd, data[written:])
             os.fsync(fd)
+        except OSError as exc:
+            os.ftruncate(fd, size)  # no half row after the earlier ones
+            raise self._not_written(exc) from None
         finally:
             os.close(fd)
+
+    def _not_written(self, exc: OSError) -> UserError:
+        return UserError(
+            f"--output: cannot write {self.path}: {exc.strerror or exc}; this run's row was "
+            "not written, the earlier rows are as they were"
+        )
 
     def _ends_with_newline(self) -> bool:
         with self.path.open("rb") as f:
@@ -114,6 +126,9 @@ class CsvStore:
             _match_owner(Path(tmp), self.path if self.path.exists() else folder)
             os.chmod(tmp, 0o644)
             os.replace(tmp, self.path)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            raise self._not_written(exc) from None
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
