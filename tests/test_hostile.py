@@ -340,12 +340,28 @@ def test_make_data_with_text_only_says_only_what_it_wrote(dlbench, tmp_path):
         ("runs: [{models: [timm:test_resnet], colours: [red]}]\n", "colours"),
         ("models: [timm:test_resnet]\nfixd: {n_iters: 1}\n", "fixd"),
         ("models: [timm:test_resnet\n", "YAML"),
+        # Each of these ended in a traceback, filled memory, or dropped half a plan unsaid.
+        ("runs: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+        ("runs:\n  - models: [resnet50]\n    models: [vit]\n", "'models' given twice"),
+        ("models: [resnet50]\nbatch_sizes: [1, 1]\nmodels: [vit]\n", "given twice"),
+        (
+            "models: [resnet50, vit, swin, vgg16]\n"
+            f"batch_sizes: {list(range(1, 1001))}\n"
+            f"resolutions: {[[s, s] for s in range(32, 532)]}\n",
+            "2,000,000 points, over 10,000",
+        ),
     ],
 )
 def test_bad_plans_are_refused_before_any_point_runs(plan, needle):
     with pytest.raises(UserError, match=None) as caught:
         parse_plan(plan)
     assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_repeats_that_grow_a_plan_past_its_limit_are_refused(dlbench, kept, tmp_path):
+    plan = tmp_path / "grid.yaml"
+    plan.write_text(f"models: [timm:test_resnet]\nbatch_sizes: {list(range(1, 101))}\n")
+    refused(dlbench("sweep", plan, "--repeats", "101", "--output", kept), "10,100 points")
 
 
 def test_a_plan_that_is_a_device_or_huge_is_refused_unread(dlbench, kept, tmp_path):

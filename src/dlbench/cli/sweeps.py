@@ -59,6 +59,7 @@ def sweep(
     if repeats is not None:
         check_count("--repeats", repeats, MAX_REPEATS)
         sweep_plan.repeats = repeats
+        sweep_plan.check_size()
     index, count = parse_shard(shard)
     if dry_run:
         for i, point in enumerate(shard_points(sweep_plan.points(), index, count), 1):

@@ -22,6 +22,7 @@ from dlbench.errors import UserError, one_line, unknown_choice
 from dlbench.results.schema import check_tag
 from dlbench.workloads import get_workload
 
+MAX_POINTS = 10_000  # a grid larger than this runs for weeks: a typo, or several plans
 AXES = ("models", "modes", "batch_sizes", "precisions", "resolutions", "devices", "power_limits")
 
 
@@ -84,13 +85,25 @@ class SweepPlan:
     timeout_s: float = 900.0
     repeats: int = 1
 
+    def size(self) -> int:
+        """How many points the grid expands to, counted without expanding it."""
+        return self.repeats * sum(math.prod(len(a) for a in _axes(block)) for block in self.runs)
+
+    def check_size(self) -> None:
+        """A UserError for a grid of more than MAX_POINTS points, before it is expanded."""
+        if self.size() > MAX_POINTS:
+            raise UserError(
+                f"PLAN: {self.size():,} points, over {MAX_POINTS:,}; split the grid into plans "
+                "(or shards) that can end"
+            )
+
     def points(self) -> list[SweepPoint]:
         """Every point in a stable order (repeats of a point one after another)."""
         points = []
         for block in self.runs:
             fixed = {**self.fixed, **block.get("fixed", {})}
             tags = {str(k): str(v) for k, v in block.get("tags", {}).items()}
-            axes = [block.get(a) or _DEFAULTS[a] for a in AXES]
+            axes = _axes(block)
             for model, mode, batch, precision, res, devices, limit in itertools.product(*axes):
                 flags = {"model": model, "batch_size": batch, "precision": str(precision)}
                 if res:
@@ -100,6 +113,11 @@ class SweepPlan:
                     repeat = {"repeat": str(k)} if self.repeats > 1 else {}
                     points.append(SweepPoint(mode, {**fixed, **flags}, limit, {**tags, **repeat}))
         return points
+
+
+def _axes(block: dict) -> list[list]:
+    """A block's axes in AXES order, each as given or its default."""
+    return [block.get(a) or _DEFAULTS[a] for a in AXES]
 
 
 def shard_points(points: list[SweepPoint], index: int, count: int) -> list[SweepPoint]:
@@ -167,9 +185,11 @@ def parse_plan(text: str, default_name: str = "plan") -> SweepPlan:
     against RunConfig and the workload registry: a UserError naming the place, before any
     point runs."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_PlanLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
         raise UserError(f"PLAN: not valid YAML: {one_line(str(exc))}") from None
+    except RecursionError:
+        raise UserError("PLAN: nested too deeply to be a plan") from None
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise UserError(f"PLAN: must be a mapping of {', '.join(_TOP_LEVEL)}; got a {_kind(data)}")
@@ -186,8 +206,25 @@ def parse_plan(text: str, default_name: str = "plan") -> SweepPlan:
         timeout_s=_positive(data.get("timeout_s", 900), "PLAN: timeout_s", float),
         repeats=_positive(data.get("repeats", 1), "PLAN: repeats", int, MAX_REPEATS),
     )
+    plan.check_size()
     check_points(plan.points())
     return plan
+
+
+class _PlanLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (it keeps the last
+    and drops the first without a word, so half a plan would never run)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _TOP_LEVEL = ("name", "timeout_s", "repeats", "fixed", "runs")
