@@ -464,3 +464,18 @@ def test_a_disk_that_fills_during_the_append_leaves_no_half_row(tmp_path, earlie
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error: --output: cannot write") and "row was not written" in line
     assert output.read_bytes() == before
+
+
+def test_a_cache_path_the_environment_points_nowhere_is_one_line(tmp_path):
+    """Torch creates its compile cache while Lightning imports; a path that cannot be made
+    raised FileNotFoundError through every layer."""
+    from tests.conftest import cli_env, run_cli
+
+    env = {**cli_env(), "TORCHINDUCTOR_CACHE_DIR": "/proc/dlbench-cache"}
+    result = tiny_run(output=tmp_path / "rows.csv", env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/dlbench-cache'"
+    ]
+    ascii_only = run_cli("train", "--help", env={**cli_env(), "PYTHONIOENCODING": "ascii"})
+    assert ascii_only.returncode == 0 and "Traceback" not in ascii_only.stderr

@@ -33,14 +33,17 @@ from dlbench.startup import since_command_start
 
 
 def guarded(call: Callable[[], int]) -> int:
-    """Run a command's body to its exit code: user errors 2 with one `error:` line and no
-    traceback, signals 128 + the signal (the run in flight gets no result; a sweep records
-    its point as interrupted, and --resume runs it again)."""
+    """Run a command's body to its exit code: user errors, and what the filesystem or the
+    environment refuses, 2 with one `error:` line and no traceback; signals 128 + the signal
+    (the run in flight gets no result; a sweep records its point as interrupted, and --resume
+    runs it again)."""
     try:
         with interruptible():
             return call()
     except UserError as exc:
         return report(str(exc), EXIT_USER_ERROR)
+    except OSError as exc:  # the filesystem or the environment refused (a cache path, a pipe)
+        return report(f"{exception_line(exc)}", EXIT_USER_ERROR)
     except Interrupted as exc:
         return report(f"{exc}; the run in flight has no result", exc.exit_code)
 

@@ -59,4 +59,7 @@ def _command_words(exc: Exception) -> list[str]:
 def main() -> None:
     """Console entry point."""
     die_with_parent()
+    for stream in (sys.stdout, sys.stderr):  # an ASCII terminal gets '?' for '·', not a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
     sys.exit(run_command())
