@@ -177,6 +177,18 @@ def test_an_output_that_is_a_folder_is_refused(dlbench, tmp_path):
     refused(dlbench("train", *S, "--output", tmp_path), "--output")
 
 
+def test_an_output_through_a_symlink_writes_the_file_it_names(capsys, tmp_path):
+    """A rewrite (a row with new columns) replaced the link with a new file, and the rows
+    after it never reached the file the link named."""
+    real = write_rows(tmp_path / "real.csv", [benchmark_row()])
+    link = tmp_path / "link.csv"
+    link.symlink_to(real.name)
+    for _ in range(2):  # the first rewrites with the union of the columns, the second appends
+        assert run_command(["train", *S, "--output", str(link)]) == 0
+    capsys.readouterr()
+    assert link.is_symlink() and len(read_rows(real)) == 3
+
+
 def _special_files(folder: Path) -> list[Path]:
     """A named pipe (reading it waits for a writer forever), and as root a copy of /dev/null's
     node: never the machine's own, which an unfixed run would replace."""

@@ -23,12 +23,18 @@ class CsvStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._lock = FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S)
+        # What a symlink names: rewrites replace that file, not the link, and two names of one
+        # file share its lock.
+        self._file = Path(os.path.realpath(self.path))
+        self._lock = FileLock(self.beside(".lock"), timeout=LOCK_TIMEOUT_S)
+
+    def beside(self, suffix: str) -> str:
+        """A path beside the file itself (a lock), the same under every name of the file."""
+        return str(self._file) + suffix
 
     def check_writable(self) -> None:
         """Fail early, before anything runs: the folder must be writable and the file ours."""
-        folder = self.path.parent if str(self.path.parent) else Path(".")
-        writable_folder(folder, "--output", shown=self.path)
+        writable_folder(self._file.parent, "--output", shown=self.path)
         if not self.path.exists():
             return
         if not self.path.is_file():  # /dev/null would be replaced by root, /dev/full read forever
@@ -114,8 +120,8 @@ class CsvStore:
 
     def _write_new(self, header: list[str], rows: list[dict[str, object]]) -> None:
         """Write to a temporary file beside the target, then rename over it (atomic)."""
-        folder = self.path.parent
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=folder)
+        folder = self._file.parent
+        fd, tmp = tempfile.mkstemp(prefix=f".{self._file.name}.", dir=folder)
         try:
             with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
                 writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
@@ -123,9 +129,9 @@ class CsvStore:
                 writer.writerows(rows)
                 f.flush()
                 os.fsync(f.fileno())
-            _match_owner(Path(tmp), self.path if self.path.exists() else folder)
+            _match_owner(Path(tmp), self._file if self._file.exists() else folder)
             os.chmod(tmp, 0o644)
-            os.replace(tmp, self.path)
+            os.replace(tmp, self._file)
         except OSError as exc:
             Path(tmp).unlink(missing_ok=True)
             raise self._not_written(exc) from None

@@ -142,7 +142,7 @@ class SweepRunner:
         """All points in order under the sweep's lock on the CSV, with a progress bar; power
         limits restored however it ends."""
         self.store.check_writable()
-        lock = FileLock(f"{self.store.path}.sweep.lock", timeout=0)
+        lock = FileLock(self.store.beside(".sweep.lock"), timeout=0)
         busy = f"another sweep is writing {self.store.path}; wait for it or choose another --output"
         with held(lock, "--output", busy):
             return self._run_points(console or Console(stderr=True))
