@@ -205,13 +205,15 @@ def test_each_bad_file_is_counted_once_however_often_it_is_tried(tmp_path, csv_p
     for k in range(3):
         (folder / "class_00" / f"truncated{k}.jpg").write_bytes(jpeg[: 200 + k])
     os.mkfifo(folder / "class_00" / "pipe.jpg")  # a scan that opened it would wait forever
+    bomb = _claiming(jpeg, 60_000, 60_000)  # refused from its header, before any allocation
+    (folder / "class_00" / "bomb.jpg").write_bytes(bomb)
     out = run_cli(
         "train",
         *TINY_IMAGE,
         "--batch-size",
         "16",
         "--n-iters",
-        "6",  # 19 files, one batch an epoch: every truncated file is tried several times
+        "6",  # 20 files, one batch an epoch: every truncated file is tried several times
         "--data",
         f"folder:{folder}",
         "--workers",
@@ -223,8 +225,8 @@ def test_each_bad_file_is_counted_once_however_often_it_is_tried(tmp_path, csv_p
     assert out.returncode == 0, out.stderr
     assert "skipped 2 unreadable" in out.stderr
     [row] = read_rows(csv_path)
-    assert row["data_files"] == "19"  # the truncated files pass the scan, fail their decode
-    assert row["data_skipped"] == "5"  # garbage and pipe at the scan, 3 truncated: once each
+    assert row["data_files"] == "20"  # the truncated files and the bomb pass the scan
+    assert row["data_skipped"] == "6"  # garbage and pipe at the scan, 3 truncated, the bomb
 
 
 def test_a_folder_nothing_in_which_decodes_ends_in_one_line_from_the_workers(tmp_path, csv_path):
@@ -381,6 +383,34 @@ def test_the_jpeg_header_gives_the_size_nvjpeg_decodes(tmp_path):
     for bad in (b"", b"\x89PNG\r\n", b"\xff\xd8\xff\xe0\x00\x10" + bytes(8), data[:40]):
         with pytest.raises(ValueError):
             jpeg_size(bad)
+
+
+def _claiming(data: bytes, width: int, height: int) -> bytes:
+    """A real image's bytes with its header patched to claim another size."""
+    out = bytearray(data)
+    if data.startswith(b"\x89PNG"):
+        out[16:24] = width.to_bytes(4, "big") + height.to_bytes(4, "big")
+    else:
+        at = out.index(b"\xff\xc0")
+        out[at + 5 : at + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    return bytes(out)
+
+
+def test_a_header_that_claims_a_bomb_of_pixels_is_a_bad_file(tmp_path):
+    """A 60,000 x 60,000 header in a 2 kB JPEG made a CPU worker allocate 10.8 GB before the
+    decode failed (and the run recorded the model as out of memory)."""
+    from PIL import Image
+
+    from dlbench.data.crop import MAX_IMAGE_PIXELS, header_size
+
+    for kind in ("JPEG", "PNG"):
+        path = tmp_path / f"small.{kind.lower()}"
+        Image.new("RGB", (37, 23), (9, 99, 199)).save(path, kind)
+        data = path.read_bytes()
+        assert header_size(data) == (23, 37)
+        with pytest.raises(ValueError, match="60000x60000 pixels claimed"):
+            header_size(_claiming(data, 60_000, 60_000))
+        assert 60_000**2 > MAX_IMAGE_PIXELS >= 13_000**2  # a 169-megapixel scan still reads
 
 
 def test_the_batched_crop_draws_torchvisions_boxes_and_matches_its_output():

@@ -44,6 +44,23 @@ def _u16(data: bytes, at: int) -> int:
     return int.from_bytes(data[at : at + 2], "big")
 
 
+# PIL's decompression-bomb limit: a header that claims more is a bad file, not a photograph
+# (60,000 x 60,000 in a 2 kB JPEG once made a worker allocate 10.8 GB before decoding failed).
+MAX_IMAGE_PIXELS = 2 * 89_478_485
+
+
+def header_size(data: bytes) -> tuple[int, int]:
+    """(height, width) of a JPEG or PNG from its header; ValueError for a file without one
+    or one that claims over MAX_IMAGE_PIXELS, so that the worker counts it as bad."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:  # IHDR: width, height
+        height, width = int.from_bytes(data[20:24], "big"), int.from_bytes(data[16:20], "big")
+    else:
+        height, width = jpeg_size(data)
+    if height * width > MAX_IMAGE_PIXELS:
+        raise ValueError(f"{width}x{height} pixels claimed, over {MAX_IMAGE_PIXELS:,}")
+    return height, width
+
+
 def draw_crop(height: int, width: int) -> tuple[tuple[float, float, float, float], bool]:
     """A box [x0, y0, x1, y1] and whether to flip, for an image of (height, width), drawn as
     the CPU path's Compose draws them (crop parameters, then the flip)."""

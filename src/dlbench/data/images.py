@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import Dataset
 
 from dlbench.console import stderr
-from dlbench.data.crop import batched_crop, draw_crop, jpeg_size
+from dlbench.data.crop import batched_crop, draw_crop, header_size
 from dlbench.errors import UserError
 
 SUFFIXES = {".jpg", ".jpeg", ".png"}
@@ -121,19 +121,19 @@ class ImageFolderSet(Dataset):
         return len(self.index.files)
 
     def __getitem__(self, i: int):
-        from torchvision.io import ImageReadMode, decode_image, read_file
+        from torchvision.io import ImageReadMode, decode_image
 
         failed: list[int] = []
         for k in range(RETRIES):
             at = (i + k) % len(self)
             path = self.index.files[at]
             try:
+                data = path.read_bytes()
+                size = header_size(data)  # before any decode allocates what it claims
+                raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
                 if self.decode_on_gpu:  # the file's index travels along: its decode may fail
-                    data = path.read_bytes()
-                    box, flip = draw_crop(*jpeg_size(data))
-                    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+                    box, flip = draw_crop(*size)
                     return (raw, at, box, flip), self.index.labels[at], raw.numel(), failed
-                raw = read_file(str(path))
                 image = decode_image(raw, mode=ImageReadMode.RGB)
             except (RuntimeError, ValueError, OSError):  # gone, unreadable or not decodable
                 failed.append(at)
