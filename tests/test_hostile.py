@@ -401,7 +401,13 @@ def test_a_bad_plan_file_through_the_cli_writes_nothing(dlbench, tmp_path):
 # Class 5: text labels are checked against the model's classes before the first step.
 @pytest.mark.parametrize(
     ("label", "needle"),
-    [("1e999", "not an integer"), ("7", "outside"), ('"x"', "not an integer"), ("-1", "outside")],
+    [
+        ("1e999", "not an integer"),
+        ("7", "outside"),
+        ('"x"', "not an integer"),
+        ("-1", "outside"),
+        ("[" * 100_000 + "]" * 100_000, "nests too deeply"),  # a RecursionError traceback
+    ],
 )
 def test_text_labels_outside_the_model_are_refused(dlbench, kept, tmp_path, label, needle):
     corpus = tmp_path / "corpus.jsonl"

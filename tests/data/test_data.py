@@ -287,6 +287,31 @@ def test_bad_folders_exit_2_with_one_line_and_earlier_rows_intact(images, tmp_pa
         assert csv_path.read_bytes() == before, make
 
 
+def test_a_line_of_any_length_reaches_the_tokenizer_in_bounded_pieces(monkeypatch):
+    """The tokenizer keeps a map entry per character it is given: one 25 MB line exhausted
+    8 GB. Pieces keep it bounded, and byte-level BPE loses nothing at their edges."""
+    from dlbench.data import text
+
+    monkeypatch.setattr(text, "PIECE_CHARS", 64)
+    line = " ".join(f"w{k % 97}ord" for k in range(500))  # 3,500 characters
+    samples = text.TextSamples([line, "short"], [0, 0], [len(line), 5])
+    tokenizer = text.train_tokenizer(samples, 300)
+    given: list[int] = []
+    encode_batch = tokenizer.encode_batch
+
+    class Spy:  # the real tokenizer, its inputs' lengths noted
+        def __getattr__(self, name):
+            return getattr(tokenizer, name)
+
+        def encode_batch(self, texts):
+            given.extend(map(len, texts))
+            return encode_batch(texts)
+
+    ids = text.encode(Spy(), samples.texts)
+    assert max(given) <= 64 and len(given) == -(-len(line) // 64) + 1
+    assert tokenizer.decode(ids[0]) == line and tokenizer.decode(ids[1]) == "short"
+
+
 def test_text_corpus_trains_a_causal_lm_and_classifiers_read_a_line_per_sample(tmp_path, csv_path):
     from dlbench.data.text import TokenSet, read_samples, train_tokenizer
 

@@ -15,6 +15,9 @@ from torch.utils.data import Dataset
 from dlbench.errors import UserError
 
 MAX_TOKENIZER_VOCAB = 32000  # a tokenizer trained on one file needs no more
+# Text goes to the tokenizer in pieces of at most this many characters: it keeps a map entry
+# per character of what it is given, and one 25 MB line exhausted 8 GB.
+PIECE_CHARS = 1 << 16
 PAD_ID = 0
 
 
@@ -46,6 +49,8 @@ def read_samples(path: Path, classes: int | None = None) -> TextSamples:
                 raise UserError(
                     f'--data: {path}:{number} is not a JSON object with a "text" string'
                 ) from None
+            except RecursionError:
+                raise UserError(f"--data: {path}:{number} nests too deeply") from None
             label = _label(label, classes, f"{path}:{number}")
         else:
             text, label = line, 0
@@ -84,15 +89,33 @@ def train_tokenizer(samples: TextSamples, vocab_size: int):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(samples.texts, trainer)
+    tokenizer.train_from_iterator((piece for piece, _ in _pieces(samples.texts)), trainer)
     return tokenizer
+
+
+def _pieces(texts: list[str]) -> list[tuple[str, int]]:
+    """Each text cut into pieces of at most PIECE_CHARS characters, with its text's index."""
+    return [
+        (text[at : at + PIECE_CHARS], i)
+        for i, text in enumerate(texts)
+        for at in range(0, max(len(text), 1), PIECE_CHARS)
+    ]
+
+
+def encode(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Each text's token ids, encoded piece by piece (bounded memory for any line length)."""
+    pieces = _pieces(texts)
+    ids: list[list[int]] = [[] for _ in texts]
+    for (_, i), encoding in zip(pieces, tokenizer.encode_batch([p for p, _ in pieces])):
+        ids[i].extend(encoding.ids)
+    return ids
 
 
 class TokenSet(Dataset):
     """(token ids, targets, bytes of source text, no failed files) per sample, tokenised once."""
 
     def __init__(self, samples: TextSamples, tokenizer, seq_len: int, causal: bool) -> None:
-        encoded = [e.ids for e in tokenizer.encode_batch(samples.texts)]
+        encoded = encode(tokenizer, samples.texts)
         self.inputs: list[torch.Tensor] = []
         self.targets: list[torch.Tensor] = []
         self.sizes: list[int] = []
