@@ -1,4 +1,5 @@
-"""SIGTERM (docker stop) becomes an exception, so a run unwinds and nothing stays half-written."""
+"""SIGTERM (docker stop), SIGINT and SIGHUP become an exception, so a run unwinds and nothing
+stays half-written."""
 
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ PARENT_PID_VARIABLE = "DLBENCH_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
 
 
+# docker stop, Ctrl-C, and a closed terminal or ssh session (a sweep over ssh whose link drops)
+STOPPING_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)
+)
+
+
 class Interrupted(BaseException):
-    """Raised in the main thread when SIGTERM or SIGINT arrives; exit code 128 + signal."""
+    """Raised in the main thread when a stopping signal arrives; exit code 128 + signal."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
@@ -22,7 +29,7 @@ class Interrupted(BaseException):
 
     @property
     def exit_code(self) -> int:
-        """130 for SIGINT, 143 for SIGTERM, as shells report them."""
+        """130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP, as shells report them."""
         return 128 + self.signum
 
 
@@ -44,9 +51,9 @@ def raise_if_interrupted() -> None:
 
 @contextmanager
 def interruptible() -> Iterator[None]:
-    """Turn SIGTERM and SIGINT into `Interrupted` inside the block; restore handlers after."""
+    """Turn STOPPING_SIGNALS into `Interrupted` inside the block; restore handlers after."""
     _pending.clear()
-    previous = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {s: signal.signal(s, _raise) for s in STOPPING_SIGNALS}
     try:
         yield
     finally:
