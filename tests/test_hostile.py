@@ -263,6 +263,24 @@ def test_analysis_refuses_odd_csvs(dlbench, kept, tmp_path):
     refused(dlbench("recommend-power", kept), "power limits")
 
 
+def test_a_hand_edited_number_is_named_where_arithmetic_met_it(dlbench, kept, tmp_path):
+    """Text in a number column of a finished row ended the report in a TypeError; a failed
+    point's row may hold text there (a sweep's `auto` batch size) and still reads."""
+    edited = write_rows(tmp_path / "edited.csv", [benchmark_row(), benchmark_row()])
+    text = edited.read_text().splitlines()
+    at = text[0].split(",").index("samples_per_s")
+    cells = text[2].split(",")
+    cells[at] = "fast"
+    edited.write_text("\n".join([*text[:2], ",".join(cells)]) + "\n")
+    needle = "samples_per_s holds 'fast' (line 3), not a number"
+    refused(dlbench("report", edited, "-o", tmp_path / "r"), needle)
+    refused(dlbench("compare", kept, edited), "CANDIDATE", needle)
+    failed = benchmark_row(status="error", batch_size="auto", samples_per_s="")
+    mixed = write_rows(tmp_path / "mixed.csv", [benchmark_row(), failed])
+    code, _, err = dlbench("report", mixed, "-o", tmp_path / "r2")
+    assert code == 0, err
+
+
 def _column(path: Path, name: str) -> int:
     return path.read_text().splitlines()[0].split(",").index(name)
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 from dlbench.config import CONFIG_KEY
 from dlbench.errors import UserError, one_line
-from dlbench.results.schema import is_true
+from dlbench.results.schema import NUMBER_COLUMNS, is_true
 from dlbench.results.store import CsvStore
 
 # What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
@@ -40,9 +40,28 @@ def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
             frame = pd.read_csv(path, low_memory=False)
         except (pd.errors.ParserError, ValueError, OSError) as exc:
             raise UserError(f"{argument}: cannot read {path}: {one_line(str(exc))}") from None
+        _numbers_as_numbers(frame, path, argument)
         frame["source"] = Path(path).name
         frames.append(frame)
     return pd.concat(frames, ignore_index=True, sort=False)
+
+
+def _numbers_as_numbers(frame: pd.DataFrame, path: Path, argument: str) -> None:
+    """Finished rows' number columns as numbers: a UserError naming the first cell that is not
+    one (a hand-edited file; arithmetic on it ended in a TypeError)."""
+    finished = frame["status"] == "ok" if "status" in frame else pd.Series(False, frame.index)
+    for column in NUMBER_COLUMNS:
+        if column not in frame or pd.api.types.is_numeric_dtype(frame[column]):
+            continue
+        values = frame.loc[finished, column]
+        parsed = pd.to_numeric(values, errors="coerce")
+        bad = values.notna() & parsed.isna()
+        if bad.any():
+            at = bad.idxmax()
+            raise UserError(
+                f"{argument}: {path}: {column} holds {values[at]!r} (line {at + 2}), not a number"
+            )
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").where(finished, frame[column])
 
 
 def require_columns(rows: pd.DataFrame, columns: tuple[str, ...], argument: str) -> None:

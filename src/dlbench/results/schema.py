@@ -249,6 +249,15 @@ TAG_COLUMNS = (
 )
 
 
+# Columns that hold a number in every finished row (analysis divides them): by their unit's
+# suffix, and the counts and sizes.
+_NUMBER_SUFFIXES = ("_per_s", "_ms", "_s", "_pct", "_w", "_j", "_mb", "_kb", "_mhz", "_c")
+_NUMBER_SUFFIXES += ("_tflops",)
+_NUMBER_NAMES = ("batch_size", "width", "height", "seq_len", "prompt_len", "new_tokens", "steps")
+_NUMBER_NAMES += ("warmup_steps", "world_size", "param_count", "flops_per_sample", "mfu")
+NUMBER_COLUMNS = tuple(c for c in COLUMNS if c.endswith(_NUMBER_SUFFIXES) or c in _NUMBER_NAMES)
+
+
 def is_true(value: object) -> bool:
     """A boolean column's cell as written to, or read back from, a CSV: True or "True"."""
     return str(value) == "True"
