@@ -263,6 +263,43 @@ def test_analysis_refuses_odd_csvs(dlbench, kept, tmp_path):
     refused(dlbench("recommend-power", kept), "power limits")
 
 
+def _edited(path: Path, edit) -> Path:
+    """A copy of a real CSV of two rows with its lines passed through `edit`."""
+    lines = write_rows(path, [benchmark_row(), benchmark_row()]).read_text().splitlines()
+    path.write_text("\n".join(edit(lines)) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda lines: [lines[0] + ",status", *(line + ",ok" for line in lines[1:])], "twice"),
+        (lambda lines: [lines[0], lines[1] + ",extra,fields", lines[2]], "line 2 holds"),
+        (lambda lines: [lines[0], lines[1].replace(",", ',"', 1), lines[2]], "fields where"),
+    ],
+    ids=["a column named twice", "a line with extra fields", "an unclosed quote"],
+)
+def test_a_damaged_csv_is_refused_by_analysis_and_never_appended_to(
+    dlbench, kept, tmp_path, edit, needle
+):
+    """A row appended after an unclosed quote became part of its field: lost to every reader.
+    A line with extra fields shifted every column, and the report found no finished rows."""
+    damaged = _edited(tmp_path / "damaged.csv", edit)
+    before = damaged.read_bytes()
+    refused(dlbench("report", damaged, "-o", tmp_path / "r"), "CSV", needle)
+    refused(dlbench("train", *S, "--output", damaged), "--output", needle)
+    assert damaged.read_bytes() == before
+
+
+def test_a_csv_saved_by_a_spreadsheet_with_a_byte_order_mark_still_reads_and_appends(
+    dlbench, tmp_path
+):
+    saved = _edited(tmp_path / "excel.csv", lambda lines: ["\ufeff" + lines[0], *lines[1:]])
+    assert dlbench("train", *S, "--output", saved)[0] == 0
+    assert len(read_rows(saved)) == 3
+    assert dlbench("report", saved, "-o", tmp_path / "r")[0] == 0
+
+
 def test_a_hand_edited_number_is_named_where_arithmetic_met_it(dlbench, kept, tmp_path):
     """Text in a number column of a finished row ended the report in a TypeError; a failed
     point's row may hold text there (a sweep's `auto` batch size) and still reads."""

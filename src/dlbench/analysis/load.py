@@ -34,8 +34,10 @@ def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
     for path in files:
         if not Path(path).is_file():
             raise UserError(f"{argument}: {path} does not exist or is not a file")
-        if not CsvStore(Path(path)).header():  # a UserError for foreign or unreadable files
+        store = CsvStore(Path(path), flag=argument)
+        if not store.header():  # a UserError for foreign or unreadable files
             raise UserError(f"{argument}: {path} is empty (no header, no rows)")
+        store.check_rows()  # a damaged line would shift every column after it
         try:
             frame = pd.read_csv(path, low_memory=False)
         except (pd.errors.ParserError, ValueError, OSError) as exc:

@@ -21,8 +21,9 @@ LOCK_TIMEOUT_S = 120
 class CsvStore:
     """A dlbench CSV; a row with new columns rewrites the file atomically with their union."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, flag: str = "--output") -> None:
         self.path = Path(path)
+        self.flag = flag  # what the user named the file with, for messages
         # What a symlink names: rewrites replace that file, not the link, and two names of one
         # file share its lock.
         self._file = Path(os.path.realpath(self.path))
@@ -34,28 +35,51 @@ class CsvStore:
 
     def check_writable(self) -> None:
         """Fail early, before anything runs: the folder must be writable and the file ours."""
-        writable_folder(self._file.parent, "--output", shown=self.path)
+        writable_folder(self._file.parent, self.flag, shown=self.path)
         if not self.path.exists():
             return
         if not self.path.is_file():  # /dev/null would be replaced by root, /dev/full read forever
-            raise UserError(f"--output: {self.path} is not a regular file; name a .csv file")
+            raise UserError(f"{self.flag}: {self.path} is not a regular file; name a .csv file")
         if not os.access(self.path, os.W_OK):
-            raise UserError(f"--output: {self.path} is not writable")
-        self.header()
+            raise UserError(f"{self.flag}: {self.path} is not writable")
+        self.check_rows()
+
+    def check_rows(self) -> None:
+        """A UserError unless every line holds as many fields as the header: a row appended
+        after a damaged one (an unclosed quote swallows what follows) would be lost to every
+        reader."""
+        header = self.header()
+        with self.path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            next(reader, None)
+            try:
+                for fields in reader:
+                    if fields and len(fields) != len(header):
+                        raise UserError(
+                            f"{self.flag}: {self.path} line {reader.line_num} holds "
+                            f"{len(fields)} fields where its header names {len(header)} (a "
+                            "damaged or hand-edited file); it was left untouched"
+                        )
+            except csv.Error as exc:
+                raise UserError(f"{self.flag}: cannot read {self.path}: {exc}") from None
 
     def header(self) -> list[str]:
         """The existing header; a UserError if the file is unreadable or not a dlbench CSV."""
         try:
-            with self.path.open(newline="", encoding="utf-8") as f:
+            with self.path.open(newline="", encoding="utf-8-sig") as f:
                 first = next(csv.reader(f), [])
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            raise UserError(f"--output: cannot read {self.path}: {exc}") from exc
+            raise UserError(f"{self.flag}: cannot read {self.path}: {exc}") from exc
         if not first:
             return []
+        twice = sorted({c for c in first if first.count(c) > 1})
+        if twice:
+            names = ", ".join(twice)
+            raise UserError(f"{self.flag}: {self.path} names {names} twice in its header")
         missing = [c for c in IDENTITY_COLUMNS if c not in first]
         if missing:
             raise UserError(
-                f"--output: {self.path} is not a dlbench CSV (no {', '.join(missing)} column); "
+                f"{self.flag}: {self.path} is not a dlbench CSV (no {', '.join(missing)} column); "
                 "it was left untouched, choose another file"
             )
         return first
@@ -68,7 +92,7 @@ class CsvStore:
         """Add rows together under one lock (a run's per-rank rows stay adjacent)."""
         self.check_writable()
         keys = [k for row in new for k in row]
-        with held(self._lock, "--output", f"another process kept {self.path} locked"):
+        with held(self._lock, self.flag, f"another process kept {self.path} locked"):
             header = self.header() if self.path.exists() else []
             if not header:
                 self._write_new(_ordered(keys), new)
@@ -82,7 +106,7 @@ class CsvStore:
         if not self.path.exists():
             return []
         self.header()
-        with self.path.open(newline="", encoding="utf-8") as f:
+        with self.path.open(newline="", encoding="utf-8-sig") as f:
             return list(csv.DictReader(f))
 
     def _append_lines(self, header: list[str], rows: list[dict[str, object]]) -> None:
@@ -106,7 +130,7 @@ class CsvStore:
 
     def _not_written(self, exc: OSError) -> UserError:
         return UserError(
-            f"--output: cannot write {self.path}: {exc.strerror or exc}; this run's row was "
+            f"{self.flag}: cannot write {self.path}: {exc.strerror or exc}; this run's row was "
             "not written, the earlier rows are as they were"
         )
 
