@@ -275,7 +275,7 @@ def _edited(path: Path, edit) -> Path:
     [
         (lambda lines: [lines[0] + ",status", *(line + ",ok" for line in lines[1:])], "twice"),
         (lambda lines: [lines[0], lines[1] + ",extra,fields", lines[2]], "line 2 holds"),
-        (lambda lines: [lines[0], lines[1].replace(",", ',"', 1), lines[2]], "fields where"),
+        (lambda lines: [lines[0], lines[1].replace(",", ',"', 1), lines[2]], "quote left open"),
     ],
     ids=["a column named twice", "a line with extra fields", "an unclosed quote"],
 )

@@ -45,20 +45,23 @@ class CsvStore:
         self.check_rows()
 
     def check_rows(self) -> None:
-        """A UserError unless every line holds as many fields as the header: a row appended
-        after a damaged one (an unclosed quote swallows what follows) would be lost to every
-        reader."""
+        """A UserError for a damaged line: more fields than the header (every column after
+        them shifts), or a quote left open (it swallows the lines after it, a row appended
+        later too). A short line is a row whose writer was killed mid-line: readers see its
+        missing cells as empty, and the next row starts on a line of its own."""
         header = self.header()
         with self.path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
             next(reader, None)
             try:
                 for fields in reader:
-                    if fields and len(fields) != len(header):
+                    open_quote = any("\n" in v or "\r" in v for v in fields)
+                    if len(fields) > len(header) or open_quote:
                         raise UserError(
                             f"{self.flag}: {self.path} line {reader.line_num} holds "
-                            f"{len(fields)} fields where its header names {len(header)} (a "
-                            "damaged or hand-edited file); it was left untouched"
+                            f"{len(fields)} fields where its header names {len(header)}"
+                            f"{', a quote left open' if open_quote else ''} (a damaged or "
+                            "hand-edited file); it was left untouched"
                         )
             except csv.Error as exc:
                 raise UserError(f"{self.flag}: cannot read {self.path}: {exc}") from None
