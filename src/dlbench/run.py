@@ -43,7 +43,7 @@ def guarded(call: Callable[[], int]) -> int:
     except UserError as exc:
         return report(str(exc), EXIT_USER_ERROR)
     except OSError as exc:  # the filesystem or the environment refused (a cache path, a pipe)
-        return report(f"{exception_line(exc)}", EXIT_USER_ERROR)
+        return report(exception_line(exc), EXIT_USER_ERROR)
     except Interrupted as exc:
         return report(f"{exc}; the run in flight has no result", exc.exit_code)
 
@@ -87,7 +87,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
             plan, fabric, search = choose_batch_size(plan)
             config = plan.config
         measurement = run_benchmark(plan, fabric)
-    except (torch.OutOfMemoryError, MemoryError, RuntimeError) as exc:
+    except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         if not out_of_memory(exc):
             raise
         columns = {**config_columns(config), "run_id": config.run_id}

@@ -55,15 +55,15 @@ def _numbers_as_numbers(frame: pd.DataFrame, path: Path, argument: str) -> None:
     for column in NUMBER_COLUMNS:
         if column not in frame or pd.api.types.is_numeric_dtype(frame[column]):
             continue
-        values = frame.loc[finished, column]
-        parsed = pd.to_numeric(values, errors="coerce")
-        bad = values.notna() & parsed.isna()
+        parsed = pd.to_numeric(frame[column], errors="coerce")
+        bad = finished & frame[column].notna() & parsed.isna()
         if bad.any():
             at = bad.idxmax()
+            value = frame.at[at, column]
             raise UserError(
-                f"{argument}: {path}: {column} holds {values[at]!r} (line {at + 2}), not a number"
+                f"{argument}: {path}: {column} holds {value!r} (line {at + 2}), not a number"
             )
-        frame[column] = pd.to_numeric(frame[column], errors="coerce").where(finished, frame[column])
+        frame[column] = parsed.where(finished, frame[column])
 
 
 def require_columns(rows: pd.DataFrame, columns: tuple[str, ...], argument: str) -> None:

@@ -116,10 +116,10 @@ class CsvStore:
         buf = io.StringIO()
         csv.DictWriter(buf, fieldnames=header, lineterminator="\n").writerows(rows)
         data = buf.getvalue().encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND)  # read: its last byte
         size = os.fstat(fd).st_size
         try:
-            if not self._ends_with_newline():
+            if size and os.pread(fd, 1, size - 1) != b"\n":  # a torn last line: start a new one
                 data = b"\n" + data
             written = 0
             while written < len(data):  # a full disk writes part, then raises
@@ -136,14 +136,6 @@ class CsvStore:
             f"{self.flag}: cannot write {self.path}: {exc.strerror or exc}; this run's row was "
             "not written, the earlier rows are as they were"
         )
-
-    def _ends_with_newline(self) -> bool:
-        with self.path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() == 0:
-                return True
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) == b"\n"
 
     def _write_new(self, header: list[str], rows: list[dict[str, object]]) -> None:
         """Write to a temporary file beside the target, then rename over it (atomic)."""

@@ -157,16 +157,24 @@ def packaged_plans() -> list[str]:
 PLAN_MAX_BYTES = 2**20  # a plan is a page of YAML; anything larger is the wrong file
 
 
+def _check_plan_file(path: Path) -> None:
+    """A UserError for a plan path that is no regular file (/dev/zero would be read until
+    memory ends) or is too large to be a plan; a missing one is left to the read."""
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise UserError(f"PLAN: {path} is not a regular file")
+    if path.stat().st_size > PLAN_MAX_BYTES:
+        raise UserError(
+            f"PLAN: {path} is over {PLAN_MAX_BYTES // 2**20} MiB; a plan is a short YAML file"
+        )
+
+
 def load_plan(name_or_path: str) -> SweepPlan:
     """A packaged plan by name, or a YAML file by path; a UserError if neither or malformed."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if path.exists() and not path.is_file():  # /dev/zero would be read until memory ends
-            raise UserError(f"PLAN: {path} is not a regular file")
-        if path.exists() and path.stat().st_size > PLAN_MAX_BYTES:
-            raise UserError(
-                f"PLAN: {path} is over {PLAN_MAX_BYTES // 2**20} MiB; a plan is a short YAML file"
-            )
+        _check_plan_file(path)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
