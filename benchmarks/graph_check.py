@@ -1,6 +1,8 @@
 """On a GPU: a step replayed as a CUDA graph computes what the eager step computes, and a step
 that syncs with the host falls back to eager (and still runs). Prints one line per check and
-exits 1 if any fails. Usage: PYTHONPATH=src python3 benchmarks/graph_check.py"""
+exits 1 if any fails. Also: inference's weights held in the autocast dtype give, on the GPU,
+the outputs autocast gives from fp32 weights.
+Usage: PYTHONPATH=src python3 benchmarks/graph_check.py"""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import sys
 import torch
 
 from dlbench.engine.graphs import graphed_step
+from dlbench.engine.precision import hold_autocast_weights
 from dlbench.workloads import get_workload
 
 
@@ -67,11 +70,37 @@ def host_sync_falls_back() -> bool:
     return ok
 
 
+def held_weights_equal_autocast(model_name: str, batch: int) -> bool:
+    workload = get_workload(model_name)
+    shape = workload.shape(None, None, 128)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = workload.build(shape).eval()
+    data = workload.make_batch(batch, shape, torch.Generator().manual_seed(1)).inputs.cuda()
+    if data.is_floating_point():
+        data = data.to(torch.bfloat16)
+    outputs = []
+    for hold in (False, True):
+        if hold:
+            cast = hold_autocast_weights(model, torch.bfloat16)
+        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(data)
+        outputs.append(getattr(out, "logits", out).float())
+    same = torch.equal(*outputs)
+    diff = (outputs[0] - outputs[1]).abs().max().item()
+    print(f"{'ok  ' if same else 'FAIL'} {model_name} held bf16 weights ({cast:,} cast): "
+          f"outputs bit for bit equal={same}, max diff {diff:.3g}")  # fmt: skip
+    return same
+
+
 if __name__ == "__main__":
     checks = [
         replay_equals_eager("timm:test_resnet", 2, torch.float32),
         replay_equals_eager("resnet50", 1, torch.bfloat16),
         host_sync_falls_back(),
         replay_equals_eager("timm:test_vit", 2, torch.bfloat16),  # after a failed capture
+        held_weights_equal_autocast("resnet50", 1),
+        held_weights_equal_autocast("vit", 1),
+        held_weights_equal_autocast("distilbert", 1),
     ]
     sys.exit(0 if all(checks) else 1)

@@ -12,7 +12,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from dlbench.config import DdpSettings, RunConfig
-from dlbench.engine.precision import PrecisionPlan
+from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.engine.session import (
     build_model,
     cast_inputs,
@@ -39,6 +39,8 @@ class BareLoop:
         fmt = memory_format(config, workload)
         model, self.loss_fn = build_model(workload, shape, config.llm_impl, torch.device(device))
         model = model.to(dtype=precision.param_dtype, memory_format=fmt)
+        if config.mode != "train" and precision.autocast_dtype is not None:
+            hold_autocast_weights(model, precision.autocast_dtype)
         self.device = device
         self.batch_size = config.batch_size
         self.train = config.mode == "train"

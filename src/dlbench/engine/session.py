@@ -14,7 +14,7 @@ from dlbench.config import RunConfig
 from dlbench.data.pipeline import DataFeed, OnDevice, open_pipeline
 from dlbench.engine.devices import DevicePlan
 from dlbench.engine.graphs import GraphedStep, graphed_step
-from dlbench.engine.precision import PrecisionPlan
+from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.workloads import Batch, InputShape, Workload
 
 DISTINCT_BATCHES = 2  # rotate so that no step reads exactly what the previous one cached
@@ -190,6 +190,8 @@ def open_session(
     fmt = memory_format(config, workload)
     model = model.to(memory_format=fmt)
     param_count = sum(p.numel() for p in model.parameters())
+    if config.mode != "train" and precision.autocast_dtype is not None:
+        hold_autocast_weights(model, precision.autocast_dtype)
     if config.compile:
         model = torch.compile(model)
     feed = batches = None
