@@ -60,3 +60,12 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 @pytest.fixture
 def csv_path(tmp_path: Path) -> Path:
     return tmp_path / "results" / "bench.csv"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_gpu_baselines():
+    """Each test measures its (fake) GPU's idle power and counter period itself: the process
+    keeps them per GPU, and pytest runs many tests in one process."""
+    from dlbench.telemetry.monitor import forget_baselines
+
+    forget_baselines()

@@ -247,3 +247,30 @@ def test_min_time_stretches_the_window_until_the_counter_can_be_trusted(fake_gpu
     row = read_rows(csv_path)[1]
     assert float(row["min_time_s"]) == 0.0  # a CPU run: the GPU default does not apply
     assert row["energy_quality"].startswith("short window") and row["energy_j"] == ""
+
+
+def test_a_later_run_in_the_process_reuses_the_idle_baseline_and_says_how_old(fake_gpus):
+    state = fake_gpus({"power_w": 100.0})
+    first = TelemetryMonitor(NvmlBackend([0]), None)
+    began = time.monotonic()
+    first.measure_idle(seconds=0.3)
+    assert time.monotonic() - began >= 0.3 and first.idle_power_age_s == 0.0
+    fake_nvml.write_state(state, [{"power_w": 400.0}])  # the GPU is warm now, not idle
+    second = TelemetryMonitor(NvmlBackend([0]), None)
+    began = time.monotonic()
+    second.measure_idle(seconds=0.3)
+    assert time.monotonic() - began < 0.1  # not sampled again
+    assert second.idle_power_w == pytest.approx(100.0) and second.idle_power_age_s > 0
+    assert second.counter_period_s == first.counter_period_s
+
+
+def test_an_old_idle_baseline_is_sampled_again(fake_gpus, monkeypatch):
+    from dlbench.telemetry import monitor
+
+    state = fake_gpus({"power_w": 100.0})
+    TelemetryMonitor(NvmlBackend([0]), None).measure_idle(seconds=0.2)
+    fake_nvml.write_state(state, [{"power_w": 150.0}])
+    monkeypatch.setattr(monitor, "IDLE_REUSE_S", 0.0)
+    later = TelemetryMonitor(NvmlBackend([0]), None)
+    later.measure_idle(seconds=0.2)
+    assert later.idle_power_w == pytest.approx(150.0) and later.idle_power_age_s == 0.0

@@ -140,7 +140,9 @@ COLUMNS: dict[str, str] = {
     "cpu_energy_j": "CPU package + DRAM energy over the window (RAPL), when readable",
     "energy_scope": "what energy_j covers: gpu_board, and +cpu_package where RAPL was readable "
     "(cpu_energy_j)",
-    "idle_power_w": "GPU power while idle, sampled 2 s before warm-up (all of rank 0's GPUs)",
+    "idle_power_w": "GPU power while idle, sampled 2 s before warm-up (all of rank 0's GPUs); "
+    "a sweep worker reuses its sample of the same GPU for 10 minutes",
+    "idle_power_age_s": "seconds since idle_power_w was sampled (0: sampled for this row)",
     "energy_above_idle_j": "energy_j minus idle power over the window (every GPU as rank 0's)",
     "energy_above_idle_per_sample_j": "energy_above_idle_j / samples",
     "sm_clock_base_mhz": "the SM clock the GPU guarantees (its default application clock)",

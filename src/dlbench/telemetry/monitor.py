@@ -29,6 +29,19 @@ MIN_INTEGRAL_WINDOW_S = 5.0  # NVML power is a trailing ~1 s average on Ampere a
 PERIOD_PROBE_S = 0.5  # longest time spent finding the counter's update period (before the window)
 PERIOD_POLL_S = 0.001
 IDLE_BASELINE_S = 2.0  # power sampled on a quiet GPU before warm-up: the run's idle baseline
+IDLE_REUSE_S = 600.0  # a process's idle sample of a GPU serves its later runs this long
+
+# Per process, by GPU: what a sweep worker's later points need not measure again (2.5 s a point,
+# a tenth of the default plan's time outside its windows): the energy counter's update period,
+# and the idle baseline with the monotonic time it was sampled.
+_counter_periods: dict[tuple, float | None] = {}
+_idle_baselines: dict[tuple, tuple[float, float]] = {}
+
+
+def forget_baselines() -> None:
+    """Measure the idle power and the counter period again on the next run in this process."""
+    _counter_periods.clear()
+    _idle_baselines.clear()
 
 
 def counter_update_period(read: Callable[[], float | None], budget_s: float = PERIOD_PROBE_S):
@@ -92,13 +105,30 @@ class TelemetryMonitor:
         self._cpu_j: float | None = None
         self.counter_period_s = None
         self.idle_power_w: float | None = None
+        self.idle_power_age_s: float | None = None
         if gpu and self.devices:
-            self.counter_period_s = counter_update_period(lambda: gpu.energy_j(0))
+            key = self._key()
+            if key not in _counter_periods:
+                _counter_periods[key] = counter_update_period(lambda: gpu.energy_j(0))
+            self.counter_period_s = _counter_periods[key]
+
+    def _key(self) -> tuple:
+        """Which GPUs these are, as far as this process can tell."""
+        return (
+            type(self.gpu).__name__,
+            getattr(self.gpu, "identity", None),
+            *self.gpu.device_names,
+        )
 
     def measure_idle(self, seconds: float = IDLE_BASELINE_S) -> None:
         """Sample power for `seconds` while nothing runs (before warm-up): the idle baseline
-        that energy above idle is counted from."""
+        that energy above idle is counted from. A sample this process took of the same GPUs
+        within IDLE_REUSE_S is used again (a sweep worker's later points), its age recorded."""
         if not self.gpu:
+            return
+        kept, now = _idle_baselines.get(self._key()), time.monotonic()
+        if kept and now - kept[0] < IDLE_REUSE_S:
+            self.idle_power_w, self.idle_power_age_s = kept[1], now - kept[0]
             return
         readings = []
         end = time.monotonic() + seconds
@@ -107,6 +137,9 @@ class TelemetryMonitor:
             time.sleep(self.interval_s)
         powers = [p for p in readings if p is not None]
         self.idle_power_w = statistics.fmean(powers) * len(self.devices) if powers else None
+        if self.idle_power_w is not None:
+            _idle_baselines[self._key()] = (time.monotonic(), self.idle_power_w)
+            self.idle_power_age_s = 0.0
 
     def _sample_all(self) -> None:
         now = time.monotonic()
@@ -217,6 +250,7 @@ class TelemetryMonitor:
             sm_clock_base_mhz=base,
             sm_clock_below_base_pct=below,
             idle_power_w=self.idle_power_w,
+            idle_power_age_s=self.idle_power_age_s,
             energy_scope="gpu_board" + ("+cpu_package" if self._cpu_j is not None else ""),
             gpu_processes_hidden=bool(getattr(self.gpu, "processes_hidden", False)),
             **(self.gpu.describe(0) if hasattr(self.gpu, "describe") else {}),

@@ -61,6 +61,7 @@ class NvmlBackend:
             )
             self.handles = [self._handle(ids[i]) for i in torch_indices]
         self.device_names = [_text(self.nvml.nvmlDeviceGetName(h)) for h in self.handles]
+        self.identity = (id(self.nvml), *(uuids or torch_indices))  # which GPUs, in this process
         self._has_counter = [self._counter_mj(h) is not None for h in self.handles]
 
     def _handle(self, nvml_id: str | int):
