@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Second H100 call of round four (issues 23 and 27): the rest of the default plan ($1: the CSV the
+# first call left, resumed), the graph and held-weight checks, then issue 27's rows: 12,000
+# JPEGs of 500x375 (quality 90), where a GPU-decoded batch's time goes, resnet50 bs256 bf16
+# training synthetic / --decode gpu / CPU decode at 8 workers, the GPU loader alone.
+set -uo pipefail
+BUDGET_S=${BUDGET_S:-585}
+source "$(dirname "$0")/budget.sh"
+carry_wheels
+if [ -n "${1:-}" ]; then
+  began=$(date +%s)
+  cp "$1" "$OUT/h100-default-r4.csv"
+  run 30 $D sweep default --resume --output "$OUT/h100-default-r4.csv"
+  echo "plan wall time in this call: $(( $(date +%s) - began )) s"
+fi
+run 60 python3 benchmarks/graph_check.py
+IMAGES=/tmp/dlbench-jpeg
+run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
+IMG="$IMAGES/images"
+run 30 python3 benchmarks/jpeg_probe.py "$IMG" 2>&1 | grep -v -i warn
+T="--model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 30 --warmup-steps 5"
+J="$OUT/h100-jpeg-r4.csv"
+run 40 $D train $T --output "$J"
+run 50 $D train $T --data "folder:$IMG" --workers 8 --decode gpu --output "$J"
+run 30 $D data "$IMG" --model resnet50 --batch-size 256 --workers 8 --decode gpu --min-time 4 \
+  --output "$OUT/h100-jpeg-loader-r4.csv"
+run 50 $D train $T --data "folder:$IMG" --workers 8 --output "$J"
+echo "all done: $(( $(date +%s) - t0 )) s"
+python3 - "$OUT" <<'PY'
+import csv, pathlib, sys
+for path in sorted(pathlib.Path(sys.argv[1]).glob("h100-*r4.csv")):
+    for r in csv.DictReader(open(path)):
+        print(path.name, r.get("model"), r.get("mode"), r.get("batch_size"), r.get("data_decode"),
+              r.get("data_decoder"), r.get("cuda_graphs"), r["samples_per_s"], r.get("gpu_busy_pct"),
+              r.get("host_issue_pct"), r.get("latency_p50_ms"), r.get("data_wait_pct"),
+              r.get("verdict"), r.get("verdict_reasons"), r.get("graph_fallback"),
+              r.get("warmup_s"), r.get("profile_s"), r.get("idle_power_age_s"))
+PY
