@@ -11,7 +11,7 @@ import sys
 import torch
 
 from dlbench.engine.graphs import graphed_step
-from dlbench.engine.precision import hold_autocast_weights
+from dlbench.engine.precision import hold_autocast_weights, plan_precision
 from dlbench.workloads import get_workload
 
 
@@ -82,7 +82,7 @@ def held_weights_equal_autocast(model_name: str, batch: int) -> bool:
     outputs = []
     for hold in (False, True):
         if hold:
-            cast = hold_autocast_weights(model, torch.bfloat16)
+            cast = hold_autocast_weights(model, plan_precision("bf16-mixed", "cuda"))
         with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
             out = model(data)
         outputs.append(getattr(out, "logits", out).float())

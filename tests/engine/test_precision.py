@@ -10,8 +10,10 @@ import timm
 import torch
 from torch import nn
 
-from dlbench.engine.precision import hold_autocast_weights
+from dlbench.engine.precision import hold_autocast_weights, plan_precision
 from dlbench.workloads import InputShape, get_workload
+
+BF16_MIXED = plan_precision("bf16-mixed", "cpu")
 
 
 def _outputs(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
@@ -26,7 +28,7 @@ def test_held_weights_give_the_outputs_autocast_gives(name):
     model = timm.create_model(name, num_classes=10).eval()
     inputs = torch.randn(2, 3, 64, 64).to(torch.bfloat16)
     held = copy.deepcopy(model)
-    assert hold_autocast_weights(held, torch.bfloat16) > 0
+    assert hold_autocast_weights(held, BF16_MIXED) > 0
     assert torch.equal(_outputs(model, inputs), _outputs(held, inputs))
 
 
@@ -36,7 +38,7 @@ def test_distilbert_held_weights_give_the_same_logits():
     model = workload.build(InputShape(width=0, height=0, seq_len=16)).eval()
     tokens = torch.randint(0, 1000, (2, 16))
     held = copy.deepcopy(model)
-    cast = hold_autocast_weights(held, torch.bfloat16)
+    cast = hold_autocast_weights(held, BF16_MIXED)
     linear = sum(p.numel() for m in model.modules() if type(m) is nn.Linear for p in m.parameters())
     assert cast == linear  # every Linear, never the embeddings or the norms
     assert held.distilbert.embeddings.word_embeddings.weight.dtype == torch.float32
@@ -52,7 +54,7 @@ def test_a_weight_another_module_holds_and_a_layer_with_its_own_forward_stay_fp3
     head = nn.Linear(4, 10, bias=False)
     head.weight = embed.weight  # tied, as LLM output layers are
     model = nn.ModuleDict({"embed": embed, "head": head, "conv": Standardised(3, 3, 1)})
-    assert hold_autocast_weights(model, torch.bfloat16) == 0
+    assert hold_autocast_weights(model, BF16_MIXED) == 0
     assert all(p.dtype == torch.float32 for p in model.parameters())
 
 

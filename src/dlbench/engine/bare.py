@@ -39,8 +39,8 @@ class BareLoop:
         fmt = memory_format(config, workload)
         model, self.loss_fn = build_model(workload, shape, config.llm_impl, torch.device(device))
         model = model.to(dtype=precision.param_dtype, memory_format=fmt)
-        if config.mode != "train" and precision.autocast_dtype is not None:
-            hold_autocast_weights(model, precision.autocast_dtype)
+        if config.mode != "train":
+            hold_autocast_weights(model, precision)
         self.device = device
         self.batch_size = config.batch_size
         self.train = config.mode == "train"

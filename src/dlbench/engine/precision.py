@@ -68,14 +68,18 @@ def plan_precision(name: str, device_type: str) -> PrecisionPlan:
 _AUTOCAST_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
-def hold_autocast_weights(model: nn.Module, dtype: torch.dtype) -> int:
-    """For inference under autocast: keep the weights and biases of Linear and Conv layers in
-    `dtype`, cast once here, instead of autocast casting them again on every call. A served
-    model is cast once; recasting ViT-B's 86 M weights per query is a tenth of a batch-1 step
-    on an H100, time a bare loop in one autocast context does not spend. The outputs are bit
-    for bit the same (autocast casts these very tensors to this dtype). Left as they are:
-    layers whose forward is their own (a standardised conv), and any parameter another module
-    also holds (tied embeddings, which autocast never casts). Returns how many were cast."""
+def hold_autocast_weights(model: nn.Module, precision: PrecisionPlan) -> int:
+    """For inference under autocast (nothing otherwise): keep the weights and biases of Linear
+    and Conv layers in the autocast dtype, cast once here, instead of autocast casting them
+    again on every call. A served model is cast once; recasting ViT-B's 86 M weights per query
+    is a sizeable share of a batch-1 step on an H100, time a bare loop in one autocast context
+    does not spend. The outputs are bit for bit the same (autocast casts these very tensors to
+    this dtype). Left as they are: layers whose forward is their own (a standardised conv), and
+    any parameter another module also holds (tied embeddings, which autocast never casts).
+    Returns how many were cast."""
+    dtype = precision.autocast_dtype
+    if dtype is None:
+        return 0
     chosen: dict[int, nn.Parameter] = {}
     shared: set[int] = set()
     for module in model.modules():

@@ -95,8 +95,9 @@ def run_profiled_pass(
         for i in indices:
             step(i)
         synchronize(device)
-    # kineto's own records: building the profiler's event tree took seconds for the 40,000
-    # kernels of 200 graphed batch-1 steps, and only names and device intervals are needed
+    # kineto's own records, not the profiler's event tree built from them: only names and
+    # device intervals are needed (with this and fewer kernels a step, profile_s of the H100's
+    # batch-1 rows went from 4.0-5.5 s to 0.8-1.4 s for 200 graphed steps)
     events = prof.profiler.kineto_results.events()
     kernels = [
         (e.start_ns() / 1e3, e.end_ns() / 1e3)

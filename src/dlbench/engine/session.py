@@ -190,8 +190,8 @@ def open_session(
     fmt = memory_format(config, workload)
     model = model.to(memory_format=fmt)
     param_count = sum(p.numel() for p in model.parameters())
-    if config.mode != "train" and precision.autocast_dtype is not None:
-        hold_autocast_weights(model, precision.autocast_dtype)
+    if config.mode != "train":
+        hold_autocast_weights(model, precision)
     if config.compile:
         model = torch.compile(model)
     feed = batches = None

@@ -106,19 +106,13 @@ class TelemetryMonitor:
         self.counter_period_s = None
         self.idle_power_w: float | None = None
         self.idle_power_age_s: float | None = None
+        # which GPUs these are, as far as this process can tell (the key of its kept baselines)
+        names = gpu.device_names if gpu else []
+        self._gpus = (type(gpu).__name__, getattr(gpu, "identity", None), *names)
         if gpu and self.devices:
-            key = self._key()
-            if key not in _counter_periods:
-                _counter_periods[key] = counter_update_period(lambda: gpu.energy_j(0))
-            self.counter_period_s = _counter_periods[key]
-
-    def _key(self) -> tuple:
-        """Which GPUs these are, as far as this process can tell."""
-        return (
-            type(self.gpu).__name__,
-            getattr(self.gpu, "identity", None),
-            *self.gpu.device_names,
-        )
+            if self._gpus not in _counter_periods:
+                _counter_periods[self._gpus] = counter_update_period(lambda: gpu.energy_j(0))
+            self.counter_period_s = _counter_periods[self._gpus]
 
     def measure_idle(self, seconds: float = IDLE_BASELINE_S) -> None:
         """Sample power for `seconds` while nothing runs (before warm-up): the idle baseline
@@ -126,7 +120,7 @@ class TelemetryMonitor:
         within IDLE_REUSE_S is used again (a sweep worker's later points), its age recorded."""
         if not self.gpu:
             return
-        kept, now = _idle_baselines.get(self._key()), time.monotonic()
+        kept, now = _idle_baselines.get(self._gpus), time.monotonic()
         if kept and now - kept[0] < IDLE_REUSE_S:
             self.idle_power_w, self.idle_power_age_s = kept[1], now - kept[0]
             return
@@ -138,7 +132,7 @@ class TelemetryMonitor:
         powers = [p for p in readings if p is not None]
         self.idle_power_w = statistics.fmean(powers) * len(self.devices) if powers else None
         if self.idle_power_w is not None:
-            _idle_baselines[self._key()] = (time.monotonic(), self.idle_power_w)
+            _idle_baselines[self._gpus] = (time.monotonic(), self.idle_power_w)
             self.idle_power_age_s = 0.0
 
     def _sample_all(self) -> None:
