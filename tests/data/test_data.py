@@ -182,6 +182,29 @@ def test_a_staging_thread_that_cannot_start_fails_the_step_instead_of_hanging_it
     feed.close()
 
 
+def test_a_gpu_decode_feed_shortens_the_switch_interval_while_it_runs():
+    """nvJPEG's call takes the GIL back many times; while a GPU-decode feed runs, a thread
+    running Python (the step's) hands it over sooner; closing the feed restores the setting."""
+    import sys
+
+    from dlbench.data.pipeline import GPU_DECODE_SWITCH_S
+
+    class DecodingOnGpu(AsLoaded):
+        gpu_decode = True
+
+    before = sys.getswitchinterval()
+    plain = _feed(_Slow(0.0))
+    plain.fetch(0)
+    assert sys.getswitchinterval() == before  # a CPU-decode feed leaves it alone
+    plain.close()
+    pipeline = Pipeline(_Slow(0.0), DataSource("folder", Path(".")), 0, "gpu", 2, 0, 20)
+    feed = DataFeed(pipeline, DecodingOnGpu())
+    feed.fetch(0)
+    assert sys.getswitchinterval() == pytest.approx(GPU_DECODE_SWITCH_S)
+    feed.close()
+    assert sys.getswitchinterval() == before
+
+
 def test_closing_the_feed_does_not_wait_for_a_loader_that_hangs(monkeypatch):
     from dlbench.data import pipeline
 
@@ -466,7 +489,12 @@ def test_the_batched_crop_draws_torchvisions_boxes_and_matches_its_output():
     ours = batched_crop(images, torch.tensor(boxes), torch.tensor(flips), (224, 224))
     difference = (ours - cpu).abs()
     assert ours.shape == (4, 3, 224, 224)
-    assert float(difference.mean()) < 1.0 and float(difference.max()) < 4.0  # grey levels
+    assert float(difference.mean()) < 0.3 and float(difference.max()) <= 1.0  # grey levels
+    for k, ((x0, y0, x1, y1), flip) in enumerate(zip(boxes, flips)):  # the filter, unrounded
+        crop = images[k][None, :, y0:y1, x0:x1].float()
+        exact = F.interpolate(crop, size=(224, 224), mode="bilinear", antialias=True)[0]
+        exact = exact.flip(-1) if flip else exact
+        assert float((ours[k] - exact).abs().max()) < 0.01
     same = [images[0]] * 3  # a batch of one size takes the stacked path: the same pixels
     stacked = batched_crop(same, torch.tensor(boxes[:1] * 3), torch.tensor(flips[:1] * 3),
                            (224, 224))  # fmt: skip
