@@ -21,12 +21,4 @@ run 50 $D train $T --data "folder:$IMG" --workers 4 --decode gpu --output "$OUT/
 run 50 $D train $T --data "folder:$IMG" --workers 8 --decode gpu --cuda-graphs \
   --output "$OUT/h100-jpeg-graphs.csv"
 echo "all done: $(( $(date +%s) - t0 )) s"
-python3 - "$OUT" <<'PY'
-import csv, pathlib, sys
-for path in sorted(pathlib.Path(sys.argv[1]).glob("h100-jpeg*.csv")):
-    for r in csv.DictReader(open(path)):
-        print(path.name, r.get("data_decode"), r.get("data_workers"), r.get("cuda_graphs"),
-              r["samples_per_s"], r.get("gpu_busy_pct"), r.get("data_wait_pct"),
-              r.get("host_cpu_pct"), r.get("step_time_stdev_pct"), r.get("verdict"),
-              r.get("verdict_reasons"))
-PY
+python3 benchmarks/gpu/show_rows.py "$OUT"/h100-jpeg*.csv

@@ -26,13 +26,4 @@ run 30 $D data "$IMG" --model resnet50 --batch-size 256 --workers 8 --decode gpu
   --output "$OUT/h100-jpeg-loader-r4.csv"
 run 50 $D train $T --data "folder:$IMG" --workers 8 --output "$J"
 echo "all done: $(( $(date +%s) - t0 )) s"
-python3 - "$OUT" <<'PY'
-import csv, pathlib, sys
-for path in sorted(pathlib.Path(sys.argv[1]).glob("h100-*r4.csv")):
-    for r in csv.DictReader(open(path)):
-        print(path.name, r.get("model"), r.get("mode"), r.get("batch_size"), r.get("data_decode"),
-              r.get("data_decoder"), r.get("cuda_graphs"), r["samples_per_s"], r.get("gpu_busy_pct"),
-              r.get("host_issue_pct"), r.get("latency_p50_ms"), r.get("data_wait_pct"),
-              r.get("verdict"), r.get("verdict_reasons"), r.get("graph_fallback"),
-              r.get("warmup_s"), r.get("profile_s"), r.get("idle_power_age_s"))
-PY
+python3 benchmarks/gpu/show_rows.py "$OUT"/h100-*r4.csv
