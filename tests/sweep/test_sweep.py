@@ -223,6 +223,7 @@ def test_default_plan_labels_throughput_and_latency_rows():
             assert batch == 1 and point.mode == "infer"
             if point.flags["model"] != "llm_1b":  # generation counts rounds, not queries
                 assert point.flags["n_iters"] >= 1000  # a p99 over 1,000 queries
+                assert point.flags["compile"]  # fused kernels: the GPU, not its launch gaps
         elif point.flags["model"] != "llm_1b":
             assert batch >= 128  # small batches on an H100 measure kernel launches
     graphed = {p.mode for p in points if p.flags.get("cuda_graphs")}

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-LATENCY_KEY = ("model", "precision", "width", "height", "seq_len")
+# Rows compare only with rows taken the same way: a compiled graph against an eager one would
+# measure the compiler, not the GPU.
+LATENCY_KEY = ("model", "precision", "width", "height", "seq_len", "compile", "cuda_graphs")
 LATENCY_COLUMNS = {
-    "cuda_graphs": "CUDA graphs",
     "gpu_busy_pct": "GPU busy %",
     "latency_p50_ms": "p50 ms",
     "latency_p90_ms": "p90 ms",
