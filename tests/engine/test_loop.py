@@ -89,6 +89,22 @@ def test_min_time_keeps_stepping_until_the_window_is_long_enough():
     assert 0.4 <= result.wall_window_s < 0.4 * 1.05 + 0.15  # sized from the rate, not overshot
 
 
+def test_min_time_is_met_on_the_clock_the_row_reports(monkeypatch):
+    """The window the row reports (device time) reaches --min-time even when reading a chunk's
+    step times costs the host time (on an H100, ~11,000 CUDA events a chunk at batch 1: the
+    rows stopped at 5 s on the host's clock and reported 4.92 s, short of their own minimum)."""
+    from dlbench.engine import loop
+
+    class SlowToRead(loop.StepTimer):
+        def step_times_s(self) -> list[float]:
+            time.sleep(0.1)
+            return super().step_times_s()
+
+    monkeypatch.setattr(loop, "StepTimer", SlowToRead)
+    result = run_measured_loop(sleeper(0.01, 0.0, 0), CPU, LoopSettings(0, 3, min_time_s=0.3))
+    assert result.window_s >= 0.3
+
+
 def test_the_stop_decision_follows_the_noisiest_rank():
     # This rank is steady (its own spread is met at once); another rank reports 50 % spread,
     # so every rank keeps measuring until --max-time, and all of them stop together.
