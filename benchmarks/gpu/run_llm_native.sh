@@ -18,7 +18,7 @@ if [[ ${TRAIN:-1} == 1 ]]; then
   run 60 python3 benchmarks/decode_profile.py --model llm_1b --batch-size 1 > "$OUT/$GPU-decode-profile-native.txt" 2>&1
 fi
 run 40 python3 benchmarks/graph_check.py
-run 100 $D sweep benchmarks/gpu/latency.yaml --output "$OUT/$GPU-latency.csv"
+run 100 $D sweep default --only purpose=latency --output "$OUT/$GPU-latency.csv"
 python3 - "$L" "$OUT/$GPU-latency.csv" <<'PY'
 import sys, pandas as pd
 cols = ["model", "mode", "batch_size", "llm_impl", "generation_path", "decode_tokens_per_s",

@@ -29,6 +29,10 @@ def sweep(
     repeats: Annotated[
         int | None, typer.Option(help="Run every point N times (the plan's repeats).")
     ] = None,
+    only: Annotated[
+        str | None,
+        typer.Option(help="KEY=VALUE: only the plan's runs with this tag, e.g. purpose=latency."),
+    ] = None,
     isolation: Annotated[
         str,
         typer.Option(
@@ -60,6 +64,8 @@ def sweep(
         check_count("--repeats", repeats, MAX_REPEATS)
         sweep_plan.repeats = repeats
         sweep_plan.check_size()
+    if only is not None:
+        sweep_plan.keep_tagged(only)
     index, count = parse_shard(shard)
     if dry_run:
         for i, point in enumerate(shard_points(sweep_plan.points(), index, count), 1):

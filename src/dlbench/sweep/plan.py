@@ -97,6 +97,19 @@ class SweepPlan:
                 "(or shards) that can end"
             )
 
+    def keep_tagged(self, only: str) -> None:
+        """Keep the runs tagged `KEY=VALUE` (`--only purpose=latency`: part of a plan again,
+        without a second plan that repeats its settings); a UserError when none is."""
+        key, sep, value = only.partition("=")
+        kept = [b for b in self.runs if str(b.get("tags", {}).get(key, "")) == value]
+        if not sep or not key or not kept:
+            tags = sorted({f"{k}={v}" for b in self.runs for k, v in b.get("tags", {}).items()})
+            raise UserError(
+                f"--only: no run of plan {self.name!r} is tagged {only!r}; "
+                f"its tags: {', '.join(tags) or 'none'}"
+            )
+        self.runs = kept
+
     def points(self) -> list[SweepPoint]:
         """Every point in a stable order (repeats of a point one after another)."""
         points = []
