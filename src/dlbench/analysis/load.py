@@ -43,6 +43,7 @@ def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
         except (pd.errors.ParserError, ValueError, OSError) as exc:
             raise UserError(f"{argument}: cannot read {path}: {one_line(str(exc))}") from None
         _numbers_as_numbers(frame, path, argument)
+        frame = frame.copy()  # one block again: the conversion column by column fragments it
         frame["source"] = Path(path).name
         frames.append(frame)
     return pd.concat(frames, ignore_index=True, sort=False)
