@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import torch
+from nvjpeg_probe import longest_stall_ms  # the script's own folder is on the path
 
 from dlbench.config import DataSource
 from dlbench.data import images as image_module
@@ -78,28 +78,14 @@ def report(title: str, wall: float) -> None:
 def gil_blocked_ms(feed) -> float:
     """The longest stretch a Python thread could not run while one nvJPEG call ran."""
     (args,) = last_decode
-    stop, gaps = threading.Event(), []
 
-    def ticker():
-        last = time.perf_counter()
-        while not stop.is_set():
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
+    def decode() -> None:
+        feed.prepare.images._decoded(*args)
+        torch.cuda.synchronize()
 
-    thread = threading.Thread(target=ticker)
-    thread.start()
-    time.sleep(0.05)
-    began = time.perf_counter()
-    feed.prepare.images._decoded(*args)
-    torch.cuda.synchronize()
-    call = time.perf_counter() - began
-    time.sleep(0.05)
-    stop.set()
-    thread.join()
-    print(f"-- one nvJPEG call: {call * 1e3:.1f} ms; longest GIL stall of a Python thread "
-          f"{max(gaps) * 1e3:.1f} ms")  # fmt: skip
-    return max(gaps) * 1e3
+    call, stall = longest_stall_ms(decode)
+    print(f"-- one nvJPEG call: {call:.1f} ms; longest GIL stall of a Python thread {stall:.1f} ms")
+    return stall
 
 
 def main(folder: Path, workers: int) -> None:
