@@ -33,8 +33,9 @@ STAGED_AHEAD = 3  # batches staged on the device ahead of the step (decoded, cro
 QUEUE_POLL_S = 0.2  # how often a wait for the staging thread looks for an interrupt
 CLOSE_WAIT_S = 5.0  # the longest close waits for the staging thread's batch in progress
 # The side stream's priority (lower is sooner; CUDA maps it into the device's range): its few
-# short kernels start before the step's queued blocks, so that staging keeps ahead of a step
-# that fills every SM instead of waiting behind it.
+# short kernels are not queued behind the blocks of a step that fills every SM. (On an H100 its
+# effect on GPU-decode training was within the runs' spread; nvJPEG's own stream, torchvision's,
+# keeps the default priority.)
 SIDE_STREAM_PRIORITY = -1
 # Python's thread switch interval while a GPU-decode feed runs. torchvision's batched nvJPEG
 # call takes the GIL back many times, each time waiting up to the interval (5 ms by default)
