@@ -9,6 +9,8 @@ the CPU path's antialiased bilinear resize: the same pixels up to rounding."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 SCALE = (0.08, 1.0)  # RandomResizedCrop's defaults, as the CPU path uses them
@@ -74,11 +76,11 @@ def batched_crop(
     images: list[torch.Tensor], boxes: torch.Tensor, flips: torch.Tensor, size: tuple[int, int]
 ) -> torch.Tensor:
     """uint8 CHW images of any sizes (on one device) to a batch of `size` (0-255), each cropped
-    to its box [x0, y0, x1, y1] (whole pixels; on the host), resized with the antialiased
-    bilinear filter the CPU path's resize uses, and flipped where `flips` says. The resize is
-    separable, so the whole batch is a few batched matrix products, each image times its own
-    column weights, then its row weights, on the tensor cores (half precision on a GPU: 0-255
-    are exact, the weights keep 11 bits). Returned as an (N, C, H, W) view of a (C, N, H, W)
+    to its box [x0, y0, x1, y1] (whole pixels; boxes and flips on the host), resized with the
+    antialiased bilinear filter the CPU path's resize uses, and flipped where `flips` says. The
+    resize is separable, so the whole batch is a few batched matrix products, each image times
+    its own column weights, then its row weights, on the tensor cores (half precision on a GPU:
+    0-255 are exact, the weights keep 11 bits). Returned as an (N, C, H, W) view of a (C, N, H, W)
     tensor: the normaliser's one kernel lays it out for the model."""
     device = images[0].device
     dtype = torch.float16 if device.type == "cuda" else torch.float32
@@ -94,9 +96,12 @@ def batched_crop(
         padded.zero_()
         for k, img in enumerate(images):
             padded[k, :, : img.shape[1], : img.shape[2]] = img
-    boxes = boxes.float()
-    rows = resize_weights(boxes[:, 1], boxes[:, 3], out_h, height, None, dtype, device)
-    columns = resize_weights(boxes[:, 0], boxes[:, 2], out_w, width, flips, dtype, device)
+    spans = (boxes[:, 2:] - boxes[:, :2]).float().amax(dim=0).tolist()  # widest box, tallest box
+    # one copy each: a copy from pageable memory waits for the stream
+    boxes = boxes.to(device, torch.float32, non_blocking=True)
+    flips = flips.to(device, non_blocking=True)
+    rows = resize_weights(boxes[:, 1], boxes[:, 3], out_h, height, spans[1], None, dtype)
+    columns = resize_weights(boxes[:, 0], boxes[:, 2], out_w, width, spans[0], flips, dtype)
     across = torch.bmm(padded.view(count, 3 * height, width), columns.transpose(1, 2))
     across = across.view(count, 3, height, out_w)
     out = torch.empty(3, count, out_h, out_w, dtype=dtype, device=device)
@@ -119,22 +124,23 @@ def resize_weights(
     end: torch.Tensor,
     out: int,
     length: int,
+    widest: float,
     flips: torch.Tensor | None,
     dtype: torch.dtype,
-    device: torch.device,
 ) -> torch.Tensor:
     """(images, out, length) weights of torch's antialiased bilinear resize (PIL's filter:
     a triangle as wide as the scale when shrinking) from each image's span [start, end) (on
-    the host) of `length` pixels to `out` pixels; output pixel i reads mirrored where `flips`
-    says. Only each output pixel's few taps are computed, then scattered into zeros: the
-    dense matrix is written once."""
-    taps = int(torch.ceil(2 * ((end - start).max() / out).clamp(min=1.0))) + 2
-    start, end = (v.to(device, non_blocking=True)[:, None, None] for v in (start, end))
+    the device; `widest` the longest span, known on the host) of `length` pixels to `out`
+    pixels; output pixel i reads mirrored where `flips` says. Only each output pixel's few taps
+    are computed, then scattered into zeros: the dense matrix is written once."""
+    device = start.device
+    taps = math.ceil(2 * max(widest / out, 1.0)) + 2
+    start, end = start[:, None, None], end[:, None, None]
     scale = (end - start) / out
     support = scale.clamp(min=1.0)
     at = torch.arange(out, device=device, dtype=torch.float32).view(1, -1, 1)
     if flips is not None:
-        flipped = flips.to(device, non_blocking=True).bool().view(-1, 1, 1)
+        flipped = flips.bool().view(-1, 1, 1)
         at = torch.where(flipped, out - 1 - at, at)
     center = start + scale * (at + 0.5)
     first = torch.floor(center - support - 0.5)
