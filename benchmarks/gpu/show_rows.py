@@ -11,7 +11,8 @@ COLUMNS = (
     "model", "mode", "batch_size", "precision", "compile", "cuda_graphs", "data_decode",
     "data_decoder", "data_workers", "samples_per_s", "step_time_median_ms", "gpu_busy_pct",
     "host_issue_pct", "latency_p50_ms", "latency_p99_ms", "data_wait_pct", "host_cpu_pct",
-    "verdict", "verdict_reasons", "graph_fallback", "warmup_s", "profile_s",
+    "verdict", "verdict_reasons", "graph_fallback", "warmup_s", "first_step_s", "capture_s",
+    "profile_s", "tokens_per_s", "staged_ahead", "cudnn_limit", "cdt",
 )  # fmt: skip
 
 

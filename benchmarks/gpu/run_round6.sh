@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# H100 calls of round six; the arguments pick the parts, the log goes to $OUT/round6.log.
+# ahead (issue 27): GPU-decode training (12,000 JPEGs of 500x375, q90; resnet50 bs256 bf16, 8
+# workers) at several staged-queue depths, alternating with the synthetic row, in one process.
+# warmup (issue 23's plan time): first-step time and throughput of the plan's slowest warm-ups
+# with cuDNN's benchmark limit at PyTorch's default (10) and at 3, and llm_1b decode at batch 32
+# with and without inductor's coordinate-descent tuning.
+set -uo pipefail
+BUDGET_S=${BUDGET_S:-585}
+source "$(dirname "$0")/budget.sh"
+exec > >(tee -a "$OUT/round6.log") 2>&1
+P="python3 benchmarks/warmup_probe.py"
+for part in "$@"; do
+  if [ "$part" = ahead ]; then
+    IMAGES=/tmp/dlbench-jpeg
+    [ -d $IMAGES/images ] || run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
+    run 150 python3 benchmarks/jpeg_ahead_probe.py "$IMAGES/images" "$OUT/h100-jpeg-ahead-r6.csv" \
+      ${AHEAD:-3 8}
+  elif [ "$part" = warmup ]; then
+    W="$OUT/h100-warmup-r6.csv"
+    for limit in 10 3; do
+      run 70 $P $limit on train --model mobilenet_v3 --batch-size 512 --precision bf16-mixed \
+        --tag cudnn_limit=$limit --output "$W"
+      run 60 $P $limit on train --model efficientnet_v2 --batch-size 128 --precision bf16-mixed \
+        --cuda-graphs --tag cudnn_limit=$limit --output "$W"
+      run 45 $P $limit on train --model resnet50 --batch-size 256 --precision bf16-mixed \
+        --tag cudnn_limit=$limit --output "$W"
+    done
+    for cdt in on off; do
+      run 80 $P 10 $cdt infer --model llm_1b --batch-size 32 --precision bf16-true \
+        --n-iters 5 --warmup-steps 2 --tag cdt=$cdt --output "$W"
+    done
+  fi
+done
+echo "all done: $(( $(date +%s) - t0 )) s"
+python3 benchmarks/gpu/show_rows.py "$OUT"/h100-*r6.csv
