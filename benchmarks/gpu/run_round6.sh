@@ -4,7 +4,9 @@
 # workers) at several staged-queue depths, alternating with the synthetic row, in one process.
 # warmup (issue 23's plan time): first-step time and throughput of the plan's slowest warm-ups
 # with cuDNN's benchmark limit at PyTorch's default (10) and at 3, and llm_1b decode at batch 32
-# with and without inductor's coordinate-descent tuning.
+# with and without inductor's coordinate-descent tuning. connections: `ahead` with
+# CUDA_DEVICE_MAX_CONNECTIONS=32 (nvJPEG's stream on a hardware queue of its own). cdt1: llm_1b
+# decode at batch 1 with and without the tuning.
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
@@ -29,6 +31,16 @@ for part in "$@"; do
     for cdt in on off; do
       run 80 $P 10 $cdt infer --model llm_1b --batch-size 32 --precision bf16-true \
         --n-iters 5 --warmup-steps 2 --tag cdt=$cdt --output "$W"
+    done
+  elif [ "$part" = connections ]; then  # the same probe with 32 hardware work queues
+    IMAGES=/tmp/dlbench-jpeg
+    [ -d $IMAGES/images ] || run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
+    run 100 env CUDA_DEVICE_MAX_CONNECTIONS=32 python3 benchmarks/jpeg_ahead_probe.py \
+      "$IMAGES/images" "$OUT/h100-jpeg-connections-r6.csv" ${AHEAD:-8}
+  elif [ "$part" = cdt1 ]; then  # llm_1b decode at batch 1 with and without the tuning
+    for cdt in on off; do
+      run 80 $P 10 $cdt infer --model llm_1b --batch-size 1 --precision bf16-true \
+        --n-iters 5 --warmup-steps 2 --tag cdt=$cdt --output "$OUT/h100-cdt1-r6.csv"
     done
   fi
 done

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from dlbench.config import RunConfig
+from dlbench.engine import generation
 from dlbench.engine.generation import (
     PREFILL_SAMPLES,
     measure_generation,
@@ -72,7 +73,8 @@ def test_generation_row_records_context_prefills_path_and_attention(csv_path):
     assert float(row["decode_bytes_per_step"]) > 0
 
 
-def test_compiled_steps_give_eager_tokens_and_compile_stays_in_warmup():
+def test_compiled_steps_give_eager_tokens_and_compile_stays_in_warmup(monkeypatch):
+    monkeypatch.setattr(generation, "COORDINATE_DESCENT_MAX_BATCH", 2)  # tuned at this batch
     config = RunConfig(
         model="llm_tiny",
         mode="infer",
@@ -90,9 +92,13 @@ def test_compiled_steps_give_eager_tokens_and_compile_stays_in_warmup():
         eager = prepare_steps(generator, compile=False, cuda_graphs=False).tokens(generator)
     compiled_config = plan.config.replace(compile=True)
     settings = loop_settings(compiled_config, "cpu")
+    tuning = torch._inductor.config.coordinate_descent_tuning
     loop, steps, columns = measure_generation(
         generator, fabric.device, compiled_config, settings, None, lambda v: v
     )
+    # inductor's settings for the decode step stay with it: a sweep worker compiles the next
+    # point's model with its own (a leaked tuning flag added 10-17 s to each later compile)
+    assert torch._inductor.config.coordinate_descent_tuning == tuning
     with torch.inference_mode():
         assert torch.equal(steps.tokens(generator), eager)
     assert columns["generation_path"] == "compiled"
