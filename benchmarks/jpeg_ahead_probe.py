@@ -1,10 +1,12 @@
 """On a GPU: resnet50 bs256 bf16 training from a JPEG folder with GPU decode, for several depths
 of the staged-batch queue (DataFeed's `ahead`), alternating with the synthetic row, in one
-process (cuDNN autotunes once). Rows go to OUTPUT; the printout gives each run's img/s.
+process (cuDNN autotunes once), REPEATS times (default 2). Rows go to OUTPUT; the printout
+gives each run's img/s.
 Usage: PYTHONPATH=src python3 benchmarks/jpeg_ahead_probe.py DIR OUTPUT AHEAD [AHEAD...]"""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -28,5 +30,6 @@ def run(output: Path, ahead: int | None, folder: Path, iters: int) -> None:
 if __name__ == "__main__":
     folder, output, *depths = sys.argv[1:]
     iters = 60
-    for ahead in [None, *[int(d) for d in depths], None, *[int(d) for d in depths]]:
-        run(Path(output), ahead, Path(folder), iters)
+    for _ in range(int(os.environ.get("REPEATS", "2"))):
+        for ahead in [None, *[int(d) for d in depths]]:
+            run(Path(output), ahead, Path(folder), iters)

@@ -6,7 +6,8 @@
 # with cuDNN's benchmark limit at PyTorch's default (10) and at 3, and llm_1b decode at batch 32
 # with and without inductor's coordinate-descent tuning. connections: `ahead` with
 # CUDA_DEVICE_MAX_CONNECTIONS=32 (nvJPEG's stream on a hardware queue of its own). cdt1: llm_1b
-# decode at batch 1 with and without the tuning.
+# decode at batch 1 with and without the tuning. jpeg: issue 27's rows as the code stands (the
+# probe's checks, 5 x synthetic / GPU decode in one process, the GPU loader, CPU decode).
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
@@ -37,6 +38,17 @@ for part in "$@"; do
     [ -d $IMAGES/images ] || run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
     run 100 env CUDA_DEVICE_MAX_CONNECTIONS=32 python3 benchmarks/jpeg_ahead_probe.py \
       "$IMAGES/images" "$OUT/h100-jpeg-connections-r6.csv" ${AHEAD:-8}
+  elif [ "$part" = jpeg ]; then  # the rows of issue 27 with the code as it stands
+    IMAGES=/tmp/dlbench-jpeg
+    [ -d $IMAGES/images ] || run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
+    IMG="$IMAGES/images"
+    run 40 python3 benchmarks/jpeg_probe.py "$IMG"
+    REPEATS=${REPEATS:-5} run 200 python3 benchmarks/jpeg_ahead_probe.py "$IMG" \
+      "$OUT/h100-jpeg-r6.csv" 8
+    run 30 $D data "$IMG" --model resnet50 --batch-size 256 --workers 8 --decode gpu \
+      --min-time 4 --output "$OUT/h100-jpeg-loader-r6.csv"
+    run 50 $D train --model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60 \
+      --warmup-steps 5 --data "folder:$IMG" --workers 8 --output "$OUT/h100-jpeg-r6.csv"
   elif [ "$part" = cdt1 ]; then  # llm_1b decode at batch 1 with and without the tuning
     for cdt in on off; do
       run 80 $P 10 $cdt infer --model llm_1b --batch-size 1 --precision bf16-true \

@@ -3,6 +3,9 @@ folders, text files; all through the real CLI in subprocesses where a user would
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -499,6 +502,32 @@ def test_the_batched_crop_draws_torchvisions_boxes_and_matches_its_output():
     stacked = batched_crop(same, torch.tensor(boxes[:1] * 3), torch.tensor(flips[:1] * 3),
                            (224, 224))  # fmt: skip
     assert torch.allclose(stacked[0], ours[0], atol=0.5)
+
+
+GATHER_CHECK = """
+import torch
+from dlbench.data.crop import _padded
+from dlbench.data.pad_kernel import gather_padded
+torch.manual_seed(0)
+sizes = [(5, 7), (3, 9), (6, 4), (6, 9)]
+images = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8) for h, w in sizes]
+images[1] = images[1].transpose(1, 2).contiguous().transpose(1, 2)  # not contiguous
+ours = gather_padded(images, 8, 16)
+assert ours.dtype == torch.float16 and ours.shape == (4, 3, 8, 16)
+assert torch.equal(ours, _padded(images, 8, 16, torch.float16)), "pixels differ"
+print("same")
+"""
+
+
+def test_the_gpu_pad_kernel_gives_torchs_padded_batch():
+    """The Triton kernel that pads the GPU path's decoded images into one batch (run by
+    Triton's interpreter on the CPU: a subprocess, as the interpreter is chosen at import):
+    the same half-precision batch as torch's copies, images of several sizes, zeros around."""
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": "src"}
+    done = subprocess.run([sys.executable, "-c", GATHER_CHECK], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-2000:]
 
 
 def test_a_corrupt_file_inside_a_gpu_batch_is_counted_and_skipped(images):

@@ -4,11 +4,13 @@ Each worker draws its image's box and flip as torchvision's RandomResizedCrop an
 RandomHorizontalFlip draw them (the same calls on the worker's generator, in the CPU path's
 order), from the image size in the JPEG header; the device then crops the whole batch in one
 pair of batched matrix products over the images padded into one tensor (the resize is
-separable), so nothing per image runs in the main process but a copy. The weights are those of
-the CPU path's antialiased bilinear resize: the same pixels up to rounding."""
+separable; on a GPU one Triton kernel pads them, data.pad_kernel), so nothing runs per
+image. The weights are those of the CPU path's antialiased bilinear resize: the same pixels up
+to rounding."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import torch
@@ -87,15 +89,12 @@ def batched_crop(
     count, (out_h, out_w) = len(images), size
     height = _aligned(max(img.shape[1] for img in images))
     width = _aligned(max(img.shape[2] for img in images))
-    padded = torch.empty(count, 3, height, width, dtype=dtype, device=device)
-    if all(img.shape == images[0].shape for img in images):  # one copy for a uniform batch
-        _, h, w = images[0].shape
-        padded[:, :, h:], padded[..., w:] = 0, 0
-        padded[:, :, :h, :w] = torch.stack(images)
-    else:  # zeros beyond an image get no weight: every box lies inside its image
-        padded.zero_()
-        for k, img in enumerate(images):
-            padded[k, :, : img.shape[1], : img.shape[2]] = img
+    if device.type == "cuda" and has_triton():  # one kernel, whatever the sizes
+        from dlbench.data.pad_kernel import gather_padded
+
+        padded = gather_padded(images, height, width)
+    else:
+        padded = _padded(images, height, width, dtype)
     spans = (boxes[:, 2:] - boxes[:, :2]).float().amax(dim=0).tolist()  # widest box, tallest box
     # one copy each: a copy from pageable memory waits for the stream
     boxes = boxes.to(device, torch.float32, non_blocking=True)
@@ -108,6 +107,26 @@ def batched_crop(
     for channel in range(3):  # the row weights apply to each channel: no copy of them per channel
         torch.bmm(rows, across[:, channel], out=out[channel])
     return out.transpose(0, 1)
+
+
+def has_triton() -> bool:
+    """Whether Triton can be imported (GPU builds of torch ship it; CPU ones do not)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def _padded(images: list[torch.Tensor], height: int, width: int, dtype) -> torch.Tensor:
+    """The images in one zero-padded batch of (height, width), with torch's own copies (on the
+    CPU, or without Triton)."""
+    padded = torch.empty(len(images), 3, height, width, dtype=dtype, device=images[0].device)
+    if all(img.shape == images[0].shape for img in images):  # one copy for a uniform batch
+        _, h, w = images[0].shape
+        padded[:, :, h:], padded[..., w:] = 0, 0
+        padded[:, :, :h, :w] = torch.stack(images)
+    else:  # zeros beyond an image get no weight: every box lies inside its image
+        padded.zero_()
+        for k, img in enumerate(images):
+            padded[k, :, : img.shape[1], : img.shape[2]] = img
+    return padded
 
 
 # Tensor-core matrix products want rows in whole 16-byte steps (8 halves): with unaligned
