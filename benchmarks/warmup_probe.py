@@ -2,7 +2,7 @@
 process after setting cuDNN's benchmark limit (how many algorithms autotuning tries for each
 convolution; PyTorch's default is 10) and whether inductor's coordinate-descent tuning may run,
 so that two processes can compare first-step time and throughput.
-Usage: PYTHONPATH=src python3 benchmarks/warmup_probe.py LIMIT CDT(on|off) DLBENCH-ARGS..."""
+Usage: PYTHONPATH=src python3 benchmarks/warmup_probe.py LIMIT CDT(on|off|force) ARGS..."""
 
 from __future__ import annotations
 
@@ -33,5 +33,9 @@ if __name__ == "__main__":
     torch.backends.cudnn.benchmark_limit = int(limit)
     if cdt == "off":
         forbid_coordinate_descent()
+    elif cdt == "force":  # for every compile of the run, not only the decode step's
+        import torch._inductor.config as inductor
+
+        inductor.coordinate_descent_tuning = True
     sys.argv = ["dlbench", *args]
     main()

@@ -49,6 +49,13 @@ for part in "$@"; do
       --min-time 4 --output "$OUT/h100-jpeg-loader-r6.csv"
     run 50 $D train --model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60 \
       --warmup-steps 5 --data "folder:$IMG" --workers 8 --output "$OUT/h100-jpeg-r6.csv"
+  elif [ "$part" = vit1 ]; then  # vit batch 1 compiled, with and without the tuning, twice
+    for _ in 1 2; do
+      for cdt in on force; do
+        run 40 $P 10 $cdt infer --model vit --batch-size 1 --precision bf16-mixed --compile \
+          --n-iters 1000 --tag cdt=$cdt --output "$OUT/h100-vit1-r6.csv"
+      done
+    done
   elif [ "$part" = cdt1 ]; then  # llm_1b decode at batch 1 with and without the tuning
     for cdt in on off; do
       run 80 $P 10 $cdt infer --model llm_1b --batch-size 1 --precision bf16-true \
