@@ -4,12 +4,13 @@ Each worker draws its image's box and flip as torchvision's RandomResizedCrop an
 RandomHorizontalFlip draw them (the same calls on the worker's generator, in the CPU path's
 order), from the image size in the JPEG header; the device then crops the whole batch in one
 pair of batched matrix products over the images padded into one tensor (the resize is
-separable; on a GPU one Triton kernel pads them, data.pad_kernel), so nothing runs per
-image. The weights are those of the CPU path's antialiased bilinear resize: the same pixels up
+separable; on a GPU one Triton kernel pads them, data.pad_kernel), so on a GPU nothing runs
+per image. The weights are those of the CPU path's antialiased bilinear resize: the same pixels up
 to rounding."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 
@@ -109,6 +110,7 @@ def batched_crop(
     return out.transpose(0, 1)
 
 
+@functools.cache  # asked for every batch the staging thread crops
 def has_triton() -> bool:
     """Whether Triton can be imported (GPU builds of torch ship it; CPU ones do not)."""
     return importlib.util.find_spec("triton") is not None

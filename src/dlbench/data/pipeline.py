@@ -30,8 +30,9 @@ from dlbench.workloads import InputShape, Workload
 
 PREFETCH_BATCHES = 4  # batches each worker prepares ahead
 # Batches staged on the device ahead of the step (decoded, cropped). nvJPEG's call waits for
-# its small kernels behind the step's, now and then for two steps' time: on an H100, GPU-decode
-# training (resnet50 bs256) reached 0.939-0.941 of synthetic with 3 ahead, 0.948-0.957 with 8.
+# its small kernels behind the step's, now and then for two steps' time: on one H100, GPU-decode
+# training (resnet50 bs256) reached 0.939 and 0.942 of synthetic with 3 ahead, 0.948 and 0.952
+# with 8 (the same process); 8 ahead on other machines 0.905-0.960 (docs/reference.md).
 STAGED_AHEAD = 8
 QUEUE_POLL_S = 0.2  # how often a wait for the staging thread looks for an interrupt
 CLOSE_WAIT_S = 5.0  # the longest close waits for the staging thread's batch in progress
