@@ -8,7 +8,7 @@ import pandas as pd
 
 from dlbench.config import CONFIG_KEY
 from dlbench.errors import UserError, one_line
-from dlbench.results.schema import NUMBER_COLUMNS, is_true
+from dlbench.results.schema import NUMBER_COLUMNS, TEXT_COLUMNS, is_true
 from dlbench.results.store import CsvStore
 
 # What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
@@ -26,7 +26,7 @@ SHAPE_KEY = ("model", "mode", "precision", "batch_size", "width", "height", "seq
 
 def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
     """All rows of the given dlbench CSVs (a folder means every CSV in it), with `source` (file
-    name) added; numbers as numbers."""
+    name) added; numbers as numbers, ids and versions as the text written."""
     files = [f for p in paths for f in (sorted(Path(p).glob("*.csv")) if Path(p).is_dir() else [p])]
     if not files:
         raise UserError(f"{argument}: give at least one dlbench CSV (or a folder holding some)")
@@ -39,7 +39,7 @@ def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
             raise UserError(f"{argument}: {path} is empty (no header, no rows)")
         store.check_rows()  # a damaged line would shift every column after it
         try:
-            frame = pd.read_csv(path, low_memory=False)
+            frame = pd.read_csv(path, low_memory=False, dtype=dict.fromkeys(TEXT_COLUMNS, str))
         except (pd.errors.ParserError, ValueError, OSError) as exc:
             raise UserError(f"{argument}: cannot read {path}: {one_line(str(exc))}") from None
         _numbers_as_numbers(frame, path, argument)

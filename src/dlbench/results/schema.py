@@ -258,6 +258,9 @@ _NUMBER_SUFFIXES += ("_tflops",)
 _NUMBER_NAMES = ("batch_size", "width", "height", "seq_len", "prompt_len", "new_tokens", "steps")
 _NUMBER_NAMES += ("warmup_steps", "world_size", "param_count", "flops_per_sample", "mfu")
 NUMBER_COLUMNS = tuple(c for c in COLUMNS if c.endswith(_NUMBER_SUFFIXES) or c in _NUMBER_NAMES)
+# Columns that hold text a number parser would change: random hex ids ("0123..." loses its
+# zero, "12e45..." becomes a float) and versions ("12.10" is not 12.1).
+TEXT_COLUMNS = tuple(c for c, text in COLUMNS.items() if c.endswith("_id") or "version" in text)
 
 
 def is_true(value: object) -> bool:
