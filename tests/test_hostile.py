@@ -145,6 +145,8 @@ def test_batch_size_auto_on_a_cpu_is_refused_at_once(dlbench, kept):
         (["--decode", "tpu"], "--decode"),
         (["--strategy", "fsdp"], "--strategy"),
         (["--optimizer", "lion"], "--optimizer"),
+        (["--attention", "fast"], "--attention"),
+        (["--attention", "cudnn"], "needs a CUDA GPU"),  # S runs on the CPU
         (["--batch-size", "-3"], "--batch-size"),
         (["--batch-size", "1e9x"], "--batch-size"),
         # Past a C integer each of these ended in an OverflowError traceback; a million

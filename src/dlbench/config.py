@@ -16,6 +16,7 @@ PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
 ACCELERATORS = ("auto", "gpu", "cpu")
 OPTIMIZERS = ("sgd", "adamw", "adam")
 DATA_LOCATIONS = ("device", "host")
+ATTENTION_KERNELS = ("flash", "efficient", "cudnn", "math")  # SDPA's backends, by name
 LLM_IMPLS = ("native", "hf")  # native: fused projections, written for the GPU; hf: transformers
 DEFAULT_OUTPUT = Path("benchmarks/benchmark.csv")
 MAX_COUNT = 2**31 - 1  # sizes and counts: beyond a C int they overflow below with a traceback
@@ -45,6 +46,7 @@ CONFIG_KEY = (
     "compile",
     "cuda_graphs",
     "llm_impl",
+    "attention",
     "optimizer",
     "data_on",
     "data",
@@ -188,6 +190,11 @@ class RunConfig:
         "LLM workloads: native (fused projections, static cache, chunked loss; default) or hf "
         "(the transformers model, to benchmark transformers itself).",
     )
+    attention: str | None = option(
+        None,
+        "scaled_dot_product_attention's kernel: flash, efficient, cudnn or math (default: "
+        "PyTorch's choice for the shapes and GPU; the row's attention_backend says what ran).",
+    )
     optimizer: str | None = option(
         None, "sgd, adamw or adam (default: adamw for transformers, sgd for CNNs)."
     )
@@ -238,6 +245,8 @@ class RunConfig:
         _check_choice("--mode", self.mode, MODES)
         _check_choice("--precision", self.precision, PRECISIONS)
         _check_choice("--accelerator", self.accelerator, ACCELERATORS)
+        if self.attention is not None:
+            _check_choice("--attention", self.attention, ATTENTION_KERNELS)
         if self.optimizer is not None:
             _check_choice("--optimizer", self.optimizer, OPTIMIZERS)
         if self.llm_impl is not None:

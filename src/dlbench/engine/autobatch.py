@@ -23,6 +23,7 @@ import torch
 
 from dlbench.config import RunConfig, config_args
 from dlbench.console import stderr
+from dlbench.engine.attention import attention_kernel
 from dlbench.engine.child import run_child
 from dlbench.engine.plan import Plan, make_plan
 from dlbench.engine.session import create_fabric, open_session
@@ -225,7 +226,7 @@ def in_process_probe(plan, fabric, autotune: bool = False) -> Callable[[int], Pr
             session = open_session(
                 config, plan.workload, plan.shape, plan.precision, fabric, autotune
             )
-            with session.context():
+            with session.context(), attention_kernel(config.attention):
                 for i in range(2):
                     session.step(i)
             synchronize(device)

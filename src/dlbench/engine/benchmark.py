@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from dlbench.console import stderr
+from dlbench.engine.attention import attention_kernel
 from dlbench.engine.breakdown import run_breakdown
 from dlbench.engine.efficiency import bandwidth_columns, mfu_columns
 from dlbench.engine.generation import (
@@ -279,7 +280,8 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
         monitor = open_monitor(fabric.device, config.sample_interval, log, device_index)
     setup_s = time.perf_counter() - began
     try:
-        loop, param_count, columns = _measure(plan, fabric, monitor)
+        with attention_kernel(config.attention):
+            loop, param_count, columns = _measure(plan, fabric, monitor)
         telemetry = monitor.summary() if monitor else {}
     finally:
         if monitor:

@@ -75,6 +75,8 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     }
     if config.optimizer is None:
         changes["optimizer"] = workload.default_optimizer
+    if config.attention in ("efficient", "cudnn") and not on_gpu:
+        raise invalid("--attention", config.attention, "that kernel needs a CUDA GPU")
     if config.llm_impl is not None and workload.native is None:
         raise invalid("--llm-impl", config.llm_impl, f"{workload.name} is no LLM workload")
     if workload.native is not None and config.llm_impl is None:

@@ -11,6 +11,7 @@ import statistics
 
 from dlbench.config import RunConfig
 from dlbench.console import show_result
+from dlbench.engine.attention import attention_kernel
 from dlbench.engine.bare import BareLoop
 from dlbench.engine.benchmark import Measurement, prepare_step
 from dlbench.engine.loop import LoopResult, run_measured_loop
@@ -24,7 +25,13 @@ from dlbench.results.store import CsvStore
 
 def compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[float], list[float]]:
     """Alternate bare and dlbench windows `repeats` times; dlbench's median run and both
-    loops' global rates (samples over all ranks / slowest rank's window)."""
+    loops' global rates (samples over all ranks / slowest rank's window); both loops under
+    the same --attention."""
+    with attention_kernel(config.attention):
+        return _compare_loops(config, repeats)
+
+
+def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[float], list[float]]:
     plan = make_plan(config.replace(min_time=0.0, telemetry=False))
     fabric = create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
     session = open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)

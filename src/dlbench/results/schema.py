@@ -43,6 +43,8 @@ COLUMNS: dict[str, str] = {
     "capture_s": "eager warm-up steps and CUDA-graph capture before the loop (inside warmup_s)",
     "llm_impl": "LLM workloads: native (fused q/k/v and gate/up, chunked loss, written for the "
     "GPU; the default) or hf (the transformers model itself)",
+    "attention": "--attention: the attention kernel asked for (empty: PyTorch's choice; "
+    "attention_backend says what ran)",
     "optimizer": "sgd, adamw or adam (default: adamw for transformers and LLMs, sgd for CNNs)",
     "optimizer_impl": "fused, foreach or for-loop (the optimizer's implementation)",
     "data_on": "device: batches resident; host: pinned batches copied each step",

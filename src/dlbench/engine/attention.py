@@ -1,0 +1,34 @@
+"""--attention: which fused kernel scaled_dot_product_attention runs, held for a whole run.
+
+PyTorch picks the kernel from the shapes and the GPU; on an H100 it picks cuDNN's for ViT-B at
+batch 1, whose memset before each call left the GPU idle ~5 us a layer inside a CUDA graph
+(`benchmarks/graph_gap_probe.py`). The choice holds from model build to profiled pass, so that
+compilation traces the kernel asked for, and it is part of the compile caches' key: a cached
+compile made under another choice would otherwise be reused as it was traced."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+
+@contextmanager
+def attention_kernel(choice: str | None) -> Iterator[None]:
+    """Only `choice`'s SDPA kernel inside (flash, efficient, cudnn or math); PyTorch's own
+    choice for None."""
+    if choice is None:
+        yield
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "math": SDPBackend.MATH,
+    }[choice]
+    tag = f"{torch.compiler.config.cache_key_tag}attention={choice};"
+    with sdpa_kernel(backend), torch.compiler.config.patch(cache_key_tag=tag):
+        yield
