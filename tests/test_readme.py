@@ -13,7 +13,7 @@ from dlbench.results.schema import COLUMNS, columns_markdown
 from tests.conftest import ROOT, read_rows, run_cli
 
 README = (ROOT / "README.md").read_text()
-REFERENCE_CSV = ROOT / "benchmarks" / "reference" / "h100-default-r6.csv"
+REFERENCE_CSV = ROOT / "benchmarks" / "reference" / "h100-default-r7.csv"
 
 
 def _code_after(heading: str) -> str:

@@ -64,7 +64,7 @@ def test_rows_name_the_attention_backend_and_leave_gpu_busy_empty_on_the_cpu(csv
 def test_host_issue_time_is_not_the_wait_for_a_full_launch_queue(monkeypatch):
     # A launch queue of 8 steps: a ninth launch blocks for 1 ms until the GPU drains it, as
     # vit's batch-1 graph did on an H100 after ~20 replays (200 back-to-back: 0.46 ms each,
-    # the host's own cost 0.02-0.03 ms). What the host spends issuing a step is the latter.
+    # the host's own cost 0.02-0.04 ms). What the host spends issuing a step is the latter.
     import time
 
     from dlbench.engine import profiled_pass

@@ -120,7 +120,7 @@ def issue_columns(
     kernels are the GPU's and do not count. Launches are timed in bursts of ISSUE_BURST from a
     drained queue (median burst): a longer run fills the launch queue, and the host's wait for
     the GPU is not its cost (vit's batch-1 graph, whose memset nodes take queue space, read
-    0.46 ms a replay over 200 back-to-back launches on an H100 and 0.02-0.03 ms in bursts)."""
+    0.46 ms a replay over 200 back-to-back launches on an H100 and 0.02-0.04 ms in bursts)."""
     indices = list(steps)[:MAX_STEPS]
     bursts = [indices[k : k + ISSUE_BURST] for k in range(0, len(indices), ISSUE_BURST)]
     per_launch = []
