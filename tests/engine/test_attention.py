@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from dlbench.engine.attention import attention_kernel
+from dlbench.config import ATTENTION_KERNELS
+from dlbench.engine.attention import SDPA_BACKENDS, attention_kernel
 from tests.conftest import read_rows, run_cli
 
 
@@ -31,3 +32,7 @@ def test_the_choice_holds_inside_keys_the_compile_caches_and_is_undone_after():
     assert after == before and torch.compiler.config.cache_key_tag == tag
     with attention_kernel(None):
         assert torch.compiler.config.cache_key_tag == tag
+
+
+def test_every_choice_the_flag_accepts_has_its_kernel():
+    assert tuple(SDPA_BACKENDS) == ATTENTION_KERNELS

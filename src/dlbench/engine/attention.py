@@ -12,6 +12,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# --attention's names (config.ATTENTION_KERNELS) as SDPA's backends
+SDPA_BACKENDS = {
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "math": SDPBackend.MATH,
+}
 
 
 @contextmanager
@@ -21,14 +30,6 @@ def attention_kernel(choice: str | None) -> Iterator[None]:
     if choice is None:
         yield
         return
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    backend = {
-        "flash": SDPBackend.FLASH_ATTENTION,
-        "efficient": SDPBackend.EFFICIENT_ATTENTION,
-        "cudnn": SDPBackend.CUDNN_ATTENTION,
-        "math": SDPBackend.MATH,
-    }[choice]
     tag = f"{torch.compiler.config.cache_key_tag}attention={choice};"
-    with sdpa_kernel(backend), torch.compiler.config.patch(cache_key_tag=tag):
+    with sdpa_kernel(SDPA_BACKENDS[choice]), torch.compiler.config.patch(cache_key_tag=tag):
         yield

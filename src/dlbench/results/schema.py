@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dlbench.errors import invalid
 
 SCHEMA_VERSION = 1
@@ -262,7 +264,11 @@ _NUMBER_NAMES += ("warmup_steps", "world_size", "param_count", "flops_per_sample
 NUMBER_COLUMNS = tuple(c for c in COLUMNS if c.endswith(_NUMBER_SUFFIXES) or c in _NUMBER_NAMES)
 # Columns that hold text a number parser would change: random hex ids ("0123..." loses its
 # zero, "12e45..." becomes a float) and versions ("12.10" is not 12.1).
-TEXT_COLUMNS = tuple(c for c, text in COLUMNS.items() if c.endswith("_id") or "version" in text)
+TEXT_COLUMNS = tuple(
+    c
+    for c, text in COLUMNS.items()
+    if (c.endswith("_id") or re.search(r"\bversion\b", text)) and c not in NUMBER_COLUMNS
+)
 
 
 def is_true(value: object) -> bool:
