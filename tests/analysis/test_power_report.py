@@ -129,17 +129,19 @@ def test_report_puts_the_decode_ratio_beside_the_bandwidth_ratio(tmp_path):
 
 
 def test_report_gives_the_batch_1_latency_ratio_between_gpus(tmp_path):
-    def latency(gpu: str, p50: float, compiled: bool = False, at: str = "10:00") -> dict:
+    def latency(gpu: str, p50: float, compiled: bool = False, at: str = "10:00", **more) -> dict:
         return benchmark_row(
             model="resnet50", mode="infer", batch_size=1, gpu_name=gpu, cuda_graphs=True,
             compile=compiled, gpu_busy_pct=97.0, latency_p50_ms=p50, latency_p90_ms=p50 * 1.01,
             latency_p99_ms=p50 * 1.05, samples_per_s=1000 / p50,
-            timestamp=f"2026-11-23T{at}:00+00:00",
+            timestamp=f"2026-11-23T{at}:00+00:00", **more,
         )  # fmt: skip
 
     rows = [latency("NVIDIA H100 80GB HBM3", 1.00), latency("NVIDIA H200", 0.80)]
     # a newer compiled H100 row is no baseline for the eager H200 row: like with like only
     rows.append(latency("NVIDIA H100 80GB HBM3", 0.50, compiled=True, at="11:00"))
+    # nor one that ran another attention kernel (--attention)
+    rows.append(latency("NVIDIA H100 80GB HBM3", 0.40, at="12:00", attention="flash"))
     rows.append(benchmark_row(model="resnet50", mode="infer", batch_size=256))  # not batch 1
     csv = write_rows(tmp_path / "lat.csv", rows)
     out = run_cli("report", str(csv), "-o", str(tmp_path / "r"), "--baseline", "H100")
@@ -148,7 +150,7 @@ def test_report_gives_the_batch_1_latency_ratio_between_gpus(tmp_path):
     section = summary[summary.index("## Latency at batch 1") :].split("## ")[1]
     h200 = next(line for line in section.splitlines() if "NVIDIA H200 " in line)
     assert "1.25" in h200 and "0.8" in h200  # answers 1.25x faster: p50 1.00 / 0.80 ms
-    assert section.count("resnet50") == 3  # the batch-256 row is no latency row
+    assert section.count("resnet50") == 4  # the batch-256 row is no latency row
 
 
 def test_report_ranks_gpus_by_cost_and_lists_the_rows_it_left_out(tmp_path):

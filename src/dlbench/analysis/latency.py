@@ -7,8 +7,17 @@ from __future__ import annotations
 import pandas as pd
 
 # Rows compare only with rows taken the same way: a compiled graph against an eager one would
-# measure the compiler, not the GPU.
-LATENCY_KEY = ("model", "precision", "width", "height", "seq_len", "compile", "cuda_graphs")
+# measure the compiler, not the GPU; one attention kernel against another, the kernels.
+LATENCY_KEY = (
+    "model",
+    "precision",
+    "width",
+    "height",
+    "seq_len",
+    "compile",
+    "cuda_graphs",
+    "attention",
+)
 LATENCY_COLUMNS = {
     "gpu_busy_pct": "GPU busy %",
     "latency_p50_ms": "p50 ms",
