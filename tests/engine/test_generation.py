@@ -106,3 +106,20 @@ def test_compiled_steps_give_eager_tokens_and_compile_stays_in_warmup(monkeypatc
     # inductor's compilation happened in the warm-up (however warm its on-disk cache) ...
     assert loop.warmup_s > 10 * max(loop.step_times_s)
     assert max(loop.step_times_s) < 0.5  # ... and in no measured step
+
+
+def test_the_two_stage_greedy_token_is_argmax_ties_included():
+    """The greedy token in two stages is argmax's first index of the maximum, eager and
+    compiled, with many tied maxima across and inside blocks (logits in a few levels), and
+    a vocabulary that is no multiple of the block."""
+    from dlbench.engine.generation import GREEDY_BLOCK, greedy_token
+
+    torch.manual_seed(0)
+    tied = torch.randint(0, 4, (6, 4 * GREEDY_BLOCK)).float()
+    tied[0, GREEDY_BLOCK + 3] = 9.0  # one maximum away from the first block
+    ragged = torch.randn(2, GREEDY_BLOCK + 5)
+    compiled = torch.compile(greedy_token)
+    for logits in (tied, ragged):
+        expected = logits.argmax(-1, keepdim=True)
+        assert torch.equal(greedy_token(logits), expected)
+        assert torch.equal(compiled(logits), expected)

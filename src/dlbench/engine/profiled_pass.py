@@ -24,6 +24,7 @@ ISSUE_BURST = 8  # launches timed back to back: fewer than a launch queue holds
 
 # (marker in an op or kernel name, backend); the first marker found for a name wins.
 _ATTENTION_MARKERS = (
+    ("decode_attention", "triton_decode"),  # dlbench's batch-1 LLM decode kernel
     ("flash_attention_for_cpu", "flash_cpu"),
     ("cudnn_attention", "cudnn"),
     ("cudnn_generated_fort_native_sdpa", "cudnn"),
@@ -55,7 +56,8 @@ def busy_columns(kernel_us: float, steps: int, median_step_s: float) -> dict[str
 
 
 def attention_backend(names: Iterable[str]) -> str:
-    """Which attention ran ('flash', 'efficient', 'cudnn', 'flash_cpu'; several joined by '+'),
+    """Which attention ran ('flash', 'efficient', 'cudnn', 'flash_cpu', 'triton_decode';
+    several joined by '+'),
     from op and kernel names; 'math' when SDPA was called but no fused kernel ran; empty when
     no SDPA ran (convolutions, or attention written out by hand)."""
     found, sdpa = set(), False

@@ -169,7 +169,8 @@ COLUMNS: dict[str, str] = {
     "host_issue_pct": "CUDA-graph steps: host_issue_ms / the window's median step, in %: under "
     "90 the host keeps ahead and the GPU never waits for it",
     "input_bound": "--data: True when data_wait_pct > 10: the number measures the loader",
-    "attention_backend": "fused attention that ran: flash, efficient, cudnn, flash_cpu or math",
+    "attention_backend": "fused attention that ran: flash, efficient, cudnn, flash_cpu, math "
+    "or triton_decode (dlbench's batch-1 LLM decode kernel)",
     "isolation": "sweeps: worker (points back to back in one process) or process (one each)",
     "sweep": "sweeps: the plan's name",
     "purpose": "sweeps: the plan block's label (throughput or latency in the default plan)",

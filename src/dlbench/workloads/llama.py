@@ -70,11 +70,13 @@ class Block(nn.Module):
         self.w2 = nn.Linear(inter, hidden, bias=False)
         self.attention_norm = RMSNorm(hidden, eps)
         self.ffn_norm = RMSNorm(hidden, eps)
+        self.decode_kernel = True  # batch-1 decode attention by the Triton kernel; False: SDPA
 
     def forward(self, x, cos, sin, cache: tuple[torch.Tensor, torch.Tensor] | None, pos, mask):
         b, t, _ = x.shape
         kv = self.kv_heads * self.head_dim
-        q, k, v = self.wqkv(self.attention_norm(x)).split([self.heads * self.head_dim, kv, kv], -1)
+        qkv = project(x, self.wqkv.weight, norm=self.attention_norm)
+        q, k, v = qkv.split([self.heads * self.head_dim, kv, kv], -1)
         q = q.view(b, t, self.heads, self.head_dim).transpose(1, 2)
         k = k.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -85,10 +87,70 @@ class Block(nn.Module):
             keys, values = cache
             keys.index_copy_(2, pos, k)
             values.index_copy_(2, pos, v)
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
-        x = x + self.wo(out.transpose(1, 2).reshape(b, t, -1))
-        gate, up = self.w13(self.ffn_norm(x)).chunk(2, dim=-1)
-        return x + self.w2(F.silu(gate) * up)
+            out = attend_cached(q, keys, values, mask, pos, self.decode_kernel)
+        x = project(out.transpose(1, 2).reshape(b, t, -1), self.wo.weight, residual=x)
+        gate_up = project(x, self.w13.weight, norm=self.ffn_norm)
+        return project(gate_up, self.w2.weight, gated=True, residual=x)
+
+
+def _one_vector(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether `x @ weight.T` is one matrix-vector product the Triton kernel takes: batch-1
+    decode on CUDA in the weights' own half precision (autocast keeps torch's matmul)."""
+    return (
+        x.is_cuda
+        and x.shape[:-1].numel() == 1
+        and x.dtype == weight.dtype
+        and x.dtype in (torch.bfloat16, torch.float16)
+        and not torch.is_autocast_enabled()
+    )
+
+
+def project(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    norm: RMSNorm | None = None,
+    gated: bool = False,
+    residual: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """residual + f(x) @ weight.T, f: RMSNorm `norm`, silu(gate) * up of the fused gate/up
+    projection's output (`gated`), or nothing. One vector (batch-1 decode) goes through the
+    GEMV kernel with f and the residual fused into it; otherwise torch's ops."""
+    if _one_vector(x, weight):
+        from dlbench.workloads.decode_kernels import gemv
+
+        out = gemv(
+            x.reshape(-1).contiguous(),
+            weight,
+            gated,
+            None if norm is None else norm.weight,
+            1e-6 if norm is None else norm.eps,
+            None if residual is None else residual.reshape(-1).contiguous(),
+        )
+        return out.view(*x.shape[:-1], -1)
+    if norm is not None:
+        x = norm(x)
+    if gated:
+        gate, up = x.chunk(2, dim=-1)
+        x = F.silu(gate) * up
+    out = F.linear(x, weight)
+    return out if residual is None else residual + out
+
+
+def attend_cached(q, keys, values, mask, position, decode_kernel: bool = True):
+    """Attention of new queries to the static cache, masked beyond the position. One query
+    position of one sequence in half precision on CUDA (batch-1 decode) goes to the Triton
+    kernel, which reads the cache only up to the position, unless `decode_kernel` is off;
+    otherwise SDPA."""
+    batch, heads, steps, head_dim = q.shape
+    half = q.dtype in (torch.bfloat16, torch.float16)
+    if decode_kernel and q.is_cuda and batch * steps == 1 and half:
+        from dlbench.workloads.decode_kernels import decode_attention
+
+        out = decode_attention(
+            q.reshape(batch, heads, head_dim).contiguous(), keys, values, position
+        )
+        return out.view(batch, heads, steps, head_dim)
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
 
 
 class Hidden(NamedTuple):
@@ -173,8 +235,9 @@ class NativeLlama(nn.Module):
         return cos.to(dtype)[None, None], sin.to(dtype)[None, None]
 
     def hidden_states(self, ids: torch.Tensor, positions: torch.Tensor | None = None):
-        """The final norm's output: over the sequence (training), or for `positions` with the
-        cache (generation: prefill writes positions 0..T-1, decode one position)."""
+        """The last layer's output, before the final norm: over the sequence (training), or
+        for `positions` with the cache (generation: prefill writes positions 0..T-1, decode
+        one position)."""
         x = self.embed(ids)
         generating = positions is not None
         if not generating:
@@ -187,15 +250,16 @@ class NativeLlama(nn.Module):
         for i, block in enumerate(self.layers):
             cache = (self.cache.keys[i], self.cache.values[i]) if generating else None
             x = block(x, cos, sin, cache, positions, mask)
-        return self.norm(x)
+        return x
 
     def forward(self, ids: torch.Tensor) -> Hidden:
         """Training: the hidden states and the output weight (the loss forms the logits)."""
-        return Hidden(self.hidden_states(ids), self.output.weight)
+        return Hidden(self.norm(self.hidden_states(ids)), self.output.weight)
 
     def logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Generation: logits of the last position only."""
-        return self.output(self.hidden_states(ids, positions)[:, -1:])
+        last = self.hidden_states(ids, positions)[:, -1:]
+        return project(last, self.output.weight, norm=self.norm)
 
 
 class _ChunkedCrossEntropy(torch.autograd.Function):

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# H100 calls of round eight; the arguments pick the parts, the log goes to $OUT/round8.log.
+# decode (issue 24): llm_1b batch-1 decode step variants in one process
+#   (benchmarks/decode_profile.py: the Triton GEMV against torch's matmul, attention forms,
+#   coordinate-descent tuning off), VARIANTS overrides the list.
+# llm (issue 24): the decode rows through the CLI, as the plan runs them.
+set -uo pipefail
+BUDGET_S=${BUDGET_S:-585}
+source "$(dirname "$0")/budget.sh"
+exec > >(tee -a "$OUT/round8.log") 2>&1
+for part in "$@"; do
+  if [ "$part" = decode ]; then
+    run 120 python3 benchmarks/decode_profile.py --model llm_1b --batch-size 1 \
+      --variants "${VARIANTS:-product,linear,hand,nocdt,efficient}"
+  elif [ "$part" = llm ]; then
+    for spec in "llm_1b 1" "llm_1b 32" "llm_8b 1"; do
+      set -- $spec
+      run 120 $D infer --model "$1" --batch-size "$2" --precision bf16-true --n-iters 5 \
+        --warmup-steps 2 --output "$OUT/h100-llm-r8.csv"
+    done
+  fi
+done
+echo "all done: $(( $(date +%s) - t0 )) s"
+ls "$OUT"/*.csv > /dev/null 2>&1 && python3 benchmarks/gpu/show_rows.py "$OUT"/*.csv
