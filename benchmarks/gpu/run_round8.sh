@@ -3,7 +3,8 @@
 # decode (issue 24): llm_1b batch-1 decode step variants in one process
 #   (benchmarks/decode_profile.py: the Triton GEMV against torch's matmul, attention forms,
 #   coordinate-descent tuning off), VARIANTS overrides the list.
-# llm (issue 24): the decode rows through the CLI, as the plan runs them.
+# llm (issue 24): the decode rows through the CLI, as the plan runs them (LLM_ROWS: a comma-
+#   separated list of 'model batch', default llm_1b 1, llm_1b 32, llm_8b 1).
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
@@ -13,7 +14,8 @@ for part in "$@"; do
     run 120 python3 benchmarks/decode_profile.py --model llm_1b --batch-size 1 \
       --variants "${VARIANTS:-product,linear,hand,nocdt,efficient}"
   elif [ "$part" = llm ]; then
-    for spec in "llm_1b 1" "llm_1b 32" "llm_8b 1"; do
+    IFS=, read -ra specs <<< "${LLM_ROWS:-llm_1b 1,llm_1b 32,llm_8b 1}"
+    for spec in "${specs[@]}"; do
       set -- $spec
       run 120 $D infer --model "$1" --batch-size "$2" --precision bf16-true --n-iters 5 \
         --warmup-steps 2 --output "$OUT/h100-llm-r8.csv"

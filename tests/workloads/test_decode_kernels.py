@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from dlbench.workloads.llama import RMSNorm, attend_cached, project
+from dlbench.workloads.llama import RMSNorm, project
 
 GEMV_CHECK = """
 import torch
@@ -43,20 +43,34 @@ ATTENTION_CHECK = """
 import torch
 from torch.nn import functional as F
 from dlbench.workloads.decode_kernels import decode_attention_kernel
+from dlbench.workloads.llama import rotate
 torch.manual_seed(0)
 b, heads, kv, L, d = 2, 8, 2, 150, 16
-q = torch.randn(b, heads, d, dtype=torch.float16)
-keys = torch.randn(b, kv, L, d, dtype=torch.float16)
-values = torch.randn(b, kv, L, d, dtype=torch.float16)
 worst = 0.0
 for position in (0, 63, 64, 100, 149):
-    out = torch.empty_like(q)
-    decode_attention_kernel[(heads, b)](q, keys, values, out, torch.tensor([position]),
-                                        d**-0.5, L, GROUP=heads // kv, HEAD_DIM=d, BLOCK_L=64)
+    qkv = torch.randn(b, (heads + 2 * kv) * d, dtype=torch.float16)
+    keys = torch.randn(b, kv, L, d, dtype=torch.float16)  # random beyond the position too
+    values = torch.randn(b, kv, L, d, dtype=torch.float16)
+    freqs = position / 10000 ** (torch.arange(d // 2) / (d // 2))
+    angles = torch.cat((freqs, freqs))
+    cos, sin = angles.cos().half(), angles.sin().half()
+    ref_keys, ref_values = keys.float(), values.float()
+    q, k, v = qkv.float().split([heads * d, kv * d, kv * d], -1)
+    q, k = rotate(q.view(b, 1, heads, d).transpose(1, 2), cos.float(), sin.float()), rotate(
+        k.view(b, 1, kv, d).transpose(1, 2), cos.float(), sin.float())
+    at = torch.tensor([position])
+    ref_keys.index_copy_(2, at, k)
+    ref_values.index_copy_(2, at, v.view(b, 1, kv, d).transpose(1, 2))
     mask = (torch.arange(L) <= position)[None, None, None]
-    ref = F.scaled_dot_product_attention(q[:, :, None].float(), keys.float(), values.float(),
-                                         attn_mask=mask, enable_gqa=True)[:, :, 0]
+    ref = F.scaled_dot_product_attention(q, ref_keys, ref_values, attn_mask=mask,
+                                         enable_gqa=True).reshape(b, heads * d)
+    out = torch.empty(b, heads * d, dtype=torch.float16)
+    decode_attention_kernel[(heads, b)](qkv, keys, values, out, at, cos, sin, d**-0.5, L,
+                                        GROUP=heads // kv, HEAD_DIM=d, BLOCK_L=64)
     worst = max(worst, float((out.float() - ref).abs().max()))
+    written = slice(position, position + 1)
+    worst = max(worst, float((keys[:, :, written].float() - ref_keys[:, :, written]).abs().max()))
+    assert torch.equal(values[:, :, written].float(), ref_values[:, :, written])
 print(f"{worst:.6f}")
 """
 
@@ -77,10 +91,12 @@ def test_the_gemv_kernel_equals_torchs_norm_gate_projection_and_residual():
     assert interpreted(GEMV_CHECK) < 2e-3
 
 
-def test_the_decode_attention_kernel_reads_the_cache_up_to_the_position_only():
-    """One query per head against grouped kv heads; positions at, before and after a loop
-    block's edge: equal to SDPA with the mask the model builds (keys beyond the position are
-    random here, so reading them would show)."""
+def test_the_decode_attention_kernel_rotates_writes_the_cache_and_reads_it_to_the_position():
+    """From the fused projection's output: RoPE on query and key, the new key and value in
+    the cache at the position, one query per head against grouped kv heads, positions at,
+    before and after a loop block's edge; equal to the layer's torch path (rotate, index_copy,
+    SDPA under the model's mask). The cache beyond the position is random, so reading it, or
+    a key written unrotated, would show."""
     assert interpreted(ATTENTION_CHECK) < 2e-3
 
 
@@ -95,14 +111,6 @@ def test_project_composes_norm_gate_and_residual_as_the_layers_do():
     assert torch.allclose(project(x, w8, norm=norm), F.linear(norm(x), w8))
 
 
-def test_cached_attention_off_the_kernel_is_sdpa_with_the_mask():
-    torch.manual_seed(2)
-    q, keys, values = torch.randn(1, 4, 1, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8)
-    mask = (torch.arange(6) <= 3)[None, None, None]
-    ref = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
-    assert torch.equal(attend_cached(q, keys, values, mask, torch.tensor([3])), ref)
-
-
 def test_the_kernels_compile_for_hopper_with_float_scalars_as_inductor_passes_them():
     """Inside a compiled graph inductor hands the kernels' float scalars (scale, eps) over as
     float64; Triton then widened the attention's running maximum and refused the loop (the
@@ -114,8 +122,9 @@ def test_the_kernels_compile_for_hopper_with_float_scalars_as_inductor_passes_th
     from dlbench.workloads.decode_kernels import decode_attention_kernel, gemv_kernel
 
     hopper = GPUTarget("cuda", 90, 32)
-    pointers = dict.fromkeys(("q", "keys", "values", "out"), "*bf16")
-    signature = {**pointers, "position": "*i64", "scale": "fp64", "max_len": "i32"}
+    pointers = dict.fromkeys(("qkv", "keys", "values", "out"), "*bf16")
+    signature = {**pointers, "position": "*i64", "cos": "*bf16", "sin": "*bf16"}
+    signature.update(scale="fp64", max_len="i32")
     signature.update(dict.fromkeys(("GROUP", "HEAD_DIM", "BLOCK_L"), "constexpr"))
     constants = {"GROUP": 4, "HEAD_DIM": 64, "BLOCK_L": 256}
     source = ASTSource(decode_attention_kernel, signature, constants)

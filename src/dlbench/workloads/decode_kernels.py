@@ -13,8 +13,10 @@ before it and the residual add after it, which would otherwise be a kernel each.
 
 Attention of the one new query to the static cache: PyTorch picks cuDNN's kernel for these
 shapes (6.8 us a layer on an H100 for 256 cached positions of llm_1b), which reads the whole
-cache under a mask; here one program per query head reads its kv head's keys and values up to
-the position only, with the softmax online. Imported only with Triton and CUDA."""
+cache under a mask, after inductor's kernels for RoPE and the cache writes (another 3.9 us);
+here one kernel rotates the new query and key, writes the cache and attends, one program per
+query head reading its kv head's cache up to the position only, with the softmax online.
+Imported only with Triton and CUDA."""
 
 from __future__ import annotations
 
@@ -101,22 +103,41 @@ def gemv(
 
 @triton.jit
 def decode_attention_kernel(
-    q, keys, values, out, position, scale, max_len,
+    qkv, keys, values, out, position, cos, sin, scale, max_len,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_L: tl.constexpr,
 ):  # fmt: skip
-    """Program (head, sequence): one query head's output over cached positions 0..position."""
+    """Program (head, sequence): RoPE on the new query and key (halves swapped), the new key
+    and value written to the cache at `position` (by the group's first head), then one query
+    head's attention over positions 0..position: the new one from registers, the earlier
+    ones from the cache, softmax online."""
     head, seq = tl.program_id(0), tl.program_id(1)
     heads = tl.num_programs(0)
+    kv_heads = heads // GROUP
+    kv_head = head // GROUP
+    dtype = out.dtype.element_ty
     dims = tl.arange(0, HEAD_DIM)
+    partner = (dims + HEAD_DIM // 2) % HEAD_DIM
+    sign = tl.where(dims < HEAD_DIM // 2, -1.0, 1.0)
+    turn_cos = tl.load(cos + dims).to(tl.float32)
+    turn_sin = tl.load(sin + dims).to(tl.float32) * sign
+    row = qkv + seq * (heads + 2 * kv_heads) * HEAD_DIM
+    q_at = row + head * HEAD_DIM
+    query = tl.load(q_at + dims).to(tl.float32) * turn_cos
+    query += tl.load(q_at + partner).to(tl.float32) * turn_sin
     # scalars stay float32: inductor may pass `scale` as a constant, which Triton widens
-    query = (tl.load(q + (seq * heads + head) * HEAD_DIM + dims).to(tl.float32) * scale).to(
-        tl.float32
-    )
-    base = (seq * (heads // GROUP) + head // GROUP).to(tl.int64) * max_len * HEAD_DIM
-    end = tl.load(position) + 1
-    best = tl.full((), float("-inf"), tl.float32)
-    total = tl.zeros((), tl.float32)
-    acc = tl.zeros((HEAD_DIM,), tl.float32)
+    query = (query.to(dtype).to(tl.float32) * scale).to(tl.float32)
+    k_at = row + (heads + kv_head) * HEAD_DIM
+    key = tl.load(k_at + dims).to(tl.float32) * turn_cos
+    key = (key + tl.load(k_at + partner).to(tl.float32) * turn_sin).to(dtype)
+    value = tl.load(row + (heads + kv_heads + kv_head) * HEAD_DIM + dims)
+    end = tl.load(position)
+    base = (seq * kv_heads + kv_head).to(tl.int64) * max_len * HEAD_DIM
+    if head % GROUP == 0:
+        tl.store(keys + base + end * HEAD_DIM + dims, key)
+        tl.store(values + base + end * HEAD_DIM + dims, value)
+    best = tl.sum(key.to(tl.float32) * query, axis=0).to(tl.float32)
+    total = tl.full((), 1.0, tl.float32)
+    acc = value.to(tl.float32)
     for start in range(0, end, BLOCK_L):
         slots = start + tl.arange(0, BLOCK_L)
         ok = slots < end
@@ -130,26 +151,34 @@ def decode_attention_kernel(
         acc = acc * shrink + tl.sum(weights[:, None] * v, axis=0)
         total = total * shrink + tl.sum(weights, axis=0)
         best = new_best
-    tl.store(out + (seq * heads + head) * HEAD_DIM + dims, (acc / total).to(out.dtype.element_ty))
+    tl.store(out + (seq * heads + head) * HEAD_DIM + dims, (acc / total).to(dtype))
 
 
 ATTENTION_BLOCK = 256  # cached positions per loop step, at most (one step for llm rows)
 ATTENTION_WARPS = 8
 
 
-@triton_op("dlbench::decode_attention", mutates_args=())
+@triton_op("dlbench::decode_attention", mutates_args=("keys", "values"))
 def decode_attention(
-    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, position: torch.Tensor
+    qkv: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    position: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    heads: int,
 ) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d)) v for one query position per sequence, keys and values cached
-    as [batch, kv_heads, max_len, head_dim] and read up to `position` (a one-element tensor):
-    q and the result [batch, heads, head_dim]."""
-    batch, heads, head_dim = q.shape
-    out = torch.empty_like(q)
+    """One decode step's attention from the fused q/k/v projection's output [batch, (heads +
+    2 kv_heads) * head_dim]: RoPE (cos, sin: [head_dim] at `position`, a one-element tensor),
+    the new key and value into the cache [batch, kv_heads, max_len, head_dim], softmax(q k^T
+    / sqrt(d)) v over positions 0..position. Returns [batch, heads * head_dim]."""
+    batch = qkv.shape[0]
+    kv_heads, max_len, head_dim = keys.shape[1], keys.shape[2], keys.shape[3]
+    out = torch.empty(batch, heads * head_dim, dtype=qkv.dtype, device=qkv.device)
     wrap_triton(decode_attention_kernel)[(heads, batch)](
-        q, keys, values, out, position, head_dim**-0.5, keys.shape[2],
-        GROUP=heads // keys.shape[1], HEAD_DIM=head_dim,
-        BLOCK_L=min(ATTENTION_BLOCK, triton.next_power_of_2(keys.shape[2])),
+        qkv, keys, values, out, position, cos, sin, head_dim**-0.5, max_len,
+        GROUP=heads // kv_heads, HEAD_DIM=head_dim,
+        BLOCK_L=min(ATTENTION_BLOCK, triton.next_power_of_2(max_len)),
         num_warps=ATTENTION_WARPS,
     )  # fmt: skip
     return out

@@ -70,27 +70,41 @@ class Block(nn.Module):
         self.w2 = nn.Linear(inter, hidden, bias=False)
         self.attention_norm = RMSNorm(hidden, eps)
         self.ffn_norm = RMSNorm(hidden, eps)
-        self.decode_kernel = True  # batch-1 decode attention by the Triton kernel; False: SDPA
+        self.decode_kernel = True  # batch-1 decode: RoPE, cache write, attention in one kernel
 
     def forward(self, x, cos, sin, cache: tuple[torch.Tensor, torch.Tensor] | None, pos, mask):
         b, t, _ = x.shape
-        kv = self.kv_heads * self.head_dim
         qkv = project(x, self.wqkv.weight, norm=self.attention_norm)
+        if cache is not None and self.decode_kernel and _one_vector(qkv, self.wqkv.weight):
+            from dlbench.workloads.decode_kernels import decode_attention
+
+            rows = qkv.reshape(b, -1).contiguous()
+            turn = cos.reshape(-1).contiguous(), sin.reshape(-1).contiguous()
+            out = decode_attention(rows, *cache, pos, *turn, self.heads).view(b, t, -1)
+        else:
+            out = self.attend(qkv, cos, sin, cache, pos, mask)
+        x = project(out, self.wo.weight, residual=x)
+        gate_up = project(x, self.w13.weight, norm=self.ffn_norm)
+        return project(gate_up, self.w2.weight, gated=True, residual=x)
+
+    def attend(self, qkv, cos, sin, cache, pos, mask) -> torch.Tensor:
+        """RoPE and SDPA: causal over the sequence (training), or the new positions written to
+        the static cache and attending to it up to the position ([b, t, heads * head_dim])."""
+        b, t, _ = qkv.shape
+        kv = self.kv_heads * self.head_dim
         q, k, v = qkv.split([self.heads * self.head_dim, kv, kv], -1)
         q = q.view(b, t, self.heads, self.head_dim).transpose(1, 2)
         k = k.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        if cache is None:  # training: causal attention over the sequence itself
+        if cache is None:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         else:
             keys, values = cache
             keys.index_copy_(2, pos, k)
             values.index_copy_(2, pos, v)
-            out = attend_cached(q, keys, values, mask, pos, self.decode_kernel)
-        x = project(out.transpose(1, 2).reshape(b, t, -1), self.wo.weight, residual=x)
-        gate_up = project(x, self.w13.weight, norm=self.ffn_norm)
-        return project(gate_up, self.w2.weight, gated=True, residual=x)
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+        return out.transpose(1, 2).reshape(b, t, -1)
 
 
 def _one_vector(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -134,23 +148,6 @@ def project(
         x = F.silu(gate) * up
     out = F.linear(x, weight)
     return out if residual is None else residual + out
-
-
-def attend_cached(q, keys, values, mask, position, decode_kernel: bool = True):
-    """Attention of new queries to the static cache, masked beyond the position. One query
-    position of one sequence in half precision on CUDA (batch-1 decode) goes to the Triton
-    kernel, which reads the cache only up to the position, unless `decode_kernel` is off;
-    otherwise SDPA."""
-    batch, heads, steps, head_dim = q.shape
-    half = q.dtype in (torch.bfloat16, torch.float16)
-    if decode_kernel and q.is_cuda and batch * steps == 1 and half:
-        from dlbench.workloads.decode_kernels import decode_attention
-
-        out = decode_attention(
-            q.reshape(batch, heads, head_dim).contiguous(), keys, values, position
-        )
-        return out.view(batch, heads, steps, head_dim)
-    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
 
 
 class Hidden(NamedTuple):
