@@ -16,6 +16,7 @@ Usage: PYTHONPATH=src python3 benchmarks/decode_profile.py --model llm_1b --batc
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import statistics
 import time
@@ -143,11 +144,51 @@ def gemv_roles(kernels) -> str:
     return "GEMV by role, mean us: " + ", ".join(f"{r} {t:.2f}" for r, t in means.items())
 
 
+def gemv_sweep(model: str) -> None:
+    """Every launch shape of the GEMV kernel on each of the model's decode GEMVs, timed alone
+    (triton's do_bench, L2 flushed before each run), against the autotuner's picks so far."""
+    import triton
+    from triton.testing import do_bench
+
+    from dlbench.workloads.decode_kernels import CONFIGS, gemv_kernel
+    from dlbench.workloads.text import LLAMA_SIZES
+
+    size = LLAMA_SIZES[model]
+    hidden, head_dim = size.hidden, size.hidden // size.heads
+    qkv = (size.heads + 2 * size.kv_heads) * head_dim
+    shapes = {  # role: (outputs, inputs, gated, norm, residual)
+        "qkv": (qkv, hidden, False, True, False),
+        "o": (hidden, size.heads * head_dim, False, False, True),
+        "gate_up": (2 * size.intermediate, hidden, False, True, False),
+        "down": (hidden, size.intermediate, True, False, True),
+        "head": (size.vocab, hidden, False, True, False),
+    }
+    print("autotuner picks:", {k: str(v) for k, v in gemv_kernel.cache.items()})
+    for role, (n, k, gated, norm, residual) in shapes.items():
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(2 * k if gated else k, device="cuda", dtype=torch.bfloat16)
+        gain, res = torch.ones(k, device="cuda", dtype=torch.bfloat16), torch.zeros_like(w[:, 0])
+        y = torch.empty(n, device="cuda", dtype=torch.bfloat16)
+        times = []
+        for c in CONFIGS:
+            launch = functools.partial(
+                gemv_kernel.fn[(triton.cdiv(n, c.kwargs["BLOCK_N"]),)],
+                x, w, y, gain, res, n, k, 1e-5, GATED=gated, NORM=norm, RESIDUAL=residual,
+                num_warps=c.num_warps, **c.kwargs,
+            )  # fmt: skip
+            times.append((do_bench(launch, warmup=20, rep=100) * 1e3, str(c)))
+        times.sort()
+        tb_s = n * k * 2 / (times[0][0] * 1e-6) / 1e12
+        best = "; ".join(f"{t:.2f} us {c}" for t, c in times[:3])
+        print(f"{role} ({n}x{k}): best {best} ({tb_s:.2f} TB/s); worst {times[-1][0]:.2f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="llm_1b")
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--variants", default="product")
+    parser.add_argument("--gemv-sweep", action="store_true", help="time every GEMV launch shape")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--compile-mode", default=None, help="e.g. max-autotune-no-cudagraphs")
@@ -156,6 +197,8 @@ def main() -> None:
     print(torch.__version__, torch.cuda.get_device_name())
     for variant in args.variants.split(","):
         measure(args, variant)
+    if args.gemv_sweep:
+        gemv_sweep(args.model)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # H100 calls of round eight; the arguments pick the parts, the log goes to $OUT/round8.log.
 # decode (issue 24): llm_1b batch-1 decode step variants in one process
-#   (benchmarks/decode_profile.py: the Triton GEMV against torch's matmul, attention forms,
-#   coordinate-descent tuning off), VARIANTS overrides the list.
+#   (benchmarks/decode_profile.py: the Triton GEMV against torch's matmul,
+#   coordinate-descent tuning off), VARIANTS overrides the list; SWEEP=1 also times every GEMV
+#   launch shape per weight shape.
 # llm (issue 24): the decode rows through the CLI, as the plan runs them (LLM_ROWS: a comma-
 #   separated list of 'model batch', default llm_1b 1, llm_1b 32, llm_8b 1).
 set -uo pipefail
@@ -12,7 +13,7 @@ exec > >(tee -a "$OUT/round8.log") 2>&1
 for part in "$@"; do
   if [ "$part" = decode ]; then
     run 120 python3 benchmarks/decode_profile.py --model llm_1b --batch-size 1 \
-      --variants "${VARIANTS:-product,linear,hand,nocdt,efficient}"
+      --variants "${VARIANTS:-product,linear,nocdt}" ${SWEEP:+--gemv-sweep}
   elif [ "$part" = llm ]; then
     IFS=, read -ra specs <<< "${LLM_ROWS:-llm_1b 1,llm_1b 32,llm_8b 1}"
     for spec in "${specs[@]}"; do
