@@ -6,7 +6,9 @@ weight and gate and up by one (concatenated once, at load), fewer and larger GEM
 a static KV cache written in place at a position tensor on the device, so a decode step has
 static shapes and compiles (norms, RoPE and residuals fused by inductor) and captures as one
 CUDA graph; and for training, a loss that never materialises the 128k-vocabulary logits of
-the whole batch in fp32 (chunked, with the gradients formed chunk by chunk in the forward)."""
+the whole batch in fp32 (chunked, with the gradients formed chunk by chunk in the forward).
+At batch-1 decode on CUDA the projections (with their norms and residual adds) and the
+attention with RoPE and the cache write run as Triton kernels (workloads.decode_kernels)."""
 
 from __future__ import annotations
 
