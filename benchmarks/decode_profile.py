@@ -8,6 +8,9 @@ Variants (comma-separated, run one after another in this process):
               coordinate-descent tuning, turns the GEMVs into its reductions), as before the
               Triton GEMV kernel
   nocdt       product without inductor's coordinate-descent tuning
+  graph       the step not compiled, replayed as a CUDA graph: the Triton kernels launched
+              as programmatic dependents (sm_90+), torch's ops between them eager
+  graph_nopdl graph with plain launches
 
 Usage: PYTHONPATH=src python3 benchmarks/decode_profile.py --model llm_1b --batch-size 1
        [--variants product,linear] [--no-compile] [--no-cuda-graphs] [--llm-impl native|hf]
@@ -32,7 +35,7 @@ from dlbench.engine.generation import open_generator, prepare_steps
 from dlbench.engine.plan import make_plan
 from dlbench.engine.profiled_pass import covered_us
 from dlbench.engine.session import create_fabric
-from dlbench.workloads import llama
+from dlbench.workloads import decode_kernels, llama
 
 TOKENS = 100  # decode steps timed per round (a round has new_tokens - 1 of them)
 ROUNDS = 5
@@ -45,19 +48,22 @@ def variant_context(name: str) -> ExitStack:
         stack.enter_context(mock.patch.object(llama, "_one_vector", lambda x, weight: False))
     elif name == "nocdt":
         stack.enter_context(mock.patch.object(generation, "COORDINATE_DESCENT_MAX_BATCH", 0))
-    elif name != "product":
+    elif name == "graph_nopdl":
+        stack.enter_context(mock.patch.object(decode_kernels, "USE_PDL", False))
+    elif name not in ("product", "graph"):
         raise SystemExit(f"unknown variant {name}")
     return stack
 
 
 def measure(args: argparse.Namespace, variant: str) -> None:
+    compiles = args.compile and not variant.startswith("graph")
     config = RunConfig(
         model=args.model,
         mode="infer",
         batch_size=args.batch_size,
         precision="bf16-true",
         accelerator="gpu",
-        compile=args.compile,
+        compile=compiles,
         cuda_graphs=args.cuda_graphs,
         llm_impl=args.llm_impl,
     )
@@ -69,17 +75,17 @@ def measure(args: argparse.Namespace, variant: str) -> None:
             plan.config, plan.workload, plan.shape, plan.precision, fabric
         )
         with torch.inference_mode():
-            timings = _time_steps(args, generator)
+            timings = _time_steps(args, generator, compiles)
     _report(args, variant, *timings)
     del generator
     gc.collect()
     torch.cuda.empty_cache()
 
 
-def _time_steps(args: argparse.Namespace, generator):
+def _time_steps(args: argparse.Namespace, generator, compiles: bool):
     """Compile and capture, time ROUNDS rounds of decode replays, profile a few."""
     began = time.perf_counter()
-    steps = prepare_steps(generator, args.compile, args.cuda_graphs, args.compile_mode)
+    steps = prepare_steps(generator, compiles, args.cuda_graphs, args.compile_mode)
     torch.cuda.synchronize()
     took = time.perf_counter() - began
     tokens = min(TOKENS, generator.new_tokens - 1)
@@ -174,7 +180,7 @@ def gemv_sweep(model: str) -> None:
             launch = functools.partial(
                 gemv_kernel.fn[(triton.cdiv(n, c.kwargs["BLOCK_N"]),)],
                 x, w, y, gain, res, n, k, 1e-5, GATED=gated, NORM=norm, RESIDUAL=residual,
-                num_warps=c.num_warps, **c.kwargs,
+                PDL=False, num_warps=c.num_warps, **c.kwargs,
             )  # fmt: skip
             times.append((do_bench(launch, warmup=20, rep=100) * 1e3, str(c)))
         times.sort()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -31,7 +32,7 @@ for n, k, gated, norm, res in ((37, 300, False, False, False), (16, 512, True, F
     r = torch.randn(n, dtype=torch.float16)
     y = torch.empty(n, dtype=torch.float16)
     gemv_kernel.fn[((n + 3) // 4,)](x, w, y, rms.weight, r, n, k, rms.eps, GATED=gated,
-                                   NORM=norm, RESIDUAL=res, BLOCK_N=4, BLOCK_K=256)
+                                   NORM=norm, RESIDUAL=res, PDL=False, BLOCK_N=4, BLOCK_K=256)
     with torch.no_grad():  # torch's ops in float32 from the same half-precision inputs
         ref = project(x.float(), w.float(), rms.float() if norm else None, gated,
                       r.float() if res else None)
@@ -47,13 +48,14 @@ from dlbench.workloads.llama import rotate
 torch.manual_seed(0)
 b, heads, kv, L, d = 2, 8, 2, 150, 16
 worst = 0.0
-for position in (0, 63, 64, 100, 149):
+inv_freq = 1.0 / 10000 ** (torch.arange(d // 2) / (d // 2))
+for position, scaling in ((0, 1.0), (63, 0.9), (64, 1.0), (100, 1.2), (149, 1.0)):
     qkv = torch.randn(b, (heads + 2 * kv) * d, dtype=torch.float16)
     keys = torch.randn(b, kv, L, d, dtype=torch.float16)  # random beyond the position too
     values = torch.randn(b, kv, L, d, dtype=torch.float16)
-    freqs = position / 10000 ** (torch.arange(d // 2) / (d // 2))
+    freqs = position * inv_freq  # as the model forms cos and sin for its torch path
     angles = torch.cat((freqs, freqs))
-    cos, sin = angles.cos().half(), angles.sin().half()
+    cos, sin = (angles.cos() * scaling).half(), (angles.sin() * scaling).half()
     ref_keys, ref_values = keys.float(), values.float()
     q, k, v = qkv.float().split([heads * d, kv * d, kv * d], -1)
     q, k = rotate(q.view(b, 1, heads, d).transpose(1, 2), cos.float(), sin.float()), rotate(
@@ -65,13 +67,28 @@ for position in (0, 63, 64, 100, 149):
     ref = F.scaled_dot_product_attention(q, ref_keys, ref_values, attn_mask=mask,
                                          enable_gqa=True).reshape(b, heads * d)
     out = torch.empty(b, heads * d, dtype=torch.float16)
-    decode_attention_kernel[(heads, b)](qkv, keys, values, out, at, cos, sin, d**-0.5, L,
-                                        GROUP=heads // kv, HEAD_DIM=d, BLOCK_L=64)
+    decode_attention_kernel[(heads, b)](qkv, keys, values, out, at, inv_freq, scaling, d**-0.5, L,
+                                        GROUP=heads // kv, HEAD_DIM=d, BLOCK_L=64, PDL=False)
     worst = max(worst, float((out.float() - ref).abs().max()))
     written = slice(position, position + 1)
     worst = max(worst, float((keys[:, :, written].float() - ref_keys[:, :, written]).abs().max()))
     assert torch.equal(values[:, :, written].float(), ref_values[:, :, written])
 print(f"{worst:.6f}")
+"""
+
+GREEDY_CHECK = """
+import torch
+from dlbench.workloads import decode_kernels
+torch.manual_seed(0)
+misses = 0
+for vocab, tie in ((3000, None), (2048, (5, 2047)), (5000, (1500, 1024 + 1500)), (77, (3, 4))):
+    logits = torch.randn(1, vocab).to(torch.bfloat16)
+    if tie:  # the maximum twice: argmax takes the first, also across blocks
+        logits[0, list(tie)] = 9.0
+    token, position = torch.zeros(1, 1, dtype=torch.long), torch.tensor([41])
+    decode_kernels.greedy_advance(logits, token, position)
+    misses += int(token.item() != logits.argmax(-1).item()) + int(position.item() != 42)
+print(misses)
 """
 
 
@@ -92,12 +109,20 @@ def test_the_gemv_kernel_equals_torchs_norm_gate_projection_and_residual():
 
 
 def test_the_decode_attention_kernel_rotates_writes_the_cache_and_reads_it_to_the_position():
-    """From the fused projection's output: RoPE on query and key, the new key and value in
+    """From the fused projection's output: RoPE on query and key (formed in the kernel from
+    the frequencies and scale), the new key and value in
     the cache at the position, one query per head against grouped kv heads, positions at,
     before and after a loop block's edge; equal to the layer's torch path (rotate, index_copy,
     SDPA under the model's mask). The cache beyond the position is random, so reading it, or
     a key written unrotated, would show."""
     assert interpreted(ATTENTION_CHECK) < 2e-3
+
+
+def test_the_greedy_kernels_pick_argmaxs_token_and_move_the_position_on(monkeypatch):
+    """Two stages (block maxima, then the first block with the overall maximum): the first
+    index of the maximum as torch's argmax gives it, ties within a block, across blocks and
+    in one short block; the position one on."""
+    assert interpreted(GREEDY_CHECK) == 0
 
 
 def test_project_composes_norm_gate_and_residual_as_the_layers_do():
@@ -114,7 +139,8 @@ def test_project_composes_norm_gate_and_residual_as_the_layers_do():
 def test_the_kernels_compile_for_hopper_with_float_scalars_as_inductor_passes_them():
     """Inside a compiled graph inductor hands the kernels' float scalars (scale, eps) over as
     float64; Triton then widened the attention's running maximum and refused the loop (the
-    error an H100 run hit). Compiled here for sm_90 without a GPU."""
+    error an H100 run hit). Compiled here for sm_90 without a GPU, with and without the
+    programmatic-dependent-launch waits."""
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -123,17 +149,39 @@ def test_the_kernels_compile_for_hopper_with_float_scalars_as_inductor_passes_th
 
     hopper = GPUTarget("cuda", 90, 32)
     pointers = dict.fromkeys(("qkv", "keys", "values", "out"), "*bf16")
-    signature = {**pointers, "position": "*i64", "cos": "*bf16", "sin": "*bf16"}
+    signature = {**pointers, "position": "*i64", "inv_freq": "*fp32", "rope_scaling": "fp64"}
     signature.update(scale="fp64", max_len="i32")
-    signature.update(dict.fromkeys(("GROUP", "HEAD_DIM", "BLOCK_L"), "constexpr"))
-    constants = {"GROUP": 4, "HEAD_DIM": 64, "BLOCK_L": 256}
-    source = ASTSource(decode_attention_kernel, signature, constants)
-    triton.compile(source, target=hopper, options={"num_warps": 8})
+    signature.update(dict.fromkeys(("GROUP", "HEAD_DIM", "BLOCK_L", "PDL"), "constexpr"))
+    for pdl in (False, True):
+        constants = {"GROUP": 4, "HEAD_DIM": 64, "BLOCK_L": 256, "PDL": pdl}
+        source = ASTSource(decode_attention_kernel, signature, constants)
+        triton.compile(source, target=hopper, options={"num_warps": 8})
     pointers = dict.fromkeys(("x", "w", "y", "norm_weight", "residual"), "*bf16")
     signature = {**pointers, "N": "i32", "K": "i32", "eps": "fp64"}
-    flags = ("GATED", "NORM", "RESIDUAL", "BLOCK_N", "BLOCK_K")
+    flags = ("GATED", "NORM", "RESIDUAL", "PDL", "BLOCK_N", "BLOCK_K")
     signature.update(dict.fromkeys(flags, "constexpr"))
-    for gated, norm, residual in ((True, False, True), (False, True, False)):
-        constants = {"GATED": gated, "NORM": norm, "RESIDUAL": residual}
+    for gated, norm, residual, pdl in ((True, False, True, False), (False, True, False, True)):
+        constants = {"GATED": gated, "NORM": norm, "RESIDUAL": residual, "PDL": pdl}
         constants.update(BLOCK_N=4, BLOCK_K=512)
         triton.compile(ASTSource(gemv_kernel.fn, signature, constants), target=hopper)
+
+
+def test_dependent_launch_only_on_hopper_and_never_inside_a_compiled_graph(monkeypatch):
+    """The kernels wait for the kernel before only when launched as its programmatic dependent:
+    sm_90 and later, launched by this code; inductor (torch 2.11) launches the user kernels it
+    compiles without the attribute, and an older GPU has no such instruction."""
+    pytest.importorskip("triton")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from dlbench.workloads import decode_kernels
+
+    x = SimpleNamespace(is_cuda=True, device=torch.device("cuda", 0))  # this machine has none
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
+    assert decode_kernels._dependent_launch(x) == {"PDL": True, "launch_pdl": True}
+    traced = torch.compile(lambda t: t + len(decode_kernels._dependent_launch(x)))
+    assert traced(torch.zeros(1)).item() == 1  # one entry, PDL off, while dynamo traces
+    with FakeTensorMode() as fake:  # as AOTAutograd runs a triton_op's body
+        assert decode_kernels._dependent_launch(fake.from_tensor(torch.zeros(1))) == {"PDL": False}
+    assert decode_kernels._dependent_launch(torch.zeros(1)) == {"PDL": False}  # on the CPU
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (8, 0))
+    assert decode_kernels._dependent_launch(x) == {"PDL": False}

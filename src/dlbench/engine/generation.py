@@ -40,6 +40,7 @@ class HfDecoder:
     """transformers' own model and StaticCache (`--llm-impl hf`: benchmarks transformers)."""
 
     impl = "hf"
+    kernel_decode = False
 
     def __init__(self, model: Any, max_len: int) -> None:
         from transformers import StaticCache
@@ -79,8 +80,11 @@ class NativeDecoder:
     def __init__(self, model: NativeLlama, batch: int, max_len: int, sdpa_only: bool) -> None:
         self.model = model
         self.cache = model.setup_cache(batch, max_len)
-        for block in model.layers:  # --attention asks for one of SDPA's kernels
-            block.decode_kernel = not sdpa_only
+        model.decode_kernels = not sdpa_only  # --attention asks for one of SDPA's kernels
+        # each decode step the Triton kernels end to end (batch 1 on CUDA in half precision):
+        # launched as called, each starts while the one before finishes (programmatic
+        # dependent launch), which inductor's launches of them would forgo
+        self.kernel_decode = model.kernel_decode(batch)
 
     def reset(self) -> None:
         self.cache.reset()
@@ -143,6 +147,11 @@ class Generator:
         """One new token from the last one: greedy, in place, no host sync."""
         with self.autocast():
             logits = self.decoder.decode(self.token, self.position)
+        if self.decoder.kernel_decode:  # the step's last two kernels, as the rest: Triton's
+            from dlbench.workloads.decode_kernels import greedy_advance
+
+            greedy_advance(logits[:, -1], self.token, self.position)
+            return
         self.token.copy_(greedy_token(logits[:, -1]))
         self.position.add_(1)
 
@@ -225,7 +234,8 @@ def _autocast(precision: PrecisionPlan, device: torch.device) -> Callable[[], An
 
 # inductor's coordinate-descent tuning of its kernels' launch shapes, for the native decode step
 # up to this batch: on an H100 it gave llm_1b at batch 1 732.6 tokens/s (703.3 without) and cost
-# it at batch 32 33 s of warm-up and 2.4 % of tokens/s
+# it at batch 32 33 s of warm-up and 2.4 % of tokens/s (measured before the Triton decode
+# kernels; it still applies where a batch-1 step compiles: --attention, fp32, autocast)
 COORDINATE_DESCENT_MAX_BATCH = 1
 
 
@@ -242,6 +252,7 @@ def prepare_steps(
     reset, prefill, decode = generator.reset, generator.prefill, generator.decode
     for step in (reset, prefill, decode):
         step()
+    compile = compile and not generator.decoder.kernel_decode  # nothing left for inductor
     if compile:  # decode only: its many small kernels are what fusing saves; prefill is big
         decode = torch.compile(decode, mode=compile_mode)
         # inductor compiles on the first calls, under this run's settings only (a sweep worker

@@ -15,14 +15,22 @@ Attention of the one new query to the static cache: PyTorch picks cuDNN's kernel
 shapes (6.8 us a layer on an H100 for 256 cached positions of llm_1b), which reads the whole
 cache under a mask, after inductor's kernels for RoPE and the cache writes (another 3.9 us);
 here one kernel rotates the new query and key, writes the cache and attends, one program per
-query head reading its kv head's cache up to the position only, with the softmax online.
-Imported only with Triton and CUDA."""
+query head reading its kv head's cache up to the position only, with the softmax online; RoPE
+is formed in the kernel from the model's frequencies. The greedy token and the position's
+step are two more kernels, so a batch-1 step is these kernels and one embedding lookup.
+
+On sm_90 and later each kernel is launched as a programmatic dependent of the one before
+(PDL): it starts while that one finishes, reads what no kernel of the step writes (weights,
+the cache before the position) and waits only for its input. Inductor (torch 2.11) launches
+user kernels without that attribute, so this step is captured as called, never compiled
+(`NativeDecoder.kernel_decode`). Imported only with Triton and CUDA."""
 
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
+from torch._subclasses.fake_tensor import is_fake
 from torch.library import triton_op, wrap_triton
 
 # launch shapes tried per matrix shape: outputs per program, inputs per loop step, warps
@@ -35,39 +43,62 @@ CONFIGS = [
 ]
 
 
+@triton.jit
+def _gemv_chunk(x, block, cols, col_ok, norm_weight, K, acc, squares, GATED, NORM):
+    """One step of the GEMV: the input chunk at `cols` (gated or with RMSNorm's gain) times
+    the weight block, added to the per-element sums."""
+    v = tl.load(x + cols, mask=col_ok, other=0.0).to(tl.float32)
+    if GATED:
+        up = tl.load(x + K + cols, mask=col_ok, other=0.0).to(tl.float32)
+        v = (v * tl.sigmoid(v) * up).to(x.dtype.element_ty).to(tl.float32)
+    if NORM:  # RMSNorm's gain now, its scalar scale once the sums are done
+        squares += v * v
+        v = v * tl.load(norm_weight + cols, mask=col_ok, other=0.0).to(tl.float32)
+    return acc + block.to(tl.float32) * v[None, :], squares
+
+
+@triton.jit
+def _weight_block(w, rows, row_ok, cols, col_ok, K):
+    return tl.load(
+        w + rows[:, None].to(tl.int64) * K + cols[None, :],
+        mask=row_ok[:, None] & col_ok[None, :],
+        other=0.0,
+        eviction_policy="evict_first",
+    )
+
+
 @triton.autotune(configs=CONFIGS, key=["N", "K", "GATED", "NORM", "RESIDUAL"])
 @triton.jit
 def gemv_kernel(
     x, w, y, norm_weight, residual, N, K, eps,
-    GATED: tl.constexpr, NORM: tl.constexpr, RESIDUAL: tl.constexpr,
+    GATED: tl.constexpr, NORM: tl.constexpr, RESIDUAL: tl.constexpr, PDL: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """y[n] = sum_k w[n, k] * v[k] (+ residual[n]); v is x (K values), or GATED silu(x[:K]) *
     x[K:2K], or NORM x scaled to unit root mean square and by norm_weight (RMSNorm: the sum of
     squares is formed in the same pass, the scale applied to the sums). Rounded to x's dtype
-    where torch's unfused ops would store a tensor, except the normalised input."""
+    where torch's unfused ops would store a tensor, except the normalised input.
+    PDL (launched as a programmatic dependent, sm_90+): the first weight block is read while
+    the kernel before still runs (weights are never written in a step), the input only after
+    it completes; the kernel after may then start."""
     dtype = x.dtype.element_ty
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = rows < N
+    cols = tl.arange(0, BLOCK_K)
+    first = _weight_block(w, rows, row_ok, cols, cols < K, K)
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     squares = tl.zeros((BLOCK_K,), dtype=tl.float32)  # NORM: x's, summed as read
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-    for start in range(0, K, BLOCK_K):
+    acc, squares = _gemv_chunk(x, first, cols, cols < K, norm_weight, K, acc, squares, GATED, NORM)
+    for start in range(BLOCK_K, K, BLOCK_K):
         cols = start + tl.arange(0, BLOCK_K)
         col_ok = cols < K
-        v = tl.load(x + cols, mask=col_ok, other=0.0).to(tl.float32)
-        if GATED:
-            up = tl.load(x + K + cols, mask=col_ok, other=0.0).to(tl.float32)
-            v = (v * tl.sigmoid(v) * up).to(dtype).to(tl.float32)
-        if NORM:  # RMSNorm's gain now, its scalar scale once the sums are done
-            squares += v * v
-            v = v * tl.load(norm_weight + cols, mask=col_ok, other=0.0).to(tl.float32)
-        block = tl.load(
-            w + rows[:, None].to(tl.int64) * K + cols[None, :],
-            mask=row_ok[:, None] & col_ok[None, :],
-            other=0.0,
-            eviction_policy="evict_first",
+        block = _weight_block(w, rows, row_ok, cols, col_ok, K)
+        acc, squares = _gemv_chunk(
+            x, block, cols, col_ok, norm_weight, K, acc, squares, GATED, NORM
         )
-        acc += block.to(tl.float32) * v[None, :]
     out = tl.sum(acc, axis=1)
     if NORM:
         out = out * tl.rsqrt(tl.sum(squares, axis=0) / K + eps).to(tl.float32)
@@ -97,29 +128,76 @@ def gemv(
         x, weight, y, x if norm_weight is None else norm_weight,
         x if residual is None else residual, n, k, eps,
         GATED=gated, NORM=norm_weight is not None, RESIDUAL=residual is not None,
+        **_dependent_launch(x),
     )  # fmt: skip
     return y
 
 
+# programmatic dependent launch of these kernels where the GPU and the launcher allow it
+USE_PDL = True
+
+
+def _dependent_launch(x: torch.Tensor) -> dict[str, bool]:
+    """The kernel's PDL switch and Triton's launch option: on sm_90 and later, and only where
+    these kernels are launched as called (eager, or replayed from a CUDA graph captured so):
+    inductor launches the user kernels it compiles without the launch attribute, and its
+    analysis of a kernel's writes stops at the wait's inline assembly (then assumes every
+    input written, and copies them). Traced, `x` is a fake tensor."""
+    on = (
+        USE_PDL
+        and not torch.compiler.is_compiling()
+        and not is_fake(x)
+        and x.is_cuda
+        and torch.cuda.get_device_capability(x.device)[0] >= 9
+    )
+    return {"PDL": True, "launch_pdl": True} if on else {"PDL": False}
+
+
+@triton.jit
+def _attend_block(k, v, ok, query, best, acc, total):
+    """Online softmax over one block of cached keys and values (`ok`: the slots to count)."""
+    scores = tl.where(ok, tl.sum(k.to(tl.float32) * query[None, :], axis=1), float("-inf"))
+    new_best = tl.maximum(best, tl.max(scores.to(tl.float32), axis=0))
+    weights = tl.exp(scores - new_best)
+    shrink = tl.exp(best - new_best)
+    acc = acc * shrink + tl.sum(weights[:, None] * v.to(tl.float32), axis=0)
+    return new_best, acc, total * shrink + tl.sum(weights, axis=0)
+
+
 @triton.jit
 def decode_attention_kernel(
-    qkv, keys, values, out, position, cos, sin, scale, max_len,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_L: tl.constexpr,
+    qkv, keys, values, out, position, inv_freq, rope_scaling, scale, max_len,
+    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_L: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
     """Program (head, sequence): RoPE on the new query and key (halves swapped), the new key
     and value written to the cache at `position` (by the group's first head), then one query
     head's attention over positions 0..position: the new one from registers, the earlier
-    ones from the cache, softmax online."""
+    ones from the cache, softmax online.
+    PDL: the position, the frequencies and the first block of the cache are read while the
+    kernel before still runs (earlier steps wrote them; a dependent starts only once the
+    kernel before has passed its own wait), the projection's output only after it."""
     head, seq = tl.program_id(0), tl.program_id(1)
     heads = tl.num_programs(0)
     kv_heads = heads // GROUP
     kv_head = head // GROUP
     dtype = out.dtype.element_ty
     dims = tl.arange(0, HEAD_DIM)
-    partner = (dims + HEAD_DIM // 2) % HEAD_DIM
+    end = tl.load(position)
+    base = (seq * kv_heads + kv_head).to(tl.int64) * max_len * HEAD_DIM
+    slots = tl.arange(0, BLOCK_L)
+    first = base + slots[:, None] * HEAD_DIM + dims[None, :]
+    k_first = tl.load(keys + first, mask=(slots < end)[:, None], other=0.0)
+    v_first = tl.load(values + first, mask=(slots < end)[:, None], other=0.0)
+    # RoPE at the position as the model's torch path forms it: angles in float32, cos and sin
+    # scaled and rounded to the activations' dtype
+    angle = end.to(tl.float32) * tl.load(inv_freq + dims % (HEAD_DIM // 2))
     sign = tl.where(dims < HEAD_DIM // 2, -1.0, 1.0)
-    turn_cos = tl.load(cos + dims).to(tl.float32)
-    turn_sin = tl.load(sin + dims).to(tl.float32) * sign
+    turn_cos = (tl.cos(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32)
+    turn_sin = (tl.sin(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32) * sign
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    partner = (dims + HEAD_DIM // 2) % HEAD_DIM
     row = qkv + seq * (heads + 2 * kv_heads) * HEAD_DIM
     q_at = row + head * HEAD_DIM
     query = tl.load(q_at + dims).to(tl.float32) * turn_cos
@@ -130,27 +208,20 @@ def decode_attention_kernel(
     key = tl.load(k_at + dims).to(tl.float32) * turn_cos
     key = (key + tl.load(k_at + partner).to(tl.float32) * turn_sin).to(dtype)
     value = tl.load(row + (heads + kv_heads + kv_head) * HEAD_DIM + dims)
-    end = tl.load(position)
-    base = (seq * kv_heads + kv_head).to(tl.int64) * max_len * HEAD_DIM
     if head % GROUP == 0:
         tl.store(keys + base + end * HEAD_DIM + dims, key)
         tl.store(values + base + end * HEAD_DIM + dims, value)
     best = tl.sum(key.to(tl.float32) * query, axis=0).to(tl.float32)
     total = tl.full((), 1.0, tl.float32)
     acc = value.to(tl.float32)
-    for start in range(0, end, BLOCK_L):
-        slots = start + tl.arange(0, BLOCK_L)
-        ok = slots < end
-        offsets = base + slots[:, None] * HEAD_DIM + dims[None, :]
-        k = tl.load(keys + offsets, mask=ok[:, None], other=0.0).to(tl.float32)
-        v = tl.load(values + offsets, mask=ok[:, None], other=0.0).to(tl.float32)
-        scores = tl.where(ok, tl.sum(k * query[None, :], axis=1), float("-inf")).to(tl.float32)
-        new_best = tl.maximum(best, tl.max(scores, axis=0))
-        weights = tl.exp(scores - new_best)
-        shrink = tl.exp(best - new_best)
-        acc = acc * shrink + tl.sum(weights[:, None] * v, axis=0)
-        total = total * shrink + tl.sum(weights, axis=0)
-        best = new_best
+    best, acc, total = _attend_block(k_first, v_first, slots < end, query, best, acc, total)
+    for start in range(BLOCK_L, end, BLOCK_L):
+        at = start + slots
+        ok = at < end
+        offsets = base + at[:, None] * HEAD_DIM + dims[None, :]
+        k = tl.load(keys + offsets, mask=ok[:, None], other=0.0)
+        v = tl.load(values + offsets, mask=ok[:, None], other=0.0)
+        best, acc, total = _attend_block(k, v, ok, query, best, acc, total)
     tl.store(out + (seq * heads + head) * HEAD_DIM + dims, (acc / total).to(dtype))
 
 
@@ -164,21 +235,68 @@ def decode_attention(
     keys: torch.Tensor,
     values: torch.Tensor,
     position: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
+    inv_freq: torch.Tensor,
+    rope_scaling: float,
     heads: int,
 ) -> torch.Tensor:
     """One decode step's attention from the fused q/k/v projection's output [batch, (heads +
-    2 kv_heads) * head_dim]: RoPE (cos, sin: [head_dim] at `position`, a one-element tensor),
-    the new key and value into the cache [batch, kv_heads, max_len, head_dim], softmax(q k^T
-    / sqrt(d)) v over positions 0..position. Returns [batch, heads * head_dim]."""
+    2 kv_heads) * head_dim]: RoPE at `position` (a one-element tensor) from the model's
+    float32 frequencies [head_dim / 2] and scale, the new key and value into the cache
+    [batch, kv_heads, max_len, head_dim], softmax(q k^T / sqrt(d)) v over positions
+    0..position. Returns [batch, heads * head_dim]."""
     batch = qkv.shape[0]
     kv_heads, max_len, head_dim = keys.shape[1], keys.shape[2], keys.shape[3]
     out = torch.empty(batch, heads * head_dim, dtype=qkv.dtype, device=qkv.device)
     wrap_triton(decode_attention_kernel)[(heads, batch)](
-        qkv, keys, values, out, position, cos, sin, head_dim**-0.5, max_len,
+        qkv, keys, values, out, position, inv_freq, rope_scaling, head_dim**-0.5, max_len,
         GROUP=heads // kv_heads, HEAD_DIM=head_dim,
         BLOCK_L=min(ATTENTION_BLOCK, triton.next_power_of_2(max_len)),
-        num_warps=ATTENTION_WARPS,
+        num_warps=ATTENTION_WARPS, **_dependent_launch(qkv),
     )  # fmt: skip
     return out
+
+
+@triton.jit
+def greedy_block_kernel(logits, values, indices, V, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    """The maximum of one block of the logits and its first index."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    block = tl.program_id(0)
+    at = block * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(logits + at, mask=at < V, other=float("-inf")).to(tl.float32)
+    tl.store(values + block, tl.max(x, axis=0))
+    tl.store(indices + block, block * BLOCK + tl.argmax(x, axis=0, tie_break_left=True))
+
+
+@triton.jit
+def greedy_pick_kernel(
+    values, indices, token, position, BLOCKS, BLOCK: tl.constexpr, PDL: tl.constexpr
+):  # fmt: skip
+    """The first block holding the maximum gives the token; the position moves on by one."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    at = tl.arange(0, BLOCK)
+    best = tl.load(values + at, mask=at < BLOCKS, other=float("-inf"))
+    pick = tl.argmax(best, axis=0, tie_break_left=True)
+    tl.store(token, tl.load(indices + pick))
+    tl.store(position, tl.load(position) + 1)
+
+
+GREEDY_BLOCK = 1024  # logits per program in the first stage (126 programs for 128k logits)
+
+
+def greedy_advance(logits: torch.Tensor, token: torch.Tensor, position: torch.Tensor) -> None:
+    """Batch-1 decode's last step in two kernels in place of torch's six: the greedy token of
+    the one row of logits [1, vocab] (argmax's first index of the maximum) into `token`, and
+    the position one on."""
+    vocab = logits.shape[-1]
+    blocks = triton.cdiv(vocab, GREEDY_BLOCK)
+    values = torch.empty(blocks, dtype=torch.float32, device=logits.device)
+    indices = torch.empty(blocks, dtype=torch.int64, device=logits.device)
+    launch = _dependent_launch(logits)
+    greedy_block_kernel[(blocks,)](logits, values, indices, vocab, BLOCK=GREEDY_BLOCK, **launch)
+    greedy_pick_kernel[(1,)](
+        values, indices, token, position, blocks, BLOCK=triton.next_power_of_2(blocks), **launch
+    )

@@ -7,8 +7,9 @@ a static KV cache written in place at a position tensor on the device, so a deco
 static shapes and compiles (norms, RoPE and residuals fused by inductor) and captures as one
 CUDA graph; and for training, a loss that never materialises the 128k-vocabulary logits of
 the whole batch in fp32 (chunked, with the gradients formed chunk by chunk in the forward).
-At batch-1 decode on CUDA the projections (with their norms and residual adds) and the
-attention with RoPE and the cache write run as Triton kernels (workloads.decode_kernels)."""
+At batch-1 decode on CUDA in half precision the whole step runs as Triton kernels
+(workloads.decode_kernels): the projections with their norms and residual adds, the attention
+with RoPE and the cache write, and the greedy token."""
 
 from __future__ import annotations
 
@@ -72,19 +73,19 @@ class Block(nn.Module):
         self.w2 = nn.Linear(inter, hidden, bias=False)
         self.attention_norm = RMSNorm(hidden, eps)
         self.ffn_norm = RMSNorm(hidden, eps)
-        self.decode_kernel = True  # batch-1 decode: RoPE, cache write, attention in one kernel
 
-    def forward(self, x, cos, sin, cache: tuple[torch.Tensor, torch.Tensor] | None, pos, mask):
+    def forward(self, x, rope, cache: tuple[torch.Tensor, torch.Tensor] | None, pos, mask):
+        """`rope`: cos and sin at the positions (torch's attention), or the frequencies
+        (`KernelRope`: batch-1 decode, where the attention kernel forms RoPE itself)."""
         b, t, _ = x.shape
         qkv = project(x, self.wqkv.weight, norm=self.attention_norm)
-        if cache is not None and self.decode_kernel and _one_vector(qkv, self.wqkv.weight):
+        if isinstance(rope, KernelRope):
             from dlbench.workloads.decode_kernels import decode_attention
 
-            rows = qkv.reshape(b, -1).contiguous()
-            turn = cos.reshape(-1).contiguous(), sin.reshape(-1).contiguous()
-            out = decode_attention(rows, *cache, pos, *turn, self.heads).view(b, t, -1)
+            rows = qkv.reshape(b, -1)
+            out = decode_attention(rows, *cache, pos, *rope, self.heads).view(b, t, -1)
         else:
-            out = self.attend(qkv, cos, sin, cache, pos, mask)
+            out = self.attend(qkv, *rope, cache, pos, mask)
         x = project(out, self.wo.weight, residual=x)
         gate_up = project(x, self.w13.weight, norm=self.ffn_norm)
         return project(gate_up, self.w2.weight, gated=True, residual=x)
@@ -152,6 +153,13 @@ def project(
     return out if residual is None else residual + out
 
 
+class KernelRope(NamedTuple):
+    """RoPE as the decode attention kernel takes it: frequencies and scale, not cos and sin."""
+
+    inv_freq: torch.Tensor
+    scaling: float
+
+
 class Hidden(NamedTuple):
     """The last layer's normalised output and the output weight: the training loss forms the
     logits from these chunk by chunk."""
@@ -182,6 +190,7 @@ class NativeLlama(nn.Module):
         self.rope_scaling = 1.0
         self.cache: KVCache | None = None
         self.max_len = 0
+        self.decode_kernels = True  # batch-1 decode's attention by the Triton kernel
 
     @classmethod
     def from_transformers(cls, hf) -> NativeLlama:
@@ -209,6 +218,13 @@ class NativeLlama(nn.Module):
             native.inv_freq.copy_(model.rotary_emb.inv_freq.float())
         native.rope_scaling = float(getattr(model.rotary_emb, "attention_scaling", 1.0))
         return native
+
+    def kernel_decode(self, batch: int) -> bool:
+        """Whether a decode step of `batch` sequences runs the Triton kernels end to end."""
+        weight = self.output.weight
+        return self.decode_kernels and _one_vector(
+            weight.new_empty(batch, 1, weight.shape[1]), weight
+        )
 
     def get_input_embeddings(self) -> nn.Embedding:
         """The token table (named as transformers names it, for the decode byte count)."""
@@ -241,14 +257,17 @@ class NativeLlama(nn.Module):
         generating = positions is not None
         if not generating:
             positions = torch.arange(ids.shape[1], device=ids.device)
-        cos, sin = self._rope(positions, x.dtype)
         mask = None
-        if generating:
-            span = torch.arange(self.max_len, device=ids.device)
-            mask = (span[None, :] <= positions[:, None])[None, None]  # [1, 1, T, max_len]
+        if generating and self.decode_kernels and _one_vector(x, self.output.weight):
+            rope = KernelRope(self.inv_freq, self.rope_scaling)
+        else:
+            rope = self._rope(positions, x.dtype)
+            if generating:
+                span = torch.arange(self.max_len, device=ids.device)
+                mask = (span[None, :] <= positions[:, None])[None, None]  # [1, 1, T, max_len]
         for i, block in enumerate(self.layers):
             cache = (self.cache.keys[i], self.cache.values[i]) if generating else None
-            x = block(x, cos, sin, cache, positions, mask)
+            x = block(x, rope, cache, positions, mask)
         return x
 
     def forward(self, ids: torch.Tensor) -> Hidden:
