@@ -155,7 +155,8 @@ def test_the_kernels_compile_for_hopper_with_float_scalars_as_inductor_passes_th
     for pdl in (False, True):
         constants = {"GROUP": 4, "HEAD_DIM": 64, "BLOCK_L": 256, "PDL": pdl}
         source = ASTSource(decode_attention_kernel, signature, constants)
-        triton.compile(source, target=hopper, options={"num_warps": 8})
+        ptx = triton.compile(source, target=hopper, options={"num_warps": 8}).asm["ptx"]
+        assert ("griddepcontrol.wait" in ptx) == pdl  # the wait only where armed
     pointers = dict.fromkeys(("x", "w", "y", "norm_weight", "residual"), "*bf16")
     signature = {**pointers, "N": "i32", "K": "i32", "eps": "fp64"}
     flags = ("GATED", "NORM", "RESIDUAL", "PDL", "BLOCK_N", "BLOCK_K")

@@ -44,6 +44,16 @@ CONFIGS = [
 
 
 @triton.jit
+def _await_inputs(PDL: tl.constexpr):
+    """Launched as a programmatic dependent (PDL): wait until the kernel before has finished
+    and its writes are visible, then let the kernel after start. Reads before this call may
+    only touch what no kernel of the step writes; stores come after it."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
 def _gemv_chunk(x, block, cols, col_ok, norm_weight, K, acc, squares, GATED, NORM):
     """One step of the GEMV: the input chunk at `cols` (gated or with RMSNorm's gain) times
     the weight block, added to the per-element sums."""
@@ -86,9 +96,7 @@ def gemv_kernel(
     row_ok = rows < N
     cols = tl.arange(0, BLOCK_K)
     first = _weight_block(w, rows, row_ok, cols, cols < K, K)
-    if PDL:
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    _await_inputs(PDL)
     squares = tl.zeros((BLOCK_K,), dtype=tl.float32)  # NORM: x's, summed as read
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     acc, squares = _gemv_chunk(x, first, cols, cols < K, norm_weight, K, acc, squares, GATED, NORM)
@@ -194,9 +202,7 @@ def decode_attention_kernel(
     sign = tl.where(dims < HEAD_DIM // 2, -1.0, 1.0)
     turn_cos = (tl.cos(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32)
     turn_sin = (tl.sin(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32) * sign
-    if PDL:
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    _await_inputs(PDL)
     partner = (dims + HEAD_DIM // 2) % HEAD_DIM
     row = qkv + seq * (heads + 2 * kv_heads) * HEAD_DIM
     q_at = row + head * HEAD_DIM
@@ -259,9 +265,7 @@ def decode_attention(
 @triton.jit
 def greedy_block_kernel(logits, values, indices, V, BLOCK: tl.constexpr, PDL: tl.constexpr):
     """The maximum of one block of the logits and its first index."""
-    if PDL:
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    _await_inputs(PDL)
     block = tl.program_id(0)
     at = block * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(logits + at, mask=at < V, other=float("-inf")).to(tl.float32)
@@ -274,9 +278,7 @@ def greedy_pick_kernel(
     values, indices, token, position, BLOCKS, BLOCK: tl.constexpr, PDL: tl.constexpr
 ):  # fmt: skip
     """The first block holding the maximum gives the token; the position moves on by one."""
-    if PDL:
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    _await_inputs(PDL)
     at = tl.arange(0, BLOCK)
     best = tl.load(values + at, mask=at < BLOCKS, other=float("-inf"))
     pick = tl.argmax(best, axis=0, tie_break_left=True)
