@@ -111,13 +111,18 @@ class Block(nn.Module):
 
 
 def _one_vector(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether `x @ weight.T` is one matrix-vector product the Triton kernel takes: batch-1
-    decode on CUDA in the weights' own half precision (autocast keeps torch's matmul)."""
+    """Whether `x @ weight.T` is one matrix-vector product the Triton kernel takes."""
+    return _kernel_sized(x.shape[:-1].numel(), x.dtype, weight)
+
+
+def _kernel_sized(rows: int, dtype: torch.dtype, weight: torch.Tensor) -> bool:
+    """Whether `rows` inputs of `dtype` against `weight` are what the decode kernels take:
+    batch-1 decode on CUDA in the weights' own half precision (autocast keeps torch's ops)."""
     return (
-        x.is_cuda
-        and x.shape[:-1].numel() == 1
-        and x.dtype == weight.dtype
-        and x.dtype in (torch.bfloat16, torch.float16)
+        weight.is_cuda
+        and rows == 1
+        and dtype == weight.dtype
+        and dtype in (torch.bfloat16, torch.float16)
         and not torch.is_autocast_enabled()
     )
 
@@ -222,9 +227,7 @@ class NativeLlama(nn.Module):
     def kernel_decode(self, batch: int) -> bool:
         """Whether a decode step of `batch` sequences runs the Triton kernels end to end."""
         weight = self.output.weight
-        return self.decode_kernels and _one_vector(
-            weight.new_empty(batch, 1, weight.shape[1]), weight
-        )
+        return self.decode_kernels and _kernel_sized(batch, weight.dtype, weight)
 
     def get_input_embeddings(self) -> nn.Embedding:
         """The token table (named as transformers names it, for the decode byte count)."""
@@ -258,7 +261,7 @@ class NativeLlama(nn.Module):
         if not generating:
             positions = torch.arange(ids.shape[1], device=ids.device)
         mask = None
-        if generating and self.decode_kernels and _one_vector(x, self.output.weight):
+        if generating and self.kernel_decode(ids.numel()):
             rope = KernelRope(self.inv_freq, self.rope_scaling)
         else:
             rope = self._rope(positions, x.dtype)
