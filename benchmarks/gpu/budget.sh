@@ -1,7 +1,8 @@
 # Sourced by the GPU scripts: `run ESTIMATE_S COMMAND...` runs a command only while enough of
 # the call's BUDGET_S (default 570 s) is left, cut at what is left, and logs its exit code;
-# `carry_wheels` installs the wheels carried in .whl/ (segmentation-models-pytorch for unet,
-# which the lent machine's image lacks) and puts them on PYTHONPATH.
+# `log_to NAME` copies the rest of the call's output to $OUT/NAME; `carry_wheels` installs
+# the wheels carried in .whl/ (segmentation-models-pytorch for unet, which the lent machine's
+# image lacks) and puts them on PYTHONPATH.
 export PYTHONPATH="src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 D="python3 -m dlbench"
 t0=$(date +%s)
@@ -17,4 +18,7 @@ carry_wheels() {
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
     export PYTHONPATH="$PYTHONPATH:/tmp/site"
   fi
+}
+log_to() {
+  exec > >(tee -a "$OUT/$1") 2>&1
 }

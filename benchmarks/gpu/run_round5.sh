@@ -8,7 +8,7 @@
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
-exec > >(tee -a "$OUT/round5.log") 2>&1
+log_to "round5.log"
 for part in "$@"; do
   if [ "$part" = jpeg ]; then
     IMAGES=/tmp/dlbench-jpeg

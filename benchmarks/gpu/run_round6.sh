@@ -11,7 +11,7 @@
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
-exec > >(tee -a "$OUT/round6.log") 2>&1
+log_to "round6.log"
 P="python3 benchmarks/warmup_probe.py"
 for part in "$@"; do
   if [ "$part" = ahead ]; then

@@ -11,7 +11,7 @@
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
-exec > >(tee -a "$OUT/round7.log") 2>&1
+log_to "round7.log"
 python3 -c "import torch, torch._inductor.config as c; print(torch.__version__,
   'enable_pdl' in dir(c.triton), torch.cuda.get_device_name())"
 for part in "$@"; do

@@ -9,7 +9,7 @@
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
-exec > >(tee -a "$OUT/round8.log") 2>&1
+log_to "round8.log"
 for part in "$@"; do
   if [ "$part" = decode ]; then
     run 120 python3 benchmarks/decode_profile.py --model llm_1b --batch-size 1 \

@@ -11,7 +11,7 @@ set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200' | tr A-Z a-z)
-exec > >(tee -a "$OUT/$GPU-round9.log") 2>&1
+log_to "$GPU-round9.log"
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
 for part in "$@"; do
   if [ "$part" = llm ]; then
