@@ -178,7 +178,8 @@ class RunConfig:
     )
     channels_last: bool = option(True, "channels_last layout for image models.")
     compile: bool | None = option(
-        None, "torch.compile the model (default: on for LLM generation on a GPU, else off)."
+        None,
+        "torch.compile the model and its loss (default: on for LLM generation on a GPU, else off).",
     )
     cuda_graphs: bool | None = option(
         None,

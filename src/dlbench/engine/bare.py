@@ -16,6 +16,7 @@ from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.engine.session import (
     build_model,
     cast_inputs,
+    compiled,
     make_batches,
     make_optimizer,
     memory_format,
@@ -50,7 +51,9 @@ class BareLoop:
         if ddp is not None:
             ids = [device.index] if device.type == "cuda" else None
             model = DistributedDataParallel(model, device_ids=ids, **ddp.kwargs())
-        self.model = torch.compile(model) if config.compile else model
+        if config.compile:
+            model, self.loss_fn = compiled(model, self.loss_fn)
+        self.model = model
         self.model.train(self.train)
         self.batches = []
         for b in make_batches(workload, shape, config.batch_size, config.seed, fmt):

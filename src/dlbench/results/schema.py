@@ -38,8 +38,9 @@ COLUMNS: dict[str, str] = {
     "ddp_broadcast_buffers": "DDP: buffers (batch-norm statistics) broadcast from rank 0 each step",
     "launcher": "Lightning cluster environment that set the ranks (Lightning, TorchElastic, SLURM)",
     "channels_last": "image tensors and weights in channels_last layout",
-    "compile": "torch.compile on (generation: the decode step, default on a GPU, except a "
-    "batch-1 step run by the Triton decode kernels; generation_path says what ran)",
+    "compile": "torch.compile on: the model and its loss (generation: the decode step, default "
+    "on a GPU, except a batch-1 step run by the Triton decode kernels; generation_path says "
+    "what ran)",
     "cuda_graphs": "steps replayed as CUDA graphs, as run (default on a GPU for inference and "
     "generation; training with --cuda-graphs; False after a capture that failed)",
     "graph_fallback": "why the step could not be captured as a CUDA graph (it then ran eager)",

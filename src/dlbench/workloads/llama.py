@@ -283,6 +283,19 @@ class NativeLlama(nn.Module):
         return project(last, self.output.weight, norm=self.norm)
 
 
+def _chunk_loss(h: torch.Tensor, head: torch.Tensor, y: torch.Tensor, count: int, wide):
+    """One chunk's summed cross-entropy and the gradient of the mean loss for its logits
+    (softmax minus the one-hot target, over `count`), in `h`'s dtype. The target's one is
+    taken off after the cast, in place: compiled, the softmax, scale and cast are one pass
+    and the subtraction touches one element a row; eager, no one-hot is ever built."""
+    logits = (h @ head.t()).to(wide)
+    lse = torch.logsumexp(logits, dim=-1)
+    picked = logits.gather(1, y[:, None]).squeeze(1)
+    grad = (torch.exp(logits - lse[:, None]) / count).to(h.dtype)
+    grad[torch.arange(len(y), device=y.device), y] -= 1.0 / count
+    return (lse - picked).sum(), grad
+
+
 class _ChunkedCrossEntropy(torch.autograd.Function):
     """Mean cross-entropy of `hidden @ head.T` against `targets`, LOSS_CHUNK_TOKENS tokens at a
     time: each chunk's logits (fp32 for the softmax) exist only while it is processed, and its
@@ -299,12 +312,8 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
         for start in range(0, count, LOSS_CHUNK_TOKENS):
             h = flat[start : start + LOSS_CHUNK_TOKENS]
             y = labels[start : start + LOSS_CHUNK_TOKENS]
-            logits = (h @ head.t()).to(wide)
-            lse = torch.logsumexp(logits, dim=-1)
-            total += (lse - logits.gather(1, y[:, None]).squeeze(1)).sum()
-            probs = torch.exp(logits - lse[:, None])
-            probs[torch.arange(len(y), device=y.device), y] -= 1.0
-            grad = (probs / count).to(h.dtype)
+            loss, grad = _chunk_loss(h, head, y, count, wide)
+            total += loss
             grad_hidden[start : start + LOSS_CHUNK_TOKENS] = grad @ head
             grad_head += (grad.t() @ h).to(wide)
         ctx.save_for_backward(grad_hidden.view_as(hidden), grad_head.to(head.dtype))

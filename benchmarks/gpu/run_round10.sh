@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# GPU calls of round ten (one H100 or H200); the arguments pick the parts, rows and logs go to
+# $OUT, named after the GPU (h100 or h200).
+# profile (issue 24): benchmarks/train_profile.py on llm_1b training, batch 8, seq 2048
+#   (VARIANTS, default product,eager_loss).
+# train (issue 24): llm_1b training, seq 2048, AdamW, bf16-mixed, compiled, at each batch of
+#   TRAIN_BATCHES (default 8).
+set -uo pipefail
+BUDGET_S=${BUDGET_S:-585}
+source "$(dirname "$0")/budget.sh"
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200' | tr A-Z a-z)
+log_to "$GPU-round10.log"
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
+for part in "$@"; do
+  if [ "$part" = profile ]; then
+    run 150 python3 benchmarks/train_profile.py --model llm_1b --batch-size 8 --seq-len 2048 \
+      --variants "${VARIANTS:-product,eager_loss}" > "$OUT/$GPU-train-profile-r10.txt" 2>&1
+    grep -E "^(==|device ms|Traceback|\w+Error)" "$OUT/$GPU-train-profile-r10.txt"
+  elif [ "$part" = train ]; then
+    for batch in ${TRAIN_BATCHES:-8}; do
+      run 110 $D train --model llm_1b --batch-size "$batch" --seq-len 2048 \
+        --precision bf16-mixed --compile --n-iters 20 --warmup-steps 5 \
+        --output "$OUT/$GPU-llm-train-r10.csv"
+    done
+  fi
+done
+echo "all done: $(( $(date +%s) - t0 )) s"
+python3 - "$OUT"/*.csv <<'PY'
+import sys, pandas as pd
+cols = ["model", "mode", "batch_size", "tokens_per_s", "step_time_median_ms", "mfu",
+        "peak_memory_allocated_mb", "avg_power_w", "sm_clock_avg_mhz", "verdict_notes",
+        "warmup_s"]
+for path in sys.argv[1:]:
+    frame = pd.read_csv(path)
+    print(path, frame[[c for c in cols if c in frame]].to_string(index=False), sep="\n")
+PY
