@@ -1,6 +1,6 @@
 """On a GPU: where the GPU decode path's staging thread spends a batch while a real training
 step runs beside it (resnet50 bs256 bf16, channels_last), against the same staging alone.
-Times each phase of the staging thread (loader, nvJPEG call, crop + normalise launch, the fence
+Times each phase of the staging thread (loader, nvJPEG call, crop kernel launch, the fence
 wait), and how long the main thread cannot run Python during one nvJPEG call (the GIL).
 Usage: PYTHONPATH=src python3 benchmarks/jpeg_stage_probe.py DIR [WORKERS]"""
 
@@ -48,8 +48,9 @@ def instrument() -> None:
         return decoded(self, *args)
 
     device_images._decoded = keep_arguments
-    image_module.batched_crop = timed_phase("crop launch", image_module.batched_crop)
-    device_images.normalise = timed_phase("normalise launch", device_images.normalise)
+    from dlbench.data import crop_kernel
+
+    crop_kernel.crop_normalise = timed_phase("crop kernel launch", crop_kernel.crop_normalise)
     side.stage = timed_phase("stage (fence + all)", side.stage)
     feed.fetch = timed_phase("step's fetch", feed.fetch)
 

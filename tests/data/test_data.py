@@ -408,7 +408,7 @@ def test_encoded_batches_travel_packed_and_decode_like_the_cpu_path(images):
     assert bool((packed.boxes[:, 2:] <= 40).all()) and bool((packed.boxes >= 0).all())
     assert labels.shape == (16,) and failed.numel() == 0
     device = DeviceImages(torch.device("cpu"), torch.float32, torch.contiguous_format, (32, 32))
-    batch = device.normalise(device.decode(packed))
+    batch = device.decode(packed)
     assert batch.shape == (16, 3, 32, 32) and batch.dtype == torch.float32
     assert -3 < float(batch.mean()) < 3
 
@@ -504,29 +504,46 @@ def test_the_batched_crop_draws_torchvisions_boxes_and_matches_its_output():
     assert torch.allclose(stacked[0], ours[0], atol=0.5)
 
 
-GATHER_CHECK = """
+CROP_CHECK = """
 import torch
-from dlbench.data.crop import _padded
-from dlbench.data.pad_kernel import gather_padded
-torch.manual_seed(0)
-sizes = [(5, 7), (3, 9), (6, 4), (6, 9)]
-images = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8) for h, w in sizes]
-images[1] = images[1].transpose(1, 2).contiguous().transpose(1, 2)  # not contiguous
-ours = gather_padded(images, 8, 16)
-assert ours.dtype == torch.float16 and ours.shape == (4, 3, 8, 16)
-assert torch.equal(ours, _padded(images, 8, 16, torch.float16)), "pixels differ"
+from torchvision.transforms.functional import normalize
+from dlbench.data.crop import draw_crop
+from dlbench.data.crop_kernel import crop_normalise
+from dlbench.data.images import IMAGENET_MEAN, IMAGENET_STD, DeviceImages, augmentation
+gen = torch.Generator().manual_seed(5)
+shapes = [(60, 80), (45, 40), (80, 60), (24, 32), (30, 90)]
+images = [torch.randint(0, 256, (3, h, w), generator=gen, dtype=torch.uint8) for h, w in shapes]
+images[1] = images[1].permute(1, 2, 0).contiguous().permute(2, 0, 1)  # HWC storage, CHW view
+size = (24, 32)
+torch.manual_seed(7)
+boxes, flips = zip(*(draw_crop(*shape) for shape in shapes))
+torch.manual_seed(7)
+cpu = torch.stack([augmentation(size)(img) for img in images]).float() / 255
+expected = normalize(cpu, IMAGENET_MEAN, IMAGENET_STD)
+step = 1 / (255 * min(IMAGENET_STD))  # one grey level, normalised
+for dtype, fmt in ((torch.float32, torch.contiguous_format), (torch.bfloat16, torch.channels_last)):
+    at = DeviceImages(torch.device("cpu"), dtype, fmt, size)
+    out = torch.empty(len(images), 3, *size, dtype=dtype, memory_format=fmt)
+    crop_normalise(images, torch.tensor(boxes), torch.tensor(flips), out, at.scale.view(-1),
+                   at.shift.view(-1))
+    difference = (out.float() - expected).abs()
+    slack = 0.02 if dtype == torch.bfloat16 else 1e-4
+    assert float(difference.max()) <= step + slack, float(difference.max())
+    assert float(difference.mean()) < 0.3 * step, float(difference.mean())
 print("same")
 """
 
 
-def test_the_gpu_pad_kernel_gives_torchs_padded_batch():
-    """The Triton kernel that pads the GPU path's decoded images into one batch (run by
-    Triton's interpreter on the CPU: a subprocess, as the interpreter is chosen at import):
-    the same half-precision batch as torch's copies, images of several sizes, zeros around."""
+def test_the_gpu_crop_kernel_gives_the_cpu_paths_normalised_crops():
+    """The Triton kernel that crops, flips and normalises the GPU path's decoded batch (run by
+    Triton's interpreter on the CPU: a subprocess, as the interpreter is chosen at import),
+    against the CPU path's torchvision augmentation and Normalize from the same seed: images
+    of several sizes, one stored HWC, into float32 NCHW and bf16 channels_last; within one
+    grey level (rounding), and on average within a third of one."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": "src"}
-    done = subprocess.run([sys.executable, "-c", GATHER_CHECK], env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", CROP_CHECK], env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-2000:]
 
 

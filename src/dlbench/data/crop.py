@@ -2,11 +2,11 @@
 
 Each worker draws its image's box and flip as torchvision's RandomResizedCrop and
 RandomHorizontalFlip draw them (the same calls on the worker's generator, in the CPU path's
-order), from the image size in the JPEG header; the device then crops the whole batch in one
-pair of batched matrix products over the images padded into one tensor (the resize is
-separable; on a GPU one Triton kernel pads them, data.pad_kernel), so on a GPU nothing runs
-per image. The weights are those of the CPU path's antialiased bilinear resize: the same pixels up
-to rounding."""
+order), from the image size in the JPEG header. On a GPU one Triton kernel then crops, flips
+and normalises the whole batch (data.crop_kernel); elsewhere (the CPU, or no Triton) the
+batch is cropped here, in one pair of batched matrix products over the images padded into one
+tensor (the resize is separable). The weights are those of the CPU path's antialiased
+bilinear resize: the same pixels up to rounding."""
 
 from __future__ import annotations
 
@@ -90,12 +90,7 @@ def batched_crop(
     count, (out_h, out_w) = len(images), size
     height = _aligned(max(img.shape[1] for img in images))
     width = _aligned(max(img.shape[2] for img in images))
-    if device.type == "cuda" and has_triton():  # one kernel, whatever the sizes
-        from dlbench.data.pad_kernel import gather_padded
-
-        padded = gather_padded(images, height, width)
-    else:
-        padded = _padded(images, height, width, dtype)
+    padded = _padded(images, height, width, dtype)
     spans = (boxes[:, 2:] - boxes[:, :2]).float().amax(dim=0).tolist()  # widest box, tallest box
     # one copy each: a copy from pageable memory waits for the stream
     boxes = boxes.to(device, torch.float32, non_blocking=True)
@@ -117,8 +112,7 @@ def has_triton() -> bool:
 
 
 def _padded(images: list[torch.Tensor], height: int, width: int, dtype) -> torch.Tensor:
-    """The images in one zero-padded batch of (height, width), with torch's own copies (on the
-    CPU, or without Triton)."""
+    """The images in one zero-padded batch of (height, width), with torch's own copies."""
     padded = torch.empty(len(images), 3, height, width, dtype=dtype, device=images[0].device)
     if all(img.shape == images[0].shape for img in images):  # one copy for a uniform batch
         _, h, w = images[0].shape

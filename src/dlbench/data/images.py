@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import Dataset
 
 from dlbench.console import stderr
-from dlbench.data.crop import batched_crop, draw_crop, header_size
+from dlbench.data.crop import batched_crop, draw_crop, has_triton, header_size
 from dlbench.errors import UserError
 
 SUFFIXES = {".jpg", ".jpeg", ".png"}
@@ -205,12 +205,19 @@ class DeviceImages:
         return torch.addcmul(self.shift, x, self.scale, out=out)
 
     def decode(self, packed: EncodedBatch) -> torch.Tensor:
-        """nvJPEG decode of the packed files in one batched call, then the crop and flip of
-        the whole batch at once (data.crop); a file that fails to decode is counted and its
-        place (and crop) taken by another image of the batch."""
+        """nvJPEG decode of the packed files in one batched call, then the crop, flip and
+        normalise of the whole batch: one Triton kernel on a GPU (data.crop_kernel), else the
+        matrix-product crop (data.crop) and `normalise`. A file that fails to decode is
+        counted and its place (and crop) taken by another image of the batch."""
         raws = list(torch.split(packed.flat, packed.lengths.tolist()))
         images, boxes, flips = self._decoded(raws, packed)
-        return batched_crop(images, boxes, flips, self.size)
+        if self.device.type != "cuda" or not has_triton():
+            return self.normalise(batched_crop(images, boxes, flips, self.size))
+        from dlbench.data.crop_kernel import crop_normalise
+
+        shape = (len(images), 3, *self.size)
+        out = torch.empty(shape, dtype=self.dtype, device=self.device, memory_format=self.fmt)
+        return crop_normalise(images, boxes, flips, out, self.scale.view(-1), self.shift.view(-1))
 
     def _decoded(self, raws: list[torch.Tensor], packed: EncodedBatch):
         from torchvision.io import ImageReadMode, decode_jpeg

@@ -395,8 +395,9 @@ class OnDevice:
         targets = targets.to(self.device, non_blocking=True)
         if self.images is None:
             return inputs.to(self.device, non_blocking=True), targets
-        batch = self.images.decode(inputs) if self.gpu_decode else inputs
-        return self.images.normalise(batch), targets
+        if self.gpu_decode:
+            return self.images.decode(inputs), targets
+        return self.images.normalise(inputs), targets
 
     def stage(self, inputs, targets: torch.Tensor):
         return self.side.stage(self._ready, inputs, targets)

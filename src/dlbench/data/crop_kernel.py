@@ -1,0 +1,126 @@
+"""The GPU decode path's crop, flip and normalise as one Triton kernel: nvJPEG's decoded
+images (separate uint8 tensors of any sizes) in, the model's input out (normalised, in its
+dtype and memory format), in one pass over the pixels the crops read.
+
+The CPU path's filter (antialiased bilinear, PIL's triangle as wide as the scale when
+shrinking; data.crop) is evaluated per output pixel from its box: the weights of each
+output pixel's taps are computed in the kernel, not stored, and the result is rounded to
+whole grey levels as the CPU path's uint8 resize rounds it. Before, the same crop took a
+padding kernel, two dense weight matrices, four batched matrix products and a normalising
+kernel (on an H100 about 2.3 ms of each 64 ms resnet50 step at batch 256). Imported only
+where Triton and a CUDA device are there."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+FIELDS = 11  # per image: pointer, height, width, 3 strides, box x0 y0 x1 y1, flip
+
+
+@triton.jit
+def _weight(pixel, center, inverse_support, start, end):
+    """The triangle filter's weight of source pixel `pixel` for an output centred at
+    `center`, zero outside the box [start, end)."""
+    w = tl.maximum(1.0 - tl.abs((pixel + 0.5 - center) * inverse_support), 0.0)
+    return tl.where((pixel >= start) & (pixel < end), w, 0.0)
+
+
+@triton.jit
+def _taps(center, support):
+    """The first source pixel and the count of those the filter can weigh: the pixels strictly
+    inside (center - support - 0.5, center + support - 0.5), at most ceil(2 * support), and
+    one spare against rounding (torch's resize weights take two more, always zero)."""
+    return tl.floor(center - support - 0.5) + 1, tl.ceil(2 * support).to(tl.int32) + 1
+
+
+@triton.jit
+def _crop_row(
+    meta, scale, shift, out, out_h, out_w, s_n, s_c, s_y, s_x, FIELDS: tl.constexpr,
+    BLOCK_X: tl.constexpr,
+):  # fmt: skip
+    """Program (image, output row): the row's pixels of all three channels."""
+    n = tl.program_id(0)
+    y = tl.program_id(1)
+    base = meta + n * FIELDS
+    source = tl.load(base).to(tl.pointer_type(tl.uint8))
+    height = tl.load(base + 1)
+    width = tl.load(base + 2)
+    sc, sy, sx = tl.load(base + 3), tl.load(base + 4), tl.load(base + 5)
+    x0 = tl.load(base + 6).to(tl.float32)
+    y0 = tl.load(base + 7).to(tl.float32)
+    x1 = tl.load(base + 8).to(tl.float32)
+    y1 = tl.load(base + 9).to(tl.float32)
+    flip = tl.load(base + 10)
+    # rows: one scalar weight per tap
+    step_y = (y1 - y0) / out_h
+    support_y = tl.maximum(step_y, 1.0)
+    center_y = y0 + step_y * (y + 0.5)
+    first_y, taps_y = _taps(center_y, support_y)
+    # columns: a vector of output pixels, mirrored where the image is flipped
+    xs = tl.arange(0, BLOCK_X)
+    valid = xs < out_w
+    at = tl.where(flip != 0, out_w - 1 - xs, xs).to(tl.float32)
+    step_x = (x1 - x0) / out_w
+    support_x = tl.maximum(step_x, 1.0)
+    center_x = x0 + step_x * (at + 0.5)
+    first_x, taps_x = _taps(center_x, support_x)
+    inverse_y, inverse_x = 1.0 / support_y, 1.0 / support_x
+    total_y = 0.0
+    for t in range(taps_y):
+        total_y += _weight(first_y + t, center_y, inverse_y, y0, y1)
+    total_x = tl.zeros([BLOCK_X], dtype=tl.float32)
+    red = tl.zeros([BLOCK_X], dtype=tl.float32)
+    green = tl.zeros([BLOCK_X], dtype=tl.float32)
+    blue = tl.zeros([BLOCK_X], dtype=tl.float32)
+    for tx in range(taps_x):
+        px = first_x + tx
+        wx = _weight(px, center_x, inverse_x, x0, x1)
+        total_x += wx
+        column = tl.minimum(tl.maximum(px, 0.0), width - 1.0).to(tl.int64) * sx
+        for ty in range(taps_y):
+            py = first_y + ty
+            w = wx * _weight(py, center_y, inverse_y, y0, y1)
+            at_row = source + tl.minimum(tl.maximum(py, 0.0), height - 1.0).to(tl.int64) * sy
+            red += w * tl.load(at_row + column, mask=valid, other=0).to(tl.float32)
+            green += w * tl.load(at_row + sc + column, mask=valid, other=0).to(tl.float32)
+            blue += w * tl.load(at_row + 2 * sc + column, mask=valid, other=0).to(tl.float32)
+    norm = 1.0 / (tl.where(valid, total_x, 1.0) * total_y)  # lanes past the row: no taps
+    target = out + n.to(tl.int64) * s_n + y * s_y + xs * s_x
+    _store(target, red * norm, 0, scale, shift, s_c, valid)
+    _store(target, green * norm, 1, scale, shift, s_c, valid)
+    _store(target, blue * norm, 2, scale, shift, s_c, valid)
+
+
+@triton.jit
+def _store(target, value, channel, scale, shift, s_c, valid):
+    """Round to a grey level as a uint8 resize does, normalise, store in the output's dtype."""
+    level = tl.floor(value + 0.5)
+    normalised = level * tl.load(scale + channel) + tl.load(shift + channel)
+    tl.store(target + channel * s_c, normalised.to(target.dtype.element_ty), mask=valid)
+
+
+def crop_normalise(
+    images: list[torch.Tensor],
+    boxes: torch.Tensor,
+    flips: torch.Tensor,
+    out: torch.Tensor,
+    scale: torch.Tensor,
+    shift: torch.Tensor,
+) -> torch.Tensor:
+    """Crop image k (uint8 CHW, any strides) to its box [x0, y0, x1, y1] (whole pixels, on the
+    host), resize to `out`'s (H, W), flip where `flips` says, and write `value * scale[c] +
+    shift[c]` into `out` (N, 3, H, W, any dtype and strides) on the images' device."""
+    count, _, out_h, out_w = out.shape
+    rows = [
+        [img.data_ptr(), img.shape[1], img.shape[2], *img.stride(), *box, int(flip)]
+        for img, box, flip in zip(images, boxes.tolist(), flips.tolist())
+    ]
+    meta = torch.tensor(rows, dtype=torch.int64)
+    if out.device.type == "cuda":  # pinned: the copy does not wait for the stream
+        meta = meta.pin_memory().to(out.device, non_blocking=True)
+    block = triton.next_power_of_2(out_w)
+    _crop_row[(count, out_h)](meta, scale, shift, out, out_h, out_w, *out.stride(),
+                              FIELDS=FIELDS, BLOCK_X=block)  # fmt: skip
+    return out
