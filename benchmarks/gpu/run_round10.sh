@@ -5,6 +5,9 @@
 #   (VARIANTS, default product,eager_loss).
 # train (issue 24): llm_1b training, seq 2048, AdamW, bf16-mixed, compiled, at each batch of
 #   TRAIN_BATCHES (default 8).
+# jpeg (issue 27): 12,000 JPEGs of 500x375 q90; the probe's timings and checks, REPEATS
+#   (default 3) pairs of synthetic / --decode gpu rows in one process (resnet50 bs256 bf16-mixed,
+#   8 workers, 60 steps), the loader alone with GPU and CPU decode, the CPU-decode training row.
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
@@ -22,12 +25,26 @@ for part in "$@"; do
         --precision bf16-mixed --compile --n-iters 20 --warmup-steps 5 \
         --output "$OUT/$GPU-llm-train-r10.csv"
     done
+  elif [ "$part" = jpeg ]; then
+    IMAGES=/tmp/dlbench-jpeg
+    [ -d $IMAGES/images ] || run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
+    IMG="$IMAGES/images"
+    run 40 python3 benchmarks/jpeg_probe.py "$IMG"
+    REPEATS=${REPEATS:-3} run 220 python3 benchmarks/jpeg_ahead_probe.py "$IMG" \
+      "$OUT/$GPU-jpeg-r10.csv" 8
+    for decode in gpu cpu; do
+      run 30 $D data "$IMG" --model resnet50 --batch-size 256 --workers 8 --decode $decode \
+        --min-time 4 --output "$OUT/$GPU-jpeg-loader-r10.csv"
+    done
+    run 50 $D train --model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60 \
+      --warmup-steps 5 --data "folder:$IMG" --workers 8 --output "$OUT/$GPU-jpeg-r10.csv"
   fi
 done
 echo "all done: $(( $(date +%s) - t0 )) s"
 python3 - "$OUT"/*.csv <<'PY'
 import sys, pandas as pd
-cols = ["model", "mode", "batch_size", "tokens_per_s", "step_time_median_ms", "mfu",
+cols = ["model", "mode", "batch_size", "data_decode", "data_workers", "samples_per_s",
+        "data_wait_pct", "host_cpu_pct", "tokens_per_s", "step_time_median_ms", "mfu",
         "peak_memory_allocated_mb", "avg_power_w", "sm_clock_avg_mhz", "verdict_notes",
         "warmup_s"]
 for path in sys.argv[1:]:
