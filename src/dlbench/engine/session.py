@@ -223,7 +223,8 @@ def open_session(
 
 def compiled(model: nn.Module, loss: Callable) -> tuple[nn.Module, Callable]:
     """`--compile`: the model and its loss, each compiled. The loss counts: an LLM's over a
-    128k vocabulary is its largest pointwise work (eager, a fifth of llm_1b's step)."""
+    128k vocabulary is its largest pointwise work (eager, 51 ms of llm_1b's 313 ms step on an
+    H100)."""
     return torch.compile(model), torch.compile(loss)
 
 
