@@ -22,3 +22,9 @@ carry_wheels() {
 log_to() {
   exec > >(tee -a "$OUT/$1") 2>&1
 }
+gpu_log() {
+  GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200' \
+    | tr A-Z a-z)
+  log_to "$GPU-$1"
+  nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
+}

@@ -11,9 +11,7 @@
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200' | tr A-Z a-z)
-log_to "$GPU-round10.log"
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
+gpu_log round10.log
 for part in "$@"; do
   if [ "$part" = profile ]; then
     run 150 python3 benchmarks/train_profile.py --model llm_1b --batch-size 8 --seq-len 2048 \

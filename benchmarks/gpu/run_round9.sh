@@ -10,9 +10,7 @@
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
 source "$(dirname "$0")/budget.sh"
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200' | tr A-Z a-z)
-log_to "$GPU-round9.log"
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
+gpu_log round9.log
 for part in "$@"; do
   if [ "$part" = llm ]; then
     IFS=, read -ra specs <<< "${LLM_ROWS:-llm_1b 1,llm_8b 1,llm_1b 32}"
