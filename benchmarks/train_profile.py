@@ -104,8 +104,8 @@ def measure(args: argparse.Namespace, variant: str) -> None:
     by_kind: dict[str, float] = {}
     for e in prof.events():
         if e.device_type.name == "CUDA":
-            us = e.time_range.end - e.time_range.start
-            by_kind[kind_of(e.name)] = by_kind.get(kind_of(e.name), 0.0) + us
+            kind = kind_of(e.name)
+            by_kind[kind] = by_kind.get(kind, 0.0) + e.time_range.end - e.time_range.start
     total = sum(by_kind.values())
     print(
         "device ms per step by kind: "

@@ -39,13 +39,4 @@ for part in "$@"; do
   fi
 done
 echo "all done: $(( $(date +%s) - t0 )) s"
-python3 - "$OUT"/*.csv <<'PY'
-import sys, pandas as pd
-cols = ["model", "mode", "batch_size", "data_decode", "data_workers", "samples_per_s",
-        "data_wait_pct", "host_cpu_pct", "tokens_per_s", "step_time_median_ms", "mfu",
-        "peak_memory_allocated_mb", "avg_power_w", "sm_clock_avg_mhz", "verdict_notes",
-        "warmup_s"]
-for path in sys.argv[1:]:
-    frame = pd.read_csv(path)
-    print(path, frame[[c for c in cols if c in frame]].to_string(index=False), sep="\n")
-PY
+ls "$OUT"/*.csv > /dev/null 2>&1 && python3 benchmarks/gpu/show_rows.py "$OUT"/*.csv

@@ -38,12 +38,4 @@ for part in "$@"; do
   fi
 done
 echo "all done: $(( $(date +%s) - t0 )) s"
-python3 - "$OUT"/*.csv <<'PY'
-import sys, pandas as pd
-cols = ["model", "mode", "batch_size", "generation_path", "decode_tokens_per_s",
-        "hbm_bandwidth_share", "itl_p50_ms", "tokens_per_s", "mfu", "verdict_notes",
-        "warmup_s"]
-for path in sys.argv[1:]:
-    frame = pd.read_csv(path)
-    print(path, frame[[c for c in cols if c in frame]].to_string(index=False), sep="\n")
-PY
+ls "$OUT"/*.csv > /dev/null 2>&1 && python3 benchmarks/gpu/show_rows.py "$OUT"/*.csv

@@ -12,7 +12,9 @@ COLUMNS = (
     "data_decoder", "data_workers", "samples_per_s", "step_time_median_ms", "gpu_busy_pct",
     "host_issue_pct", "latency_p50_ms", "latency_p99_ms", "data_wait_pct", "host_cpu_pct",
     "verdict", "verdict_reasons", "graph_fallback", "warmup_s", "first_step_s", "capture_s",
-    "profile_s", "tokens_per_s", "staged_ahead", "cudnn_limit", "cdt",
+    "profile_s", "tokens_per_s", "staged_ahead", "cudnn_limit", "cdt", "generation_path",
+    "decode_tokens_per_s", "hbm_bandwidth_share", "itl_p50_ms", "mfu",
+    "peak_memory_allocated_mb", "avg_power_w", "sm_clock_avg_mhz", "verdict_notes",
 )  # fmt: skip
 
 
