@@ -2,7 +2,9 @@
 # the call's BUDGET_S (default 570 s) is left, cut at what is left, and logs its exit code;
 # `log_to NAME` copies the rest of the call's output to $OUT/NAME; `carry_wheels` installs
 # the wheels carried in .whl/ (segmentation-models-pytorch for unet, which the lent machine's
-# image lacks) and puts them on PYTHONPATH.
+# image lacks) and puts them on PYTHONPATH; `gpu_log NAME_SUFFIX` names the GPU (h100 or h200)
+# in $GPU, logs to $OUT/$GPU-NAME_SUFFIX and prints the GPU's name, driver and limits;
+# `jpeg_images` makes issue 27's JPEG set once per machine and names its folder in $IMG.
 export PYTHONPATH="src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 D="python3 -m dlbench"
 t0=$(date +%s)
@@ -27,4 +29,8 @@ gpu_log() {
     | tr A-Z a-z)
   log_to "$GPU-$1"
   nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader
+}
+jpeg_images() {  # issue 27's set in $IMG: 12,000 JPEGs of 500x375 q90, made once per machine
+  IMG=/tmp/dlbench-jpeg/images
+  [ -d "$IMG" ] || run 90 $D make-data /tmp/dlbench-jpeg --images 12000 --size 500x375 --quality 90
 }

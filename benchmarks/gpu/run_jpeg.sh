@@ -4,9 +4,7 @@
 # decode at 8 workers, and the loader alone both ways. Rows go to $OUT.
 set -uo pipefail
 source "$(dirname "$0")/budget.sh"
-IMAGES=/tmp/dlbench-jpeg
-run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
-IMG="$IMAGES/images"
+jpeg_images
 du -sh "$IMG"
 run 30 python3 benchmarks/jpeg_probe.py "$IMG" 2>&1 | grep -v -i warn
 T="--model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 30 --warmup-steps 5"

@@ -24,9 +24,7 @@ for part in "$@"; do
         --output "$OUT/$GPU-llm-train-r10.csv"
     done
   elif [ "$part" = jpeg ]; then
-    IMAGES=/tmp/dlbench-jpeg
-    [ -d $IMAGES/images ] || run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
-    IMG="$IMAGES/images"
+    jpeg_images
     run 40 python3 benchmarks/jpeg_probe.py "$IMG"
     REPEATS=${REPEATS:-3} run 220 python3 benchmarks/jpeg_ahead_probe.py "$IMG" \
       "$OUT/$GPU-jpeg-r10.csv" 8

@@ -14,9 +14,7 @@ if [ -n "${1:-}" ]; then
   echo "plan wall time in this call: $(( $(date +%s) - began )) s"
 fi
 run 60 python3 benchmarks/graph_check.py
-IMAGES=/tmp/dlbench-jpeg
-run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
-IMG="$IMAGES/images"
+jpeg_images
 run 30 python3 benchmarks/jpeg_probe.py "$IMG" 2>&1 | grep -v -i warn
 T="--model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 30 --warmup-steps 5"
 J="$OUT/h100-jpeg-r4.csv"

@@ -11,9 +11,7 @@ source "$(dirname "$0")/budget.sh"
 log_to "round5.log"
 for part in "$@"; do
   if [ "$part" = jpeg ]; then
-    IMAGES=/tmp/dlbench-jpeg
-    run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
-    IMG="$IMAGES/images"
+    jpeg_images
     run 30 python3 benchmarks/jpeg_probe.py "$IMG"
     T="--model resnet50 --batch-size 256 --precision bf16-mixed --n-iters ${ITERS:-30} --warmup-steps 5"
     J="$OUT/h100-jpeg-r5.csv"
@@ -25,11 +23,10 @@ for part in "$@"; do
       --min-time 4 --output "$OUT/h100-jpeg-loader-r5.csv"
     run 50 $D train $T --data "folder:$IMG" --workers 8 --output "$J"
   elif [ "$part" = stage ]; then  # where the staging thread's time goes beside training
-    IMAGES=/tmp/dlbench-jpeg
-    [ -d $IMAGES/images ] || run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
-    run 30 python3 benchmarks/jpeg_probe.py "$IMAGES/images"
-    run 60 python3 benchmarks/nvjpeg_probe.py "$IMAGES/images"
-    run 90 python3 benchmarks/jpeg_stage_probe.py "$IMAGES/images" 8
+    jpeg_images
+    run 30 python3 benchmarks/jpeg_probe.py "$IMG"
+    run 60 python3 benchmarks/nvjpeg_probe.py "$IMG"
+    run 90 python3 benchmarks/jpeg_stage_probe.py "$IMG" 8
   elif [ "$part" = latency ]; then
     L="--batch-size 1 --precision bf16-mixed --n-iters 1000 --warmup-steps 10 --compile"
     C="$OUT/h100-latency-compiled-r5.csv"

@@ -15,9 +15,8 @@ log_to "round6.log"
 P="python3 benchmarks/warmup_probe.py"
 for part in "$@"; do
   if [ "$part" = ahead ]; then
-    IMAGES=/tmp/dlbench-jpeg
-    [ -d $IMAGES/images ] || run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
-    run 150 python3 benchmarks/jpeg_ahead_probe.py "$IMAGES/images" "$OUT/h100-jpeg-ahead-r6.csv" \
+    jpeg_images
+    run 150 python3 benchmarks/jpeg_ahead_probe.py "$IMG" "$OUT/h100-jpeg-ahead-r6.csv" \
       ${AHEAD:-3 8}
   elif [ "$part" = warmup ]; then
     W="$OUT/h100-warmup-r6.csv"
@@ -34,14 +33,11 @@ for part in "$@"; do
         --n-iters 5 --warmup-steps 2 --tag cdt=$cdt --output "$W"
     done
   elif [ "$part" = connections ]; then  # the same probe with 32 hardware work queues
-    IMAGES=/tmp/dlbench-jpeg
-    [ -d $IMAGES/images ] || run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
+    jpeg_images
     run 100 env CUDA_DEVICE_MAX_CONNECTIONS=32 python3 benchmarks/jpeg_ahead_probe.py \
-      "$IMAGES/images" "$OUT/h100-jpeg-connections-r6.csv" ${AHEAD:-8}
+      "$IMG" "$OUT/h100-jpeg-connections-r6.csv" ${AHEAD:-8}
   elif [ "$part" = jpeg ]; then  # the rows of issue 27 with the code as it stands
-    IMAGES=/tmp/dlbench-jpeg
-    [ -d $IMAGES/images ] || run 90 $D make-data $IMAGES --images 12000 --size 500x375 --quality 90
-    IMG="$IMAGES/images"
+    jpeg_images
     run 40 python3 benchmarks/jpeg_probe.py "$IMG"
     REPEATS=${REPEATS:-5} run 200 python3 benchmarks/jpeg_ahead_probe.py "$IMG" \
       "$OUT/h100-jpeg-r6.csv" 8
