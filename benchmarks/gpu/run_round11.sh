@@ -11,7 +11,7 @@ for part in "$@"; do
   if [ "$part" = stretch ]; then
     jpeg_images
     run 200 python3 benchmarks/jpeg_stretch_probe.py "$IMG" "$OUT/$GPU-jpeg-stretch-r11.csv" \
-      ${VARIANTS:-synthetic gpu nopin gpu nopin} 2>&1 | grep -vE "^[ ┃┏┡│└━─]|^$"
+      ${VARIANTS:-synthetic gpu nopin gpu nopin} 2>&1 | grep -vE "[┃┏┡│└━─┗┛┓]|^$"
   fi
 done
 echo "all done: $(( $(date +%s) - t0 )) s"
