@@ -6,7 +6,8 @@ to launch the step, whether the device had done all it was given when the host b
 (idle: the host set the pace), and whether it had finished the step before when the host
 finished launching this one (under a step ahead). Then
 sums the time over the synthetic median by cause. Variants (in order, alternating as given):
-synthetic, gpu (as committed), nopin (no pinned host copy of the encoded batch), switch=S (the
+synthetic, gpu (as committed), torchvision (its batched nvJPEG call instead of the direct
+one), nopin (no pinned host copy of the encoded batch), switch=S (the
 thread switch interval while staging). Rows go to OUTPUT.
 Usage: PYTHONPATH=src python3 benchmarks/jpeg_stretch_probe.py DIR OUTPUT VARIANT [VARIANT...]"""
 
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 from dlbench.config import RunConfig
-from dlbench.data import images, pipeline
+from dlbench.data import images, nvjpeg, pipeline
 from dlbench.engine import session, timer
 from dlbench.run import execute
 
@@ -98,10 +99,21 @@ def hook() -> None:
     timer.StepTimer.step_times_s = noted_times
 
 
+ENGINES = nvjpeg.HardwareJpeg
+
+
+class NoEngines:
+    def __init__(self) -> None:
+        raise nvjpeg.Unavailable("the probe's torchvision variant")
+
+
 def variant_settings(variant: str) -> None:
     """Patch in one variant (the patches of the one before are undone first)."""
     pipeline.GPU_DECODE_SWITCH_S = 0.0002
     session.open_pipeline = pipeline.open_pipeline
+    nvjpeg.HardwareJpeg = ENGINES
+    if variant == "torchvision":
+        nvjpeg.HardwareJpeg = NoEngines
     if variant == "nopin":
 
         def unpinned(*args, **kwargs):

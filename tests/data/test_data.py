@@ -508,7 +508,7 @@ CROP_CHECK = """
 import torch
 from torchvision.transforms.functional import normalize
 from dlbench.data.crop import draw_crop
-from dlbench.data.crop_kernel import crop_normalise
+from dlbench.data.crop_kernel import crop_normalise, image_table
 from dlbench.data.images import IMAGENET_MEAN, IMAGENET_STD, DeviceImages, augmentation
 gen = torch.Generator().manual_seed(5)
 shapes = [(60, 80), (45, 40), (80, 60), (24, 32), (30, 90)]
@@ -524,8 +524,8 @@ step = 1 / (255 * min(IMAGENET_STD))  # one grey level, normalised
 for dtype, fmt in ((torch.float32, torch.contiguous_format), (torch.bfloat16, torch.channels_last)):
     at = DeviceImages(torch.device("cpu"), dtype, fmt, size)
     out = torch.empty(len(images), 3, *size, dtype=dtype, memory_format=fmt)
-    crop_normalise(images, torch.tensor(boxes), torch.tensor(flips), out, at.scale.view(-1),
-                   at.shift.view(-1))
+    crop_normalise(image_table(images), torch.tensor(boxes), torch.tensor(flips), out,
+                   at.scale.view(-1), at.shift.view(-1))
     difference = (out.float() - expected).abs()
     slack = 0.02 if dtype == torch.bfloat16 else 1e-4
     assert float(difference.max()) <= step + slack, float(difference.max())
@@ -558,7 +558,9 @@ def test_a_corrupt_file_inside_a_gpu_batch_is_counted_and_skipped(images):
     lengths = torch.tensor([r.numel() for r in raws])
     boxes = torch.tensor([[0.0, 0.0, 40.0, 40.0]] * 4)
     flips = torch.tensor([False, False, True, False])
-    packed = EncodedBatch(torch.cat(raws), lengths, torch.tensor([10, 11, 12, 13]), boxes, flips)
+    sizes, ready = torch.tensor([[40, 40]] * 4), torch.ones(4, dtype=torch.bool)
+    files = torch.tensor([10, 11, 12, 13])
+    packed = EncodedBatch(torch.cat(raws), lengths, files, boxes, flips, sizes, ready)
     device = DeviceImages(torch.device("cpu"), torch.float32, torch.contiguous_format, (32, 32))
     batch = device.decode(packed)
     assert batch.shape == (4, 3, 32, 32) and device.failed_files == {12}
@@ -578,7 +580,7 @@ def test_a_file_without_a_frame_header_is_skipped_by_the_gpu_path_workers(tmp_pa
     index = scan_images(root)
     dataset = ImageFolderSet(index, (32, 32), decode_on_gpu=True)
     at = index.files.index(first)
-    (raw, file, _box, _flip), _label, size, failed = dataset[at]
+    (raw, file, *_crop_and_frame), _label, size, failed = dataset[at]
     assert failed == [at] and file == (at + 1) % len(index.files) and size == raw.numel()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -20,12 +21,27 @@ SCALE = (0.08, 1.0)  # RandomResizedCrop's defaults, as the CPU path uses them
 RATIO = (3 / 4, 4 / 3)
 FLIP_P = 0.5
 _SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+BASELINE_SOF = 0xC0
 _STANDALONE = {0x01, 0xD8, *range(0xD0, 0xD8)}  # markers without a length field
 
 
-def jpeg_size(data: bytes) -> tuple[int, int]:
-    """(height, width) from a JPEG's frame header, without decoding; ValueError when the
-    bytes hold no frame header (a truncated or foreign file)."""
+class JpegFrame(NamedTuple):
+    """What a JPEG's frame header says: size, the coding (its SOF marker) and components."""
+
+    height: int
+    width: int
+    marker: int
+    components: int
+
+    @property
+    def engine_ready(self) -> bool:
+        """Baseline colour: what nvJPEG's batched decode on a GPU's JPEG engines takes."""
+        return self.marker == BASELINE_SOF and self.components == 3
+
+
+def jpeg_frame(data: bytes) -> JpegFrame:
+    """The frame header of a JPEG, without decoding; ValueError when the bytes hold none (a
+    truncated or foreign file)."""
     if data[:2] != b"\xff\xd8":
         raise ValueError("no JPEG start marker")
     at = 2
@@ -39,10 +55,16 @@ def jpeg_size(data: bytes) -> tuple[int, int]:
         if marker in _STANDALONE:
             at += 2
             continue
-        if marker in _SOF and at + 9 <= len(data):
-            return _u16(data, at + 5), _u16(data, at + 7)
+        if marker in _SOF and at + 10 <= len(data):
+            return JpegFrame(_u16(data, at + 5), _u16(data, at + 7), marker, data[at + 9])
         at += 2 + _u16(data, at + 2)
     raise ValueError("no frame header")
+
+
+def jpeg_size(data: bytes) -> tuple[int, int]:
+    """(height, width) from a JPEG's frame header (see `jpeg_frame`)."""
+    frame = jpeg_frame(data)
+    return frame.height, frame.width
 
 
 def _u16(data: bytes, at: int) -> int:

@@ -101,23 +101,27 @@ def _store(target, value, channel, scale, shift, s_c, valid):
     tl.store(target + channel * s_c, normalised.to(target.dtype.element_ty), mask=valid)
 
 
+def image_table(images: list[torch.Tensor]) -> torch.Tensor:
+    """(N, 6) int64 on the host: each uint8 CHW image's address, height, width and strides
+    (channel, row, column), as `crop_normalise` reads them."""
+    return torch.tensor([[img.data_ptr(), *img.shape[1:], *img.stride()] for img in images],
+                        dtype=torch.int64)  # fmt: skip
+
+
 def crop_normalise(
-    images: list[torch.Tensor],
+    table: torch.Tensor,
     boxes: torch.Tensor,
     flips: torch.Tensor,
     out: torch.Tensor,
     scale: torch.Tensor,
     shift: torch.Tensor,
 ) -> torch.Tensor:
-    """Crop image k (uint8 CHW, any strides) to its box [x0, y0, x1, y1] (whole pixels, on the
-    host), resize to `out`'s (H, W), flip where `flips` says, and write `value * scale[c] +
-    shift[c]` into `out` (N, 3, H, W, any dtype and strides) on the images' device."""
+    """Crop image k (uint8, described by row k of `image_table`'s table, on `out`'s device) to
+    its box [x0, y0, x1, y1] (whole pixels), resize to `out`'s (H, W), flip where `flips`
+    says, and write `value * scale[c] + shift[c]` into `out` (N, 3, H, W, any dtype and
+    strides)."""
     count, _, out_h, out_w = out.shape
-    rows = [
-        [img.data_ptr(), img.shape[1], img.shape[2], *img.stride(), *box, int(flip)]
-        for img, box, flip in zip(images, boxes.tolist(), flips.tolist())
-    ]
-    meta = torch.tensor(rows, dtype=torch.int64)
+    meta = torch.cat([table, boxes.to(torch.int64), flips.to(torch.int64).view(-1, 1)], 1)
     if out.device.type == "cuda":  # pinned: the copy does not wait for the stream
         meta = meta.pin_memory().to(out.device, non_blocking=True)
     block = triton.next_power_of_2(out_w)

@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import Dataset
 
 from dlbench.console import stderr
-from dlbench.data.crop import batched_crop, draw_crop, has_triton, header_size
+from dlbench.data.crop import batched_crop, draw_crop, has_triton, header_size, jpeg_frame
 from dlbench.errors import UserError
 
 SUFFIXES = {".jpg", ".jpeg", ".png"}
@@ -133,7 +133,8 @@ class ImageFolderSet(Dataset):
                 raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
                 if self.decode_on_gpu:  # the file's index travels along: its decode may fail
                     box, flip = draw_crop(*size)
-                    return (raw, at, box, flip), self.index.labels[at], raw.numel(), failed
+                    encoded = (raw, at, box, flip, size, jpeg_frame(data).engine_ready)
+                    return encoded, self.index.labels[at], raw.numel(), failed
                 image = decode_image(raw, mode=ImageReadMode.RGB)
             except (RuntimeError, ValueError, OSError):  # gone, unreadable or not decodable
                 failed.append(at)
@@ -157,23 +158,27 @@ def _indices(failed: tuple[list[int], ...]) -> torch.Tensor:
 class EncodedBatch(NamedTuple):
     """GPU decode: a batch's encoded files end to end in one tensor (one shared buffer per
     batch; a tensor per file would cost a file descriptor each between processes), their
-    lengths and indices, and the crop box and flip each worker drew."""
+    lengths and indices, the crop box and flip each worker drew, each image's (height, width)
+    and whether the GPU's JPEG engines take it (baseline colour)."""
 
     flat: torch.Tensor
     lengths: torch.Tensor
     files: torch.Tensor
     boxes: torch.Tensor
     flips: torch.Tensor
+    sizes: torch.Tensor
+    engine_ready: torch.Tensor
 
 
 def collate_encoded(samples: list) -> tuple:
     """GPU decode: the samples' files and crops into one EncodedBatch."""
     encoded, labels, sizes, failed = zip(*samples)
-    raws, files, boxes, flips = zip(*encoded)
+    raws, files, boxes, flips, shapes, ready = zip(*encoded)
     lengths = torch.tensor(sizes)
     packed = EncodedBatch(
-        torch.cat(raws), lengths, torch.tensor(files), torch.tensor(boxes), torch.tensor(flips)
-    )
+        torch.cat(raws), lengths, torch.tensor(files), torch.tensor(boxes), torch.tensor(flips),
+        torch.tensor(shapes), torch.tensor(ready),
+    )  # fmt: skip
     return packed, torch.tensor(labels), lengths, _indices(failed)
 
 
@@ -191,6 +196,8 @@ class DeviceImages:
         self.device, self.dtype, self.fmt = device, dtype, fmt
         self.size = size
         self.failed_files: set[int] = set()  # files whose decode failed on the device
+        self._engines = None  # nvjpeg.HardwareJpeg, False where the GPU has no JPEG engine
+        self._reading: torch.Tensor | None = None  # the batch the engines may still read
         shape = (1, 3, 1, 1)
         mean, std = (
             torch.tensor(v, device=device).view(shape) for v in (IMAGENET_MEAN, IMAGENET_STD)
@@ -205,23 +212,55 @@ class DeviceImages:
         return torch.addcmul(self.shift, x, self.scale, out=out)
 
     def decode(self, packed: EncodedBatch) -> torch.Tensor:
-        """nvJPEG decode of the packed files in one batched call, then the crop, flip and
-        normalise of the whole batch: one Triton kernel on a GPU (data.crop_kernel), else the
-        matrix-product crop (data.crop) and `normalise`. A file that fails to decode is
-        counted and its place (and crop) taken by another image of the batch."""
-        raws = list(torch.split(packed.flat, packed.lengths.tolist()))
-        images, boxes, flips = self._decoded(raws, packed)
+        """The batch decoded, cropped, flipped and normalised in the caller's stream. On a GPU:
+        nvJPEG on the JPEG engines (data.nvjpeg; torchvision's batched call where the GPU has
+        none or a file needs another decoder), then one Triton kernel (data.crop_kernel);
+        elsewhere torchvision's decode, the matrix-product crop (data.crop) and `normalise`.
+        A file that fails to decode is counted and its place (and crop) taken by another
+        image of the batch."""
         if self.device.type != "cuda" or not has_triton():
+            images, boxes, flips = self._decoded(packed)
             return self.normalise(batched_crop(images, boxes, flips, self.size))
-        from dlbench.data.crop_kernel import crop_normalise
+        from dlbench.data.crop_kernel import crop_normalise, image_table
 
-        shape = (len(images), 3, *self.size)
+        decoded = self._on_engines(packed)
+        if decoded is None:
+            images, boxes, flips = self._decoded(packed)
+            decoded = image_table(images), boxes, flips
+        shape = (len(packed.lengths), 3, *self.size)
         out = torch.empty(shape, dtype=self.dtype, device=self.device, memory_format=self.fmt)
-        return crop_normalise(images, boxes, flips, out, self.scale.view(-1), self.shift.view(-1))
+        return crop_normalise(*decoded, out, self.scale.view(-1), self.shift.view(-1))
 
-    def _decoded(self, raws: list[torch.Tensor], packed: EncodedBatch):
+    def _on_engines(self, packed: EncodedBatch):
+        """(image table, boxes, flips) with the batch's decode queued on the JPEG engines, or
+        None where they cannot take it."""
+        from dlbench.data import nvjpeg
+
+        if self._engines is None:
+            try:
+                self._engines = nvjpeg.HardwareJpeg()
+            except (nvjpeg.Unavailable, OSError):
+                self._engines = False
+        if not self._engines or not bool(packed.engine_ready.all()):
+            return None
+        stream = torch.cuda.current_stream(self.device).cuda_stream
+        try:
+            buffer, starts = self._engines.decode(
+                packed.flat, packed.lengths, packed.sizes, self.device, stream
+            )
+        except RuntimeError:  # a file the engines refuse: torchvision decodes file by file
+            return None
+        self._reading = packed.flat  # nvJPEG may read it until the stream gets there
+        heights, widths = packed.sizes[:, 0].long(), packed.sizes[:, 1].long()
+        ones = torch.ones_like(heights)
+        columns = (buffer.data_ptr() + starts, heights, widths, ones, widths * 3, ones * 3)
+        return torch.stack(columns, 1), packed.boxes, packed.flips
+
+    def _decoded(self, packed: EncodedBatch):
+        """torchvision's decode of the batch: (images, boxes, flips)."""
         from torchvision.io import ImageReadMode, decode_jpeg
 
+        raws = list(torch.split(packed.flat, packed.lengths.tolist()))
         try:
             images = decode_jpeg(raws, mode=ImageReadMode.RGB, device=self.device)
             return images, packed.boxes, packed.flips
