@@ -21,7 +21,7 @@ import torch
 BACKEND_HARDWARE = 3  # nvjpegBackend_t
 OUTPUT_RGBI = 5  # nvjpegOutputFormat_t: interleaved RGB, written to channel[0]
 MAX_COMPONENT = 4
-IMAGE_INT64S = 6  # nvjpegImage_t: 4 channel pointers, 4 uint32 pitches (48 bytes)
+IMAGE_INT64S = 8  # nvjpegImage_t: 4 channel pointers, then 4 size_t pitches (64 bytes)
 STATUS = {
     1: "not initialized", 2: "invalid parameter", 3: "bad JPEG", 4: "JPEG not supported",
     5: "allocator failure", 6: "execution failed", 7: "no JPEG engine on this GPU",
@@ -100,8 +100,8 @@ class HardwareJpeg:
         buffer = torch.empty(int(bytes_out.sum()), dtype=torch.uint8, device=device)
         sources = flat.data_ptr() + torch.cumsum(lengths, 0) - lengths
         images = torch.zeros(count, IMAGE_INT64S, dtype=torch.int64)
-        images[:, 0] = buffer.data_ptr() + starts  # channel[0]; pitch[0] in the low half below
-        images[:, MAX_COMPONENT] = widths * 3
+        images[:, 0] = buffer.data_ptr() + starts  # channel[0]
+        images[:, MAX_COMPONENT] = widths * 3  # pitch[0]
         sizes_t = lengths.to(torch.int64).contiguous()
         status = self._lib.nvjpegDecodeBatched(
             self._handle, self._state, sources.data_ptr(), sizes_t.data_ptr(),
