@@ -7,7 +7,7 @@ to launch the step, whether the device had done all it was given when the host b
 finished launching this one (under a step ahead). Then
 sums the time over the synthetic median by cause. Variants (in order, alternating as given):
 synthetic, gpu (as committed), torchvision (its batched nvJPEG call instead of the direct
-one), nopin (no pinned host copy of the encoded batch), switch=S (the
+one), lanes=N (N staging threads), nopin (no pinned host copy of the encoded batch), switch=S (the
 thread switch interval while staging). Rows go to OUTPUT.
 Usage: PYTHONPATH=src python3 benchmarks/jpeg_stretch_probe.py DIR OUTPUT VARIANT [VARIANT...]"""
 
@@ -99,7 +99,7 @@ def hook() -> None:
     timer.StepTimer.step_times_s = noted_times
 
 
-ENGINES = nvjpeg.HardwareJpeg
+ENGINES, LANES = nvjpeg.HardwareJpeg, pipeline.DECODE_LANES
 
 
 class NoEngines:
@@ -112,6 +112,9 @@ def variant_settings(variant: str) -> None:
     pipeline.GPU_DECODE_SWITCH_S = 0.0002
     session.open_pipeline = pipeline.open_pipeline
     nvjpeg.HardwareJpeg = ENGINES
+    pipeline.DECODE_LANES = LANES
+    if variant.startswith("lanes="):
+        pipeline.DECODE_LANES = int(variant.split("=")[1])
     if variant == "torchvision":
         nvjpeg.HardwareJpeg = NoEngines
     if variant == "nopin":

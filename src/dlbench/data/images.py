@@ -223,17 +223,19 @@ class DeviceImages:
             return self.normalise(batched_crop(images, boxes, flips, self.size))
         from dlbench.data.crop_kernel import crop_normalise, image_table
 
-        decoded = self._on_engines(packed)
+        # the decoded images stay referenced until the crop is queued: freed before, their
+        # memory could be handed to `out` on this stream and overwritten before it is read
+        decoded, table = self._on_engines(packed)
         if decoded is None:
-            images, boxes, flips = self._decoded(packed)
-            decoded = image_table(images), boxes, flips
+            decoded, boxes, flips = self._decoded(packed)
+            table = image_table(decoded), boxes, flips
         shape = (len(packed.lengths), 3, *self.size)
         out = torch.empty(shape, dtype=self.dtype, device=self.device, memory_format=self.fmt)
-        return crop_normalise(*decoded, out, self.scale.view(-1), self.shift.view(-1))
+        return crop_normalise(*table, out, self.scale.view(-1), self.shift.view(-1))
 
     def _on_engines(self, packed: EncodedBatch):
-        """(image table, boxes, flips) with the batch's decode queued on the JPEG engines, or
-        None where they cannot take it."""
+        """(buffer, (image table, boxes, flips)) with the batch's decode queued on the JPEG
+        engines into `buffer`, or (None, None) where they cannot take it."""
         from dlbench.data import nvjpeg
 
         if self._engines is None:
@@ -242,19 +244,19 @@ class DeviceImages:
             except (nvjpeg.Unavailable, OSError):
                 self._engines = False
         if not self._engines or not bool(packed.engine_ready.all()):
-            return None
+            return None, None
         stream = torch.cuda.current_stream(self.device).cuda_stream
         try:
             buffer, starts = self._engines.decode(
                 packed.flat, packed.lengths, packed.sizes, self.device, stream
             )
         except RuntimeError:  # a file the engines refuse: torchvision decodes file by file
-            return None
+            return None, None
         self._reading = packed.flat  # nvJPEG may read it until the stream gets there
         heights, widths = packed.sizes[:, 0].long(), packed.sizes[:, 1].long()
         ones = torch.ones_like(heights)
         columns = (buffer.data_ptr() + starts, heights, widths, ones, widths * 3, ones * 3)
-        return torch.stack(columns, 1), packed.boxes, packed.flips
+        return buffer, (torch.stack(columns, 1), packed.boxes, packed.flips)
 
     def _decoded(self, packed: EncodedBatch):
         """torchvision's decode of the batch: (images, boxes, flips)."""
