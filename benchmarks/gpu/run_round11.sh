@@ -3,6 +3,9 @@
 # $OUT, named after the GPU (h100 or h200).
 # stretch (issue 27): benchmarks/jpeg_stretch_probe.py on the 12,000 JPEGs of 500x375 q90 with
 #   the VARIANTS given (default: synthetic, then gpu and torchvision alternating).
+# jpeg (issue 27): round ten's figures again: the probe's timings, REPEATS (default 3) pairs
+#   of synthetic / --decode gpu rows in one process (resnet50 bs256 bf16-mixed, 8 workers, 60
+#   steps), the loader alone with GPU and CPU decode, the CPU-decode training row.
 # engines (issue 27): benchmarks/nvjpeg_engine_probe.py, the direct nvJPEG call against
 #   torchvision's on the same set.
 set -uo pipefail
@@ -14,9 +17,21 @@ for part in "$@"; do
     jpeg_images
     run 200 python3 benchmarks/jpeg_stretch_probe.py "$IMG" "$OUT/$GPU-jpeg-stretch-r11.csv" \
       ${VARIANTS:-synthetic gpu torchvision gpu torchvision} 2>&1 | grep -vE "[┃┏┡│└━─┗┛┓]|^$"
+  elif [ "$part" = jpeg ]; then
+    jpeg_images
+    run 40 python3 benchmarks/jpeg_probe.py "$IMG"
+    REPEATS=${REPEATS:-3} run 220 python3 benchmarks/jpeg_ahead_probe.py "$IMG" \
+      "$OUT/$GPU-jpeg-r11.csv" 8
+    for decode in gpu cpu; do
+      run 30 $D data "$IMG" --model resnet50 --batch-size 256 --workers 8 --decode $decode \
+        --min-time 4 --output "$OUT/$GPU-jpeg-loader-r11.csv"
+    done
+    run 50 $D train --model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60 \
+      --warmup-steps 5 --data "folder:$IMG" --workers 8 --output "$OUT/$GPU-jpeg-r11.csv"
   elif [ "$part" = engines ]; then
     jpeg_images
     run 60 python3 benchmarks/nvjpeg_engine_probe.py "$IMG"
   fi
 done
 echo "all done: $(( $(date +%s) - t0 )) s"
+ls "$OUT"/*.csv > /dev/null 2>&1 && python3 benchmarks/gpu/show_rows.py "$OUT"/*.csv

@@ -17,6 +17,9 @@ import triton
 import triton.language as tl
 
 FIELDS = 11  # per image: pointer, height, width, 3 strides, box x0 y0 x1 y1, flip
+# Output rows a program makes: neighbouring rows share most source rows, which are then resized
+# across once for all of them (one row a program read each source pixel taps_y times).
+ROWS = 8
 
 
 @triton.jit
@@ -36,13 +39,15 @@ def _taps(center, support):
 
 
 @triton.jit
-def _crop_row(
+def _crop_rows(
     meta, scale, shift, out, out_h, out_w, s_n, s_c, s_y, s_x, FIELDS: tl.constexpr,
-    BLOCK_X: tl.constexpr,
+    ROWS: tl.constexpr, BLOCK_X: tl.constexpr,
 ):  # fmt: skip
-    """Program (image, output row): the row's pixels of all three channels."""
+    """Program (image, tile of ROWS output rows): each source row the tile's filters reach is
+    resized across once (the columns' taps), then weighed into every output row of the tile
+    (the rows' taps; the triangle is zero for a row the source row is outside of)."""
     n = tl.program_id(0)
-    y = tl.program_id(1)
+    row0 = tl.program_id(1) * ROWS
     base = meta + n * FIELDS
     source = tl.load(base).to(tl.pointer_type(tl.uint8))
     height = tl.load(base + 1)
@@ -53,44 +58,58 @@ def _crop_row(
     x1 = tl.load(base + 8).to(tl.float32)
     y1 = tl.load(base + 9).to(tl.float32)
     flip = tl.load(base + 10)
-    # rows: one scalar weight per tap
-    step_y = (y1 - y0) / out_h
-    support_y = tl.maximum(step_y, 1.0)
-    center_y = y0 + step_y * (y + 0.5)
-    first_y, taps_y = _taps(center_y, support_y)
     # columns: a vector of output pixels, mirrored where the image is flipped
     xs = tl.arange(0, BLOCK_X)
     valid = xs < out_w
     at = tl.where(flip != 0, out_w - 1 - xs, xs).to(tl.float32)
     step_x = (x1 - x0) / out_w
     support_x = tl.maximum(step_x, 1.0)
+    inverse_x = 1.0 / support_x
     center_x = x0 + step_x * (at + 0.5)
     first_x, taps_x = _taps(center_x, support_x)
-    inverse_y, inverse_x = 1.0 / support_y, 1.0 / support_x
-    total_y = 0.0
-    for t in range(taps_y):
-        total_y += _weight(first_y + t, center_y, inverse_y, y0, y1)
     total_x = tl.zeros([BLOCK_X], dtype=tl.float32)
-    red = tl.zeros([BLOCK_X], dtype=tl.float32)
-    green = tl.zeros([BLOCK_X], dtype=tl.float32)
-    blue = tl.zeros([BLOCK_X], dtype=tl.float32)
     for tx in range(taps_x):
-        px = first_x + tx
-        wx = _weight(px, center_x, inverse_x, x0, x1)
-        total_x += wx
-        column = tl.minimum(tl.maximum(px, 0.0), width - 1.0).to(tl.int64) * sx
-        for ty in range(taps_y):
-            py = first_y + ty
-            w = wx * _weight(py, center_y, inverse_y, y0, y1)
-            at_row = source + tl.minimum(tl.maximum(py, 0.0), height - 1.0).to(tl.int64) * sy
-            red += w * tl.load(at_row + column, mask=valid, other=0).to(tl.float32)
-            green += w * tl.load(at_row + sc + column, mask=valid, other=0).to(tl.float32)
-            blue += w * tl.load(at_row + 2 * sc + column, mask=valid, other=0).to(tl.float32)
-    norm = 1.0 / (tl.where(valid, total_x, 1.0) * total_y)  # lanes past the row: no taps
-    target = out + n.to(tl.int64) * s_n + y * s_y + xs * s_x
-    _store(target, red * norm, 0, scale, shift, s_c, valid)
-    _store(target, green * norm, 1, scale, shift, s_c, valid)
-    _store(target, blue * norm, 2, scale, shift, s_c, valid)
+        total_x += _weight(first_x + tx, center_x, inverse_x, x0, x1)
+    # rows: the tile's output rows, and the source rows their taps span
+    ys = row0 + tl.arange(0, ROWS)
+    rows_valid = ys < out_h
+    step_y = (y1 - y0) / out_h
+    support_y = tl.maximum(step_y, 1.0)
+    inverse_y = 1.0 / support_y
+    center_y = y0 + step_y * (ys.to(tl.float32) + 0.5)
+    first_row, taps_y = _taps(y0 + step_y * (row0 + 0.5), support_y)
+    last = tl.minimum(row0 + ROWS - 1, out_h - 1)
+    last_row, _ = _taps(y0 + step_y * (last + 0.5), support_y)
+    total_y = tl.zeros([ROWS], dtype=tl.float32)
+    red = tl.zeros([ROWS, BLOCK_X], dtype=tl.float32)
+    green = tl.zeros([ROWS, BLOCK_X], dtype=tl.float32)
+    blue = tl.zeros([ROWS, BLOCK_X], dtype=tl.float32)
+    for r in range(first_row.to(tl.int32), last_row.to(tl.int32) + taps_y):
+        py = tl.cast(r, tl.float32)
+        wy = _weight(py, center_y, inverse_y, y0, y1)
+        total_y += wy
+        at_row = source + tl.minimum(tl.maximum(py, 0.0), height - 1.0).to(tl.int64) * sy
+        across_r = tl.zeros([BLOCK_X], dtype=tl.float32)
+        across_g = tl.zeros([BLOCK_X], dtype=tl.float32)
+        across_b = tl.zeros([BLOCK_X], dtype=tl.float32)
+        for tx in range(taps_x):
+            px = first_x + tx
+            wx = _weight(px, center_x, inverse_x, x0, x1)
+            pixel = at_row + tl.minimum(tl.maximum(px, 0.0), width - 1.0).to(tl.int64) * sx
+            across_r += wx * tl.load(pixel, mask=valid, other=0).to(tl.float32)
+            across_g += wx * tl.load(pixel + sc, mask=valid, other=0).to(tl.float32)
+            across_b += wx * tl.load(pixel + 2 * sc, mask=valid, other=0).to(tl.float32)
+        red += wy[:, None] * across_r[None, :]
+        green += wy[:, None] * across_g[None, :]
+        blue += wy[:, None] * across_b[None, :]
+    # lanes past the row and rows past the image have no taps
+    norm_x = 1.0 / tl.where(valid, total_x, 1.0)
+    norm = norm_x[None, :] / tl.where(rows_valid, total_y, 1.0)[:, None]
+    target = out + n.to(tl.int64) * s_n + ys[:, None] * s_y + xs[None, :] * s_x
+    mask = rows_valid[:, None] & valid[None, :]
+    _store(target, red * norm, 0, scale, shift, s_c, mask)
+    _store(target, green * norm, 1, scale, shift, s_c, mask)
+    _store(target, blue * norm, 2, scale, shift, s_c, mask)
 
 
 @triton.jit
@@ -125,6 +144,7 @@ def crop_normalise(
     if out.device.type == "cuda":  # pinned: the copy does not wait for the stream
         meta = meta.pin_memory().to(out.device, non_blocking=True)
     block = triton.next_power_of_2(out_w)
-    _crop_row[(count, out_h)](meta, scale, shift, out, out_h, out_w, *out.stride(),
-                              FIELDS=FIELDS, BLOCK_X=block)  # fmt: skip
+    grid = (count, triton.cdiv(out_h, ROWS))
+    _crop_rows[grid](meta, scale, shift, out, out_h, out_w, *out.stride(), FIELDS=FIELDS,
+                     ROWS=ROWS, BLOCK_X=block)  # fmt: skip
     return out
