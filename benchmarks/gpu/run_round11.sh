@@ -6,6 +6,8 @@
 # jpeg (issue 27): round ten's figures again: the probe's timings, REPEATS (default 3) pairs
 #   of synthetic / --decode gpu rows in one process (resnet50 bs256 bf16-mixed, 8 workers, 60
 #   steps), the loader alone with GPU and CPU decode, the CPU-decode training row.
+# trace (issue 27): benchmarks/jpeg_trace_probe.py, a profiler trace of synthetic and GPU-decode
+#   training: the step stream's kernel time and gaps, and what ran during the longest gaps.
 # engines (issue 27): benchmarks/nvjpeg_engine_probe.py, the direct nvJPEG call against
 #   torchvision's on the same set.
 set -uo pipefail
@@ -28,6 +30,10 @@ for part in "$@"; do
     done
     run 50 $D train --model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60 \
       --warmup-steps 5 --data "folder:$IMG" --workers 8 --output "$OUT/$GPU-jpeg-r11.csv"
+  elif [ "$part" = trace ]; then
+    jpeg_images
+    run 120 python3 benchmarks/jpeg_trace_probe.py "$IMG" "$OUT/$GPU-jpeg-trace-r11.csv" \
+      synthetic gpu gpu 2>&1 | grep -vE "[┃┏┡│└━─┗┛┓]|^$"
   elif [ "$part" = engines ]; then
     jpeg_images
     run 60 python3 benchmarks/nvjpeg_engine_probe.py "$IMG"
