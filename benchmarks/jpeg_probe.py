@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from dlbench.data.crop import batched_crop, draw_crop, jpeg_size
+from dlbench.data.crop import batched_crop, draw_crop, jpeg_frame, jpeg_size
 
 BATCH = 256
 
@@ -45,12 +45,14 @@ def staged_equals_direct(datas: list[bytes], crops: list) -> bool:
         torch.arange(len(raws)),
         torch.tensor([c[0] for c in crops]),
         torch.tensor([c[1] for c in crops]),
+        torch.tensor([jpeg_size(d) for d in datas]),
+        torch.tensor([jpeg_frame(d).engine_ready for d in datas]),
     )
     pipeline = SimpleNamespace(decode="gpu", source=DataSource("folder", Path(".")))
     shape = SimpleNamespace(height=224, width=224)
     fmt = torch.channels_last
     on_device = OnDevice(pipeline, shape, torch.device("cuda"), torch.bfloat16, fmt)
-    direct = on_device.images.decode(packed)
+    direct = on_device._lane()[0].decode(packed)
     staged: list = []
     thread = threading.Thread(
         target=lambda: staged.append(on_device.stage(packed, torch.zeros(len(raws))))
