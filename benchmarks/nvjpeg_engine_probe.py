@@ -12,6 +12,7 @@ import statistics
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -47,6 +48,30 @@ def paths(packed):
         return run
 
     return [("direct", ready(engines)), ("torchvision", ready(plain))]
+
+
+def host_calls(packed, flags: int) -> None:
+    """The CUDA runtime calls one direct decode makes on the host (a cudaFree or a pinned
+    allocation stalls every thread's launches), with nvJPEG created with `flags`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    nvjpeg.CREATE_FLAGS = flags
+    decoder = nvjpeg.HardwareJpeg()
+    stream = torch.cuda.current_stream().cuda_stream
+    for _ in range(3):
+        decoder.decode(packed.flat, packed.lengths, packed.sizes, "cuda", stream)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        decoder.decode(packed.flat, packed.lengths, packed.sizes, "cuda", stream)
+        torch.cuda.synchronize()
+    calls, spent = Counter(), Counter()
+    for e in prof.profiler.kineto_results.events():
+        if e.name().startswith("cu"):
+            calls[e.name()] += 1
+            spent[e.name()] += e.duration_ns() / 1e6
+    listed = ", ".join(f"{n} x{calls[n]} {spent[n]:.2f} ms" for n, _ in spent.most_common(8))
+    print(f"-- host CUDA calls of one direct decode, flags {flags}: {listed}")
+    nvjpeg.CREATE_FLAGS = 0
 
 
 def crop_alone(packed) -> None:
@@ -106,6 +131,8 @@ def main(folder: Path) -> None:
         worst = max(worst, int((ours.int() - image.int()).abs().max()))
     print(f"decoded pixels, direct against torchvision: max |difference| {worst} grey levels")
     crop_alone(packed)
+    for flags in (0, nvjpeg.FLAGS_ENABLE_MEMORY_POOLS):
+        host_calls(packed, flags)
     (direct_name, direct), (tv_name, tv) = paths(packed)
     torch.manual_seed(0)
     a = direct().float()

@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 
 BACKEND_HARDWARE = 3  # nvjpegBackend_t
+FLAGS_ENABLE_MEMORY_POOLS = 2  # nvJPEG keeps its buffers instead of freeing them after a call
+CREATE_FLAGS = 0
 OUTPUT_RGBI = 5  # nvjpegOutputFormat_t: interleaved RGB, written to channel[0]
 MAX_COMPONENT = 4
 IMAGE_INT64S = 8  # nvjpegImage_t: 4 channel pointers, then 4 size_t pitches (64 bytes)
@@ -69,7 +71,9 @@ class HardwareJpeg:
         lib.nvjpegDecodeBatched.argtypes = [ctypes.c_void_p] * 6
         self._lib = lib
         self._handle, self._state = ctypes.c_void_p(), ctypes.c_void_p()
-        status = lib.nvjpegCreateEx(BACKEND_HARDWARE, None, None, 0, ctypes.byref(self._handle))
+        status = lib.nvjpegCreateEx(
+            BACKEND_HARDWARE, None, None, CREATE_FLAGS, ctypes.byref(self._handle)
+        )
         if status != 0:
             raise Unavailable(f"nvJPEG's hardware backend: {STATUS.get(status, status)}")
         _check(lib.nvjpegJpegStateCreate(self._handle, ctypes.byref(self._state)), "state")
