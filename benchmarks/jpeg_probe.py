@@ -52,7 +52,7 @@ def staged_equals_direct(datas: list[bytes], crops: list) -> bool:
     shape = SimpleNamespace(height=224, width=224)
     fmt = torch.channels_last
     on_device = OnDevice(pipeline, shape, torch.device("cuda"), torch.bfloat16, fmt)
-    direct = on_device._lane()[0].decode(packed)
+    direct = on_device.images.decode(packed)
     staged: list = []
     thread = threading.Thread(
         target=lambda: staged.append(on_device.stage(packed, torch.zeros(len(raws))))

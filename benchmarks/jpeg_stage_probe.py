@@ -81,7 +81,7 @@ def gil_blocked_ms(feed) -> float:
     (args,) = last_decode
 
     def decode() -> None:
-        feed.prepare._made[0]._decoded(*args)
+        feed.prepare.images._decoded(*args)
         torch.cuda.synchronize()
 
     call, stall = longest_stall_ms(decode)

@@ -7,8 +7,8 @@ to launch the step, whether the device had done all it was given when the host b
 finished launching this one (under a step ahead). Then
 sums the time over the synthetic median by cause. Variants (in order, alternating as given):
 synthetic, gpu (as committed), torchvision (its batched nvJPEG call instead of the direct
-one), lanes=N (N staging threads), pools (nvJPEG keeps its buffers), nopin (no pinned host
-copy of the encoded batch), switch=S (the thread switch interval while staging). Rows go to OUTPUT.
+one), flags=N (nvJPEG's handle made with these flags), nopin (no pinned host copy of the
+encoded batch), switch=S (the thread switch interval while staging). Rows go to OUTPUT.
 Usage: PYTHONPATH=src python3 benchmarks/jpeg_stretch_probe.py DIR OUTPUT VARIANT [VARIANT...]"""
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def hook() -> None:
     timer.StepTimer.step_times_s = noted_times
 
 
-ENGINES, LANES = nvjpeg.HardwareJpeg, pipeline.DECODE_LANES
+ENGINES = nvjpeg.HardwareJpeg
 
 
 class NoEngines:
@@ -112,12 +112,9 @@ def variant_settings(variant: str) -> None:
     pipeline.GPU_DECODE_SWITCH_S = 0.0002
     session.open_pipeline = pipeline.open_pipeline
     nvjpeg.HardwareJpeg = ENGINES
-    pipeline.DECODE_LANES = LANES
     nvjpeg.CREATE_FLAGS = 0
-    if variant == "pools":
-        nvjpeg.CREATE_FLAGS = nvjpeg.FLAGS_ENABLE_MEMORY_POOLS
-    if variant.startswith("lanes="):
-        pipeline.DECODE_LANES = int(variant.split("=")[1])
+    if variant.startswith("flags="):
+        nvjpeg.CREATE_FLAGS = int(variant.split("=")[1])
     if variant == "torchvision":
         nvjpeg.HardwareJpeg = NoEngines
     if variant == "nopin":

@@ -20,7 +20,6 @@ from dlbench.data.pipeline import AsLoaded, DataFeed, Pipeline
 from dlbench.data.throughput import worker_counts
 from dlbench.engine.loop import LoopSettings, run_measured_loop
 from dlbench.errors import UserError
-from dlbench.workloads import InputShape, get_workload
 from tests.conftest import read_rows, run_cli
 
 TINY_IMAGE = ["--accelerator", "cpu", "--model", "timm:test_resnet", "--width", "32"]
@@ -167,7 +166,7 @@ def test_a_loader_error_reaches_the_step_and_close_stops_the_staging_thread():
     with pytest.raises(UserError, match="^--data: x.jpg is broken$"):
         feed.fetch(3)
     feed.close()
-    assert len(feed._threads) == 1 and not feed._threads[0].is_alive()
+    assert feed._thread is not None and not feed._thread.is_alive()
 
 
 def test_a_staging_thread_that_cannot_start_fails_the_step_instead_of_hanging_it():
@@ -218,32 +217,8 @@ def test_closing_the_feed_does_not_wait_for_a_loader_that_hangs(monkeypatch):
     began = time.monotonic()
     hung.close()
     assert time.monotonic() - began < 1.5
-    [thread] = hung._threads
-    thread.join(timeout=5)  # the batch in progress arrives; the thread sees the stop
-    assert not thread.is_alive()
-
-
-def test_gpu_decode_lanes_share_one_loader_and_each_decode_on_their_own(images):
-    """A GPU-decode feed stages on several threads (here the decode path run on the CPU): each
-    with its own DeviceImages (nvJPEG's state is one thread's), all drawing from one loader;
-    every batch reaches the step whole, a file that fails in any lane is counted, and closing
-    stops every thread."""
-    from dlbench.data.pipeline import OnDevice, open_pipeline
-
-    workload, shape = get_workload("resnet50"), InputShape(32, 32, 0)
-    source = DataSource("folder", images)
-    pipeline = open_pipeline(source, workload, shape, 4, 2, "gpu", 0, pin_memory=False)
-    prepare = OnDevice(pipeline, shape, torch.device("cpu"), torch.float32,
-                       torch.contiguous_format, lanes=2)  # fmt: skip
-    feed = DataFeed(pipeline, prepare)
-    seen = [feed.fetch(i) for i in range(12)]
-    assert all(x.shape == (4, 3, 32, 32) and y.shape == (4,) for x, y in seen)
-    assert {t.name for t in feed._threads} == {"dlbench-data-0", "dlbench-data-1"}
-    assert len(prepare._made) == 2  # one DeviceImages a lane, made in its thread
-    prepare._made[1].failed_files.add(7)
-    assert prepare.failed_files == {7} and feed.columns()["data_skipped"] >= 1
-    feed.close()
-    assert not any(t.is_alive() for t in feed._threads)
+    hung._thread.join(timeout=5)  # the batch in progress arrives; the thread sees the stop
+    assert not hung._thread.is_alive()
 
 
 def test_each_bad_file_is_counted_once_however_often_it_is_tried(tmp_path, csv_path):

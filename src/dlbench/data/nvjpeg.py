@@ -19,8 +19,7 @@ from pathlib import Path
 import torch
 
 BACKEND_HARDWARE = 3  # nvjpegBackend_t
-FLAGS_ENABLE_MEMORY_POOLS = 2  # nvJPEG keeps its buffers instead of freeing them after a call
-CREATE_FLAGS = 0
+CREATE_FLAGS = 0  # nvjpegCreateEx's flags (1: no hardware pipelining, 2: memory pools)
 OUTPUT_RGBI = 5  # nvjpegOutputFormat_t: interleaved RGB, written to channel[0]
 MAX_COMPONENT = 4
 IMAGE_INT64S = 8  # nvjpegImage_t: 4 channel pointers, then 4 size_t pitches (64 bytes)

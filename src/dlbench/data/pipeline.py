@@ -34,11 +34,6 @@ PREFETCH_BATCHES = 4  # batches each worker prepares ahead
 # training (resnet50 bs256) reached 0.939 and 0.942 of synthetic with 3 ahead, 0.948 and 0.952
 # with 8 (the same process); 8 ahead on other machines 0.905-0.960 (docs/reference.md).
 STAGED_AHEAD = 8
-# Staging threads of a GPU-decode feed, each with its own nvJPEG state and side stream. One
-# batch's decode waits for its 256 small copies and colour-conversion kernels to find room
-# beside the step's (on an H100 beside resnet50 training: median 25 ms, tails over 400 ms
-# against 8 ms alone), so one thread alone fell behind the step now and then.
-DECODE_LANES = 2
 QUEUE_POLL_S = 0.2  # how often a wait for the staging thread looks for an interrupt
 CLOSE_WAIT_S = 5.0  # the longest close waits for the staging thread's batch in progress
 # The side stream's priority (lower is sooner; CUDA maps it into the device's range): its few
@@ -165,11 +160,10 @@ class DataFeed:
     """Endless batches from the pipeline (a new epoch when one ends), made ready for the model
     by `prepare`; a window observer, so that its counters cover the measured window only.
 
-    Staging threads (the preparer's `lanes`) draw the next batches from the loader and stage
-    them (copy, GPU decode and crop on a side stream) up to `ahead` batches before the step
-    asks for them: the host's wait for the loader and nvJPEG's wait for the GPU overlap the
-    steps instead of sitting between them. With several lanes batches may reach the step out
-    of the loader's order. `fetch` counts only the time the step itself waited."""
+    A thread draws the next batches from the loader and stages them (copy, GPU decode and crop
+    on a side stream) up to `ahead` batches before the step asks for them: the host's wait
+    for the loader and nvJPEG's own wait for its stream overlap the steps instead of sitting
+    between them. `fetch` counts only the time the step itself waited."""
 
     def __init__(self, pipeline: Pipeline, prepare: Preparer, ahead: int = STAGED_AHEAD) -> None:
         self.pipeline = pipeline
@@ -177,8 +171,7 @@ class DataFeed:
         self._iterator = iter(pipeline.loader)
         self._ready: queue.Queue = queue.Queue(maxsize=ahead)
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._loader_lock = threading.Lock()  # one staging thread draws from the loader at once
+        self._thread: threading.Thread | None = None
         self.wait_s = 0.0
         self.bytes_read = 0
         self.samples = 0
@@ -206,8 +199,7 @@ class DataFeed:
                 if cuda_index is not None:  # the step's GPU (a thread starts on GPU 0)
                     torch.cuda.set_device(cuda_index)
                     cuda_index = None
-                with self._loader_lock:
-                    inputs, targets, sizes, failed = self._next()
+                inputs, targets, sizes, failed = self._next()
                 staged = self.prepare.stage(inputs, targets)
                 item = (staged, int(sizes.sum()), len(targets), failed.tolist())
             except BaseException as exc:  # handed to the step's thread, raised there
@@ -223,7 +215,7 @@ class DataFeed:
 
     def start(self) -> None:
         """Start staging batches (the first `fetch` does, if nothing did before)."""
-        if not self._threads:
+        if self._thread is None:
             device = self.prepare.device
             index = device.index if device.index is not None else None
             if device.type == "cuda" and index is None:
@@ -231,11 +223,10 @@ class DataFeed:
             if self.prepare.gpu_decode:
                 self._switch_s = sys.getswitchinterval()
                 sys.setswitchinterval(GPU_DECODE_SWITCH_S)
-            for lane in range(self.prepare.lanes):
-                thread = threading.Thread(target=self._stage_batches, args=(index,),
-                                          name=f"dlbench-data-{lane}", daemon=True)  # fmt: skip
-                self._threads.append(thread)
-                thread.start()
+            self._thread = threading.Thread(
+                target=self._stage_batches, args=(index,), name="dlbench-data", daemon=True
+            )
+            self._thread.start()
 
     def fetch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The next batch on the device; the host's wait for it is counted."""
@@ -247,8 +238,7 @@ class DataFeed:
                 break
             except queue.Empty:
                 raise_if_interrupted()
-                staging = any(thread.is_alive() for thread in self._threads)
-                if not staging and self._ready.empty():
+                if not self._thread.is_alive() and self._ready.empty():
                     raise RuntimeError("the data staging thread ended without a batch") from None
         self.wait_s += time.perf_counter() - began
         if isinstance(item, BaseException):
@@ -302,11 +292,11 @@ class DataFeed:
         the next point next)."""
         self._stop.set()
         give_up = time.monotonic() + CLOSE_WAIT_S  # a loader that hangs does not hang the run
-        for thread in self._threads:
-            while thread.is_alive() and time.monotonic() < give_up:
+        if self._thread is not None:
+            while self._thread.is_alive() and time.monotonic() < give_up:
                 with contextlib.suppress(queue.Empty):
                     self._ready.get(timeout=QUEUE_POLL_S)  # frees a put that waits
-                thread.join(timeout=QUEUE_POLL_S)
+                self._thread.join(timeout=QUEUE_POLL_S)
         shutdown = getattr(self._iterator, "_shutdown_workers", None)
         if shutdown:
             shutdown()
@@ -364,8 +354,7 @@ class Preparer(Protocol):
 
     device: torch.device
     failed_files: set[int]
-    gpu_decode: bool  # the staging threads call nvJPEG (see GPU_DECODE_SWITCH_S)
-    lanes: int  # staging threads; `stage` may be called from each at once
+    gpu_decode: bool  # the staging thread calls nvJPEG (see GPU_DECODE_SWITCH_S)
 
     def stage(self, inputs, targets: torch.Tensor) -> object: ...
 
@@ -377,7 +366,6 @@ class AsLoaded:
 
     device = torch.device("cpu")
     gpu_decode = False
-    lanes = 1
 
     def __init__(self) -> None:
         self.failed_files: set[int] = set()
@@ -392,49 +380,27 @@ class AsLoaded:
 class OnDevice:
     """Loader batches to the step's device, dtype and layout, made ready on a side stream:
     token ids copied; images copied and normalised, or with GPU decode decoded, cropped and
-    normalised there. Each staging thread has its own lane: side stream and DeviceImages
-    (nvJPEG's decode state is one thread's)."""
+    normalised there."""
 
-    def __init__(
-        self, pipeline: Pipeline, shape: InputShape, device, dtype, fmt, lanes: int | None = None
-    ) -> None:
+    def __init__(self, pipeline: Pipeline, shape: InputShape, device, dtype, fmt) -> None:
         self.device = device
         self.gpu_decode = pipeline.decode == "gpu"
-        default = DECODE_LANES if self.gpu_decode and device.type == "cuda" else 1
-        self.lanes = lanes or default
-        self._images = None
+        self.images = None
         if pipeline.source.kind != "text":
-            self._images = (dtype, fmt, (shape.height, shape.width))
-        self._local = threading.local()
-        self._made: list[DeviceImages] = []
+            self.images = DeviceImages(device, dtype, fmt, (shape.height, shape.width))
+        self.failed_files = self.images.failed_files if self.images else set()
+        self.side = SideStream(device, fence=self.gpu_decode)
 
-    @property
-    def failed_files(self) -> set[int]:
-        """Files whose decode failed on the device, in any lane."""
-        return set().union(*(images.failed_files for images in self._made))
-
-    def _lane(self) -> tuple[DeviceImages | None, SideStream]:
-        lane = getattr(self._local, "lane", None)
-        if lane is None:
-            images = None
-            if self._images is not None:
-                images = DeviceImages(self.device, *self._images)
-                self._made.append(images)
-            lane = self._local.lane = (images, SideStream(self.device, fence=self.gpu_decode))
-        return lane
-
-    def _ready(self, images: DeviceImages | None, inputs, targets: torch.Tensor):
+    def _ready(self, inputs, targets: torch.Tensor):
         targets = targets.to(self.device, non_blocking=True)
-        if images is None:
+        if self.images is None:
             return inputs.to(self.device, non_blocking=True), targets
         if self.gpu_decode:
-            return images.decode(inputs), targets
-        return images.normalise(inputs), targets
+            return self.images.decode(inputs), targets
+        return self.images.normalise(inputs), targets
 
     def stage(self, inputs, targets: torch.Tensor):
-        images, side = self._lane()
-        return side, side.stage(self._ready, images, inputs, targets)
+        return self.side.stage(self._ready, inputs, targets)
 
     def hand_over(self, staged):
-        side, ready = staged
-        return side.hand_over(ready)
+        return self.side.hand_over(staged)
