@@ -24,16 +24,7 @@ for part in "$@"; do
         --output "$OUT/$GPU-llm-train-r10.csv"
     done
   elif [ "$part" = jpeg ]; then
-    jpeg_images
-    run 40 python3 benchmarks/jpeg_probe.py "$IMG"
-    REPEATS=${REPEATS:-3} run 220 python3 benchmarks/jpeg_ahead_probe.py "$IMG" \
-      "$OUT/$GPU-jpeg-r10.csv" 8
-    for decode in gpu cpu; do
-      run 30 $D data "$IMG" --model resnet50 --batch-size 256 --workers 8 --decode $decode \
-        --min-time 4 --output "$OUT/$GPU-jpeg-loader-r10.csv"
-    done
-    run 50 $D train --model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60 \
-      --warmup-steps 5 --data "folder:$IMG" --workers 8 --output "$OUT/$GPU-jpeg-r10.csv"
+    jpeg_rows r10
   fi
 done
 echo "all done: $(( $(date +%s) - t0 )) s"

@@ -20,16 +20,7 @@ for part in "$@"; do
     run 200 python3 benchmarks/jpeg_stretch_probe.py "$IMG" "$OUT/$GPU-jpeg-stretch-r11.csv" \
       ${VARIANTS:-synthetic gpu torchvision gpu torchvision} 2>&1 | grep -vE "[┃┏┡│└━─┗┛┓]|^$"
   elif [ "$part" = jpeg ]; then
-    jpeg_images
-    run 40 python3 benchmarks/jpeg_probe.py "$IMG"
-    REPEATS=${REPEATS:-3} run 220 python3 benchmarks/jpeg_ahead_probe.py "$IMG" \
-      "$OUT/$GPU-jpeg-r11.csv" 8
-    for decode in gpu cpu; do
-      run 30 $D data "$IMG" --model resnet50 --batch-size 256 --workers 8 --decode $decode \
-        --min-time 4 --output "$OUT/$GPU-jpeg-loader-r11.csv"
-    done
-    run 50 $D train --model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60 \
-      --warmup-steps 5 --data "folder:$IMG" --workers 8 --output "$OUT/$GPU-jpeg-r11.csv"
+    jpeg_rows r11
   elif [ "$part" = trace ]; then
     jpeg_images
     run 120 python3 benchmarks/jpeg_trace_probe.py "$IMG" "$OUT/$GPU-jpeg-trace-r11.csv" \

@@ -406,6 +406,7 @@ def test_encoded_batches_travel_packed_and_decode_like_the_cpu_path(images):
     assert int(packed.lengths.sum()) == packed.flat.numel() and packed.files.shape == (16,)
     assert packed.boxes.shape == (16, 4) and packed.flips.dtype == torch.bool
     assert bool((packed.boxes[:, 2:] <= 40).all()) and bool((packed.boxes >= 0).all())
+    assert packed.sizes.tolist() == [[40, 40]] * 16 and bool(packed.engine_ready.all())
     assert labels.shape == (16,) and failed.numel() == 0
     device = DeviceImages(torch.device("cpu"), torch.float32, torch.contiguous_format, (32, 32))
     batch = device.decode(packed)
@@ -434,6 +435,33 @@ def test_the_jpeg_header_gives_the_size_nvjpeg_decodes(tmp_path):
     for bad in (b"", b"\x89PNG\r\n", b"\xff\xd8\xff\xe0\x00\x10" + bytes(8), data[:40]):
         with pytest.raises(ValueError):
             jpeg_size(bad)
+
+
+def test_the_jpeg_engines_are_offered_baseline_colour_files_only(tmp_path):
+    """Workers flag the files nvJPEG's hardware batched decode takes (baseline, three
+    components); a batch with any other file goes to torchvision's call, which sorts them."""
+    from PIL import Image
+
+    from dlbench.data.crop import jpeg_frame
+
+    cases = {"baseline": ("RGB", False, True), "progressive": ("RGB", True, False),
+             "grey": ("L", False, False)}  # fmt: skip
+    for name, (mode, progressive, ready) in cases.items():
+        path = tmp_path / f"{name}.jpg"
+        Image.new(mode, (37, 23), 99).save(path, quality=90, progressive=progressive)
+        frame = jpeg_frame(path.read_bytes())
+        assert (frame.height, frame.width, frame.engine_ready) == (23, 37, ready), name
+
+
+def test_the_direct_nvjpeg_call_says_unavailable_where_there_is_no_gpu():
+    """Without a GPU with JPEG engines, creating the hardware decoder is a clean Unavailable
+    (the feed then uses torchvision's call), not a crash in the library."""
+    from dlbench.data import nvjpeg
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has a GPU")
+    with pytest.raises(nvjpeg.Unavailable):
+        nvjpeg.HardwareJpeg()
 
 
 def _claiming(data: bytes, width: int, height: int) -> bytes:
