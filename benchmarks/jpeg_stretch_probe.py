@@ -9,7 +9,8 @@ sums the time over the synthetic median by cause. Variants (in order, alternatin
 synthetic, gpu (as committed), torchvision (its batched nvJPEG call instead of the direct
 one), cached (nvJPEG called for the first batch only, its images reused), flags=N (nvJPEG's
 handle made with these flags), nopin (no pinned host copy of the encoded batch), switch=S (the
-thread switch interval while staging). Rows go to OUTPUT.
+thread switch interval while staging); graphs:V is V with the step replayed as a CUDA graph.
+Rows go to OUTPUT.
 Usage: PYTHONPATH=src python3 benchmarks/jpeg_stretch_probe.py DIR OUTPUT VARIANT [VARIANT...]"""
 
 from __future__ import annotations
@@ -183,15 +184,17 @@ def main(folder: Path, output: Path, variants: list[str]) -> None:
     baseline = None
     for variant in variants:
         steps.clear(), marks.clear(), staging.clear(), decoding.clear()
-        variant_settings(variant)
-        data = {} if variant == "synthetic" else {
+        base = variant.removeprefix("graphs:")  # graphs:V: V with the step as a CUDA graph
+        variant_settings(base)
+        data = {} if base == "synthetic" else {
             "data": f"folder:{folder}", "data_workers": 8, "data_decode": DECODE}  # fmt: skip
         config = RunConfig(model=MODEL, batch_size=BATCH, precision="bf16-mixed",
                            n_iters=STEPS, warmup_steps=5, output=output,
+                           cuda_graphs=True if base != variant else None,
                            extra={"probe_variant": variant}, **data)  # fmt: skip
         execute(config)
         median = summary(variant, baseline)
-        if variant == "synthetic":
+        if variant.endswith("synthetic"):
             baseline = median
 
 
