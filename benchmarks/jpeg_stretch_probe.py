@@ -9,7 +9,9 @@ sums the time over the synthetic median by cause. Variants (in order, alternatin
 synthetic, gpu (as committed), torchvision (its batched nvJPEG call instead of the direct
 one), cached (nvJPEG called for the first batch only, its images reused), flags=N (nvJPEG's
 handle made with these flags), nopin (no pinned host copy of the encoded batch), switch=S (the
-thread switch interval while staging); graphs:V is V with the step replayed as a CUDA graph.
+thread switch interval while staging); graphs:V is V with the step replayed as a CUDA graph,
+legacy:V V with the step on CUDA's legacy default stream, stream-synthetic synthetic on a
+stream of its own.
 Rows go to OUTPUT.
 Usage: PYTHONPATH=src python3 benchmarks/jpeg_stretch_probe.py DIR OUTPUT VARIANT [VARIANT...]"""
 
@@ -101,7 +103,7 @@ def hook() -> None:
     timer.StepTimer.step_times_s = noted_times
 
 
-ENGINES = nvjpeg.HardwareJpeg
+ENGINES, OWN_STREAM = nvjpeg.HardwareJpeg, session.needs_own_stream
 
 
 class CachedEngines(ENGINES):
@@ -184,13 +186,20 @@ def main(folder: Path, output: Path, variants: list[str]) -> None:
     baseline = None
     for variant in variants:
         steps.clear(), marks.clear(), staging.clear(), decoding.clear()
-        base = variant.removeprefix("graphs:")  # graphs:V: V with the step as a CUDA graph
+        graphs = variant.startswith("graphs:")  # graphs:V: V with the step as a CUDA graph
+        base = variant.removeprefix("graphs:")
+        base, legacy = base.removeprefix("legacy:"), base.startswith("legacy:")
+        session.needs_own_stream = OWN_STREAM
+        if legacy:  # legacy:V: V with the step on CUDA's legacy default stream
+            session.needs_own_stream = lambda feed, device: False
+        elif base == "stream-synthetic":  # synthetic on a stream of its own
+            session.needs_own_stream = lambda feed, device: device.type == "cuda"
         variant_settings(base)
-        data = {} if base == "synthetic" else {
+        data = {} if base.endswith("synthetic") else {
             "data": f"folder:{folder}", "data_workers": 8, "data_decode": DECODE}  # fmt: skip
         config = RunConfig(model=MODEL, batch_size=BATCH, precision="bf16-mixed",
                            n_iters=STEPS, warmup_steps=5, output=output,
-                           cuda_graphs=True if base != variant else None,
+                           cuda_graphs=True if graphs else None,
                            extra={"probe_variant": variant}, **data)  # fmt: skip
         execute(config)
         median = summary(variant, baseline)

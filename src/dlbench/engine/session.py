@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,7 +218,41 @@ def open_session(
         module.eval()
         phases = Phases(fetch, lambda x, y: module(x), None, None)
         context = torch.inference_mode
+    if needs_own_stream(feed, fabric.device):
+        context = _with_own_stream(context, fabric.device)
     return Session(fabric, fabric.device, phases, context, param_count, batches or [], built, feed)
+
+
+def needs_own_stream(feed: DataFeed | None, device: torch.device) -> bool:
+    """Whether the step runs on a stream of its own: where nvJPEG decodes beside it."""
+    return device.type == "cuda" and feed is not None and feed.prepare.gpu_decode
+
+
+@contextmanager
+def own_stream(device: torch.device) -> Iterator[None]:
+    """The step (and its timing events) on a stream of its own instead of CUDA's legacy
+    default stream. nvJPEG's hardware decode puts 512 copies and kernels a batch on blocking
+    streams of its own, each ordered against the legacy default stream's work: each waited for
+    the step's kernels queued before it and held up those after (on an H100, resnet50 bs256:
+    GPU-decode training 0.94-0.95 of synthetic eager and 0.84 as a CUDA graph, against
+    0.97-0.99 with nvJPEG's calls left out)."""
+    default = torch.cuda.current_stream(device)
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(default)  # the model and its weights, made on the default stream
+    with torch.cuda.stream(stream):
+        yield
+    default.wait_stream(stream)
+
+
+def _with_own_stream(
+    inner: Callable[[], AbstractContextManager], device: torch.device
+) -> Callable[[], AbstractContextManager]:
+    @contextmanager
+    def both() -> Iterator[None]:
+        with inner(), own_stream(device):
+            yield
+
+    return both
 
 
 def compiled(model: nn.Module, loss: Callable) -> tuple[nn.Module, Callable]:
