@@ -41,6 +41,10 @@ CLOSE_WAIT_S = 5.0  # the longest close waits for the staging thread's batch in 
 # effect on GPU-decode training was within the runs' spread; nvJPEG's own stream, torchvision's,
 # keeps the default priority.)
 SIDE_STREAM_PRIORITY = -1
+# The step's own stream with GPU decode (engine.session.own_stream): above every other, so that
+# nvJPEG's 256 small colour-conversion kernels a batch (default priority, streams of its own)
+# take SMs only where the step's kernels leave them free (CUDA clamps it to the device's range).
+STEP_STREAM_PRIORITY = -5
 # Python's thread switch interval while a GPU-decode feed runs. torchvision's batched nvJPEG
 # call takes the GIL back many times, each time waiting up to the interval (5 ms by default)
 # for a thread that runs Python, here the step's: on an H100 one call of 256 files took 22 ms

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from dlbench.config import RunConfig
-from dlbench.data.pipeline import DataFeed, OnDevice, open_pipeline
+from dlbench.data.pipeline import STEP_STREAM_PRIORITY, DataFeed, OnDevice, open_pipeline
 from dlbench.engine.devices import DevicePlan
 from dlbench.engine.graphs import GraphedStep, graphed_step
 from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
@@ -230,14 +230,13 @@ def needs_own_stream(feed: DataFeed | None, device: torch.device) -> bool:
 
 @contextmanager
 def own_stream(device: torch.device) -> Iterator[None]:
-    """The step (and its timing events) on a stream of its own instead of CUDA's legacy
-    default stream. nvJPEG's hardware decode puts 512 copies and kernels a batch on blocking
-    streams of its own, each ordered against the legacy default stream's work: each waited for
-    the step's kernels queued before it and held up those after (on an H100, resnet50 bs256:
-    GPU-decode training 0.94-0.95 of synthetic eager and 0.84 as a CUDA graph, against
+    """The step (and its timing events) on a stream of its own, at the highest priority.
+    nvJPEG's hardware decode puts 256 copies and 256 small kernels a batch on streams of its
+    own; at the step's priority they took SMs between the step's kernels (on an H100, resnet50
+    bs256: GPU-decode training 0.94-0.95 of synthetic eager and 0.84 as a CUDA graph, against
     0.97-0.99 with nvJPEG's calls left out)."""
     default = torch.cuda.current_stream(device)
-    stream = torch.cuda.Stream(device)
+    stream = torch.cuda.Stream(device, priority=STEP_STREAM_PRIORITY)
     stream.wait_stream(default)  # the model and its weights, made on the default stream
     with torch.cuda.stream(stream):
         yield
