@@ -232,9 +232,10 @@ def needs_own_stream(feed: DataFeed | None, device: torch.device) -> bool:
 def own_stream(device: torch.device) -> Iterator[None]:
     """The step (and its timing events) on a stream of its own, at the highest priority.
     nvJPEG's hardware decode puts 256 copies and 256 small kernels a batch on streams of its
-    own; at the step's priority they took SMs between the step's kernels (on an H100, resnet50
-    bs256: GPU-decode training 0.94-0.95 of synthetic eager and 0.84 as a CUDA graph, against
-    0.97-0.99 with nvJPEG's calls left out)."""
+    own at default priority, and they cost the step more than their own time (on an H100,
+    resnet50 bs256: GPU-decode training 0.94-0.95 of synthetic, 0.97-0.99 with nvJPEG's calls
+    left out); at the highest priority 0.959-0.962 against 0.932-0.944 on the default stream
+    in the same process. Without nvJPEG beside it the stream makes no difference."""
     default = torch.cuda.current_stream(device)
     stream = torch.cuda.Stream(device, priority=STEP_STREAM_PRIORITY)
     stream.wait_stream(default)  # the model and its weights, made on the default stream
