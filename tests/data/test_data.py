@@ -109,6 +109,27 @@ def test_training_from_a_folder_records_reads_and_waits(images, csv_path):
     assert row["input_bound"] == str(float(row["data_wait_pct"]) > 10)
 
 
+def test_the_gpu_decode_path_trains_end_to_end_where_it_can_run_here(images, csv_path):
+    """`--decode gpu` through the CLI on this host's CPU: workers pack the files and crops, the
+    step's side decodes them with torchvision and crops them in one pass; the row says so. The
+    step keeps the device's usual stream here: only with nvJPEG on a GPU does it get its own."""
+    from types import SimpleNamespace
+
+    from dlbench.engine.session import needs_own_stream
+
+    out = run_cli("train", *TINY_IMAGE, "--batch-size", "8", "--data", f"folder:{images}",
+                  "--workers", "2", "--decode", "gpu", "--output", csv_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(csv_path)
+    assert row["data_decode"] == "gpu" and int(row["data_files_read"]) == 8 * int(row["steps"])
+    gpu_decode = SimpleNamespace(prepare=SimpleNamespace(gpu_decode=True))
+    cpu_decode = SimpleNamespace(prepare=SimpleNamespace(gpu_decode=False))
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert needs_own_stream(gpu_decode, cuda)
+    assert not needs_own_stream(cpu_decode, cuda) and not needs_own_stream(None, cuda)
+    assert not needs_own_stream(gpu_decode, cpu)
+
+
 class _Slow:
     """An iterable loader whose every batch takes `delay` seconds to arrive; the batch after
     `fail_after` batches raises the error a DataLoader worker would."""
