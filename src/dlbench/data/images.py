@@ -252,7 +252,7 @@ class DeviceImages:
             )
         except RuntimeError:  # a file the engines refuse: torchvision decodes file by file
             return None, None
-        self._reading = packed.flat  # nvJPEG may read it until the stream gets there
+        self._reading = packed.flat  # the API may return before reading it (H100s did not)
         heights, widths = packed.sizes[:, 0].long(), packed.sizes[:, 1].long()
         ones = torch.ones_like(heights)
         columns = (buffer.data_ptr() + starts, heights, widths, ones, widths * 3, ones * 3)
