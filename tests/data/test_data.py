@@ -557,7 +557,7 @@ CROP_CHECK = """
 import torch
 from torchvision.transforms.functional import normalize
 from dlbench.data.crop import draw_crop
-from dlbench.data.crop_kernel import crop_normalise, image_table
+from dlbench.data.crop_kernel import crop_normalise, image_table, interleaved_table
 from dlbench.data.images import IMAGENET_MEAN, IMAGENET_STD, DeviceImages, augmentation
 gen = torch.Generator().manual_seed(5)
 shapes = [(60, 80), (45, 40), (80, 60), (24, 32), (30, 90)]
@@ -579,6 +579,15 @@ for dtype, fmt in ((torch.float32, torch.contiguous_format), (torch.bfloat16, to
     slack = 0.02 if dtype == torch.bfloat16 else 1e-4
     assert float(difference.max()) <= step + slack, float(difference.max())
     assert float(difference.mean()) < 0.3 * step, float(difference.mean())
+    # the same images end to end in one buffer, as the JPEG engines write them
+    stored = [img.permute(1, 2, 0).reshape(-1) for img in images]
+    lengths = torch.tensor([len(pixels) for pixels in stored])
+    buffer = torch.cat(stored)
+    table = interleaved_table(buffer, torch.cumsum(lengths, 0) - lengths, torch.tensor(shapes))
+    packed = torch.empty_like(out)
+    crop_normalise(table, torch.tensor(boxes), torch.tensor(flips), packed, at.scale.view(-1),
+                   at.shift.view(-1))
+    assert torch.equal(packed, out)
 print("same")
 """
 
@@ -588,7 +597,8 @@ def test_the_gpu_crop_kernel_gives_the_cpu_paths_normalised_crops():
     Triton's interpreter on the CPU: a subprocess, as the interpreter is chosen at import),
     against the CPU path's torchvision augmentation and Normalize from the same seed: images
     of several sizes, one stored HWC, into float32 NCHW and bf16 channels_last; within one
-    grey level (rounding), and on average within a third of one."""
+    grey level (rounding), and on average within a third of one; and the same output from the
+    images end to end in one interleaved buffer, as the JPEG engines write them."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": "src"}
     done = subprocess.run([sys.executable, "-c", CROP_CHECK], env=env, capture_output=True,

@@ -127,6 +127,18 @@ def image_table(images: list[torch.Tensor]) -> torch.Tensor:
                         dtype=torch.int64)  # fmt: skip
 
 
+def interleaved_table(
+    buffer: torch.Tensor, starts: torch.Tensor, sizes: torch.Tensor
+) -> torch.Tensor:
+    """The same table for images stored (height, width, 3) end to end in one uint8 `buffer`
+    (the JPEG engines' output, data.nvjpeg): image k at byte `starts[k]`, `sizes` (N, 2)
+    their (height, width)."""
+    heights, widths = sizes[:, 0].long(), sizes[:, 1].long()
+    ones = torch.ones_like(heights)
+    columns = (buffer.data_ptr() + starts, heights, widths, ones, widths * 3, ones * 3)
+    return torch.stack(columns, 1)
+
+
 def crop_normalise(
     table: torch.Tensor,
     boxes: torch.Tensor,

@@ -237,6 +237,7 @@ class DeviceImages:
         """(buffer, (image table, boxes, flips)) with the batch's decode queued on the JPEG
         engines into `buffer`, or (None, None) where they cannot take it."""
         from dlbench.data import nvjpeg
+        from dlbench.data.crop_kernel import interleaved_table
 
         if self._engines is None:
             try:
@@ -253,10 +254,8 @@ class DeviceImages:
         except RuntimeError:  # a file the engines refuse: torchvision decodes file by file
             return None, None
         self._reading = packed.flat  # the API may return before reading it (H100s did not)
-        heights, widths = packed.sizes[:, 0].long(), packed.sizes[:, 1].long()
-        ones = torch.ones_like(heights)
-        columns = (buffer.data_ptr() + starts, heights, widths, ones, widths * 3, ones * 3)
-        return buffer, (torch.stack(columns, 1), packed.boxes, packed.flips)
+        table = interleaved_table(buffer, starts, packed.sizes)
+        return buffer, (table, packed.boxes, packed.flips)
 
     def _decoded(self, packed: EncodedBatch):
         """torchvision's decode of the batch: (images, boxes, flips)."""
