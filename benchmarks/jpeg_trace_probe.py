@@ -3,7 +3,8 @@ of the real CLI run (resnet50 bs256 bf16-mixed, 8 workers). On the step's stream
 the most kernel time): kernel time per step against the synthetic run's, and the gaps between
 its kernels; for the longest gaps, what the other streams ran meanwhile and which host calls
 of any thread were in progress when the gap began (a call that blocks everyone, or a launch
-that waited). Variants: synthetic, gpu.
+that waited); what ran on the other streams (by how many ops; the legacy default stream
+always). Variants: synthetic, gpu.
 Usage: PYTHONPATH=src python3 benchmarks/jpeg_trace_probe.py DIR OUTPUT VARIANT [VARIANT...]"""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dlbench.engine import benchmark
 from dlbench.run import execute
 
 STEPS, GAP_MS = 60, 1.0
+LEGACY = 7  # the profiler's id for CUDA's legacy default stream
 CUDA = torch.autograd.DeviceType.CUDA
 
 
@@ -45,6 +47,11 @@ def analyse(prof, variant: str) -> None:
           f"({100 * kernel / span:.1f} %); {len(gaps)} gaps over {GAP_MS} ms, "
           f"{sum(g[0] for g in gaps):.0f} ms in all; streams by busy ms: "
           f"{[(s, round(t / 1e6)) for s, t in busy.most_common(5)]}")  # fmt: skip
+    window = [e for e in gpu if e.start_ns() >= mine[0].start_ns()]
+    for stream in sorted({e.device_resource_id() for e in window} - {main}):
+        ops = Counter(e.name()[:40] for e in window if e.device_resource_id() == stream)
+        if sum(ops.values()) >= 10 or stream == LEGACY:  # nvJPEG's many small streams: by name
+            print(f"   stream {stream}: {sum(ops.values())} ops, {ops.most_common(3)}")
     for gap, began, ended, before, after in sorted(gaps, reverse=True)[:8]:
         print(f"   gap {gap:6.2f} ms after {before[:50]!r}, before {after[:50]!r}")
         others = Counter()

@@ -1,0 +1,213 @@
+"""On a GPU with JPEG engines: how much nvJPEG's hardware decode, made in a thread beside a bare
+resnet50 training step (bs256, bf16 autocast, channels_last, SGD; no dlbench loop), stretches
+that step. Per step, CUDA events on the step's stream; the step eager or replayed as one CUDA
+graph, on CUDA's legacy default stream or on a non-blocking stream of its own; the thread
+decodes 256 files of DIR once per synthetic step period (as a feed would), on a non-blocking
+side stream, with nvJPEG writing interleaved RGB (rgbi: its colour conversion kernels) or
+planar YUV (yuv). Also lists what one decode of each output puts on the GPU and on the host.
+Usage: PYTHONPATH=src python3 benchmarks/nvjpeg_contention_probe.py DIR"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+
+import timm
+import torch
+import torch.nn.functional as F
+from nvjpeg_probe import kernels  # the script's own folder is on the path
+
+from dlbench.data import nvjpeg
+
+BATCH, STEPS, WARM = 256, 40, 5
+OUTPUT_YUV = 1  # nvjpegOutputFormat_t
+
+
+class Decoder(nvjpeg.HardwareJpeg):
+    """The direct call, writing RGBI into one buffer or YUV planes (per nvjpegGetImageInfo)."""
+
+    def __init__(self, files: list[bytes], output: str) -> None:
+        super().__init__()
+        lib = self._lib
+        lib.nvjpegGetImageInfo.restype = ctypes.c_int
+        self.output = output
+        self.flat = torch.frombuffer(bytearray(b"".join(files)), dtype=torch.uint8).pin_memory()
+        self.lengths = torch.tensor([len(f) for f in files])
+        sizes, planes = [], []
+        for data in files:
+            n, sub = ctypes.c_int(), ctypes.c_int()
+            w, h = (ctypes.c_int * 4)(), (ctypes.c_int * 4)()
+            status = lib.nvjpegGetImageInfo(self._handle, data, len(data), ctypes.byref(n),
+                                            ctypes.byref(sub), w, h)  # fmt: skip
+            assert status == 0, status
+            sizes.append((h[0], w[0]))
+            planes.append([(h[c], w[c]) for c in range(n.value)])
+        self.sizes = torch.tensor(sizes)
+        self.planes = planes
+        if output == "yuv":
+            lib.nvjpegDecodeBatchedInitialize(self._handle, self._state, len(files), 1, OUTPUT_YUV)
+            self._batch = len(files)
+            total = sum(h * w for p in planes for h, w in p)
+            self.buffer = torch.empty(total, dtype=torch.uint8, device="cuda")
+            images = torch.zeros(len(files), nvjpeg.IMAGE_INT64S, dtype=torch.int64)
+            at = self.buffer.data_ptr()
+            for k, p in enumerate(planes):
+                for c, (h, w) in enumerate(p):
+                    images[k, c], images[k, nvjpeg.MAX_COMPONENT + c] = at, w
+                    at += h * w
+            self.images = images
+            self.sources = self.flat.data_ptr() + torch.cumsum(self.lengths, 0) - self.lengths
+            self.sizes_t = self.lengths.to(torch.int64)
+
+    def once(self, stream: int) -> None:
+        if self.output == "rgbi":
+            self.decode(self.flat, self.lengths, self.sizes, torch.device("cuda"), stream)
+            return
+        status = self._lib.nvjpegDecodeBatched(
+            self._handle, self._state, self.sources.data_ptr(), self.sizes_t.data_ptr(),
+            self.images.data_ptr(), ctypes.c_void_p(stream),
+        )  # fmt: skip
+        if status != 0:
+            raise RuntimeError(f"nvJPEG {self.output}: {nvjpeg.STATUS.get(status, status)}")
+
+
+def host_calls(fn, title: str) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+    calls, spent = Counter(), Counter()
+    for e in prof.profiler.kineto_results.events():
+        if e.name().startswith("cu"):
+            calls[e.name()] += 1
+            spent[e.name()] += e.duration_ns() / 1e6
+    listed = ", ".join(f"{n} x{calls[n]} {spent[n]:.2f} ms" for n, _ in spent.most_common(8))
+    print(f"-- host CUDA calls, {title}: {listed}")
+
+
+class Step:
+    """A bare resnet50 training step, eager or as one CUDA graph, on a chosen stream."""
+
+    def __init__(self) -> None:
+        self.model = timm.create_model("resnet50").cuda().to(memory_format=torch.channels_last)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.x = torch.randn(BATCH, 3, 224, 224, device="cuda").to(
+            memory_format=torch.channels_last
+        )
+        self.y = torch.randint(0, 1000, (BATCH,), device="cuda")
+        self.graph = None
+
+    def eager(self) -> None:
+        with torch.autocast("cuda", torch.bfloat16, cache_enabled=False):
+            loss = F.cross_entropy(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=False)
+
+    def capture(self) -> None:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self.eager()
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.eager()
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+
+def timed(run, stream: torch.cuda.Stream) -> list[float]:
+    with torch.cuda.stream(stream):
+        for _ in range(WARM):
+            run()
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(STEPS + 1)]
+        events[0].record()
+        for k in range(STEPS):
+            run()
+            events[k + 1].record()
+    events[-1].synchronize()
+    return [a.elapsed_time(b) for a, b in pairwise(events)]
+
+
+def paced_decodes(decoder: Decoder, period_s: float, stop: threading.Event, done: list) -> None:
+    side = torch.cuda.Stream(priority=0)
+    last = None
+    while not stop.is_set():
+        began = time.perf_counter()
+        if last is not None:
+            last.synchronize()  # the fence: nvJPEG writes when called
+        decoder.once(side.cuda_stream)
+        last = torch.cuda.Event()
+        last.record(side)
+        done.append(time.perf_counter() - began)
+        time.sleep(max(0.0, period_s - (time.perf_counter() - began)))
+
+
+def main(folder: Path) -> None:
+    files = [f.read_bytes() for f in sorted(folder.rglob("*.jpg"))[:BATCH]]
+    decoders = {out: Decoder(files, out) for out in ("rgbi", "yuv")}
+    side = torch.cuda.Stream()
+    print(f"planes of the first file: {decoders['yuv'].planes[0]}")
+    for out, decoder in list(decoders.items()):
+        try:
+            decoder.once(side.cuda_stream)
+        except RuntimeError as e:
+            print(f"-- {out}: {e}; left out")
+            del decoders[out]
+            continue
+        kernels(lambda d=decoder: (d.once(side.cuda_stream), torch.cuda.synchronize()),
+                f"one {out} decode of {BATCH}")  # fmt: skip
+        host_calls(lambda d=decoder: (d.once(side.cuda_stream), torch.cuda.synchronize()),
+                   f"one {out} decode")  # fmt: skip
+        calls = []
+        for _ in range(10):
+            began = time.perf_counter()
+            decoder.once(side.cuda_stream)
+            calls.append((time.perf_counter() - began) * 1e3)
+            torch.cuda.synchronize()
+        print(f"-- {out} call, GPU idle: median {statistics.median(calls):.2f} ms")
+    step = Step()
+    step.capture()
+    streams = {"legacy": torch.cuda.default_stream(), "own": torch.cuda.Stream(priority=-5)}
+    modes = {"eager": step.eager, "graph": step.replay}
+    period = None
+    for mode, run in modes.items():
+        for name, stream in streams.items():
+            base = None
+            for background in ("none", *decoders, "none"):
+                stop, done = threading.Event(), []
+                thread = None
+                if background != "none":
+                    thread = threading.Thread(
+                        target=paced_decodes, args=(decoders[background], period, stop, done)
+                    )
+                    thread.start()
+                times = timed(run, stream)
+                stop.set()
+                if thread:
+                    thread.join()
+                median = statistics.median(times)
+                if period is None:
+                    period = median / 1e3
+                base = base or median
+                call = (
+                    f"; decode call median {statistics.median(done) * 1e3:.1f} ms" if done else ""
+                )
+                print(f"== {mode:5s} {name:6s} {background:4s}: median {median:6.2f} ms, mean "
+                      f"{statistics.fmean(times):6.2f}, max {max(times):6.2f}, x{median / base:.3f}"
+                      f"{call}, {len(done)} decodes")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
