@@ -29,10 +29,14 @@ BATCH, STEPS, WARM = 256, 40, 5
 OUTPUT_YUV = 1  # nvjpegOutputFormat_t
 
 
+def yuv_bytes(planes: list) -> int:
+    return sum(h * w for p in planes for h, w in p)
+
+
 class Decoder(nvjpeg.HardwareJpeg):
     """The direct call, writing RGBI into one buffer or YUV planes (per nvjpegGetImageInfo)."""
 
-    def __init__(self, files: list[bytes], output: str) -> None:
+    def __init__(self, files: list[bytes], output: str, buffer: torch.Tensor | None = None) -> None:
         super().__init__()
         lib = self._lib
         lib.nvjpegGetImageInfo.restype = ctypes.c_int
@@ -53,8 +57,11 @@ class Decoder(nvjpeg.HardwareJpeg):
         if output == "yuv":
             lib.nvjpegDecodeBatchedInitialize(self._handle, self._state, len(files), 1, OUTPUT_YUV)
             self._batch = len(files)
-            total = sum(h * w for p in planes for h, w in p)
-            self.buffer = torch.empty(total, dtype=torch.uint8, device="cuda")
+            self.buffer = (
+                buffer
+                if buffer is not None
+                else torch.empty(yuv_bytes(planes), dtype=torch.uint8, device="cuda")
+            )
             images = torch.zeros(len(files), nvjpeg.IMAGE_INT64S, dtype=torch.int64)
             at = self.buffer.data_ptr()
             for k, p in enumerate(planes):

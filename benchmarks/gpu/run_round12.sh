@@ -5,6 +5,7 @@
 #   beside a bare resnet50 step: eager or graph, legacy or own stream, RGBI or YUV output.
 # stretch (issue 27): benchmarks/jpeg_stretch_probe.py with the VARIANTS given.
 # trace (issue 27): benchmarks/jpeg_trace_probe.py on synthetic and GPU-decode training.
+# process (issue 27): benchmarks/nvjpeg_process_probe.py, the decode in a process of its own.
 # jpeg (issue 27): the issue's rows (budget.sh jpeg_rows), REPEATS pairs.
 set -uo pipefail
 BUDGET_S=${BUDGET_S:-585}
@@ -14,6 +15,9 @@ for part in "$@"; do
   if [ "$part" = contention ]; then
     jpeg_images
     run 150 python3 benchmarks/nvjpeg_contention_probe.py "$IMG"
+  elif [ "$part" = process ]; then
+    jpeg_images
+    run 150 python3 benchmarks/nvjpeg_process_probe.py "$IMG"
   elif [ "$part" = stretch ]; then
     jpeg_images
     run 200 python3 benchmarks/jpeg_stretch_probe.py "$IMG" "$OUT/$GPU-jpeg-stretch-r12.csv" \
