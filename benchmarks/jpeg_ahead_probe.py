@@ -13,6 +13,7 @@ from pathlib import Path
 from dlbench.config import RunConfig
 from dlbench.data import pipeline
 from dlbench.run import execute
+from dlbench.startup import set_cuda_work_queues
 
 
 def run(output: Path, ahead: int | None, folder: Path, iters: int) -> None:
@@ -28,6 +29,7 @@ def run(output: Path, ahead: int | None, folder: Path, iters: int) -> None:
 
 
 if __name__ == "__main__":
+    set_cuda_work_queues()  # as the CLI does, before CUDA starts
     folder, output, *depths = sys.argv[1:]
     iters = 60
     for _ in range(int(os.environ.get("REPEATS", "2"))):

@@ -27,6 +27,7 @@ from dlbench.config import RunConfig
 from dlbench.data import images, nvjpeg, pipeline
 from dlbench.engine import session, timer
 from dlbench.run import execute
+from dlbench.startup import set_cuda_work_queues
 
 STEPS = int(os.environ.get("STEPS", "120"))
 MODEL, BATCH = os.environ.get("MODEL", "resnet50"), int(os.environ.get("BATCH", "256"))
@@ -208,4 +209,5 @@ def main(folder: Path, output: Path, variants: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    set_cuda_work_queues()  # as the CLI does, before CUDA starts
     main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])

@@ -20,6 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 from dlbench.config import RunConfig
 from dlbench.engine import benchmark
 from dlbench.run import execute
+from dlbench.startup import set_cuda_work_queues
 
 STEPS, GAP_MS = 60, 1.0
 LEGACY = 7  # the profiler's id for CUDA's legacy default stream
@@ -82,4 +83,5 @@ def main(folder: Path, output: Path, variants: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    set_cuda_work_queues()  # as the CLI does, before CUDA starts
     main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])

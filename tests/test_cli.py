@@ -124,3 +124,15 @@ def test_models_lists_the_registry():
     assert out.returncode == 0
     for name in ("resnet50", "unet_resnet50", "distilbert", "llm_tiny"):
         assert name in out.stdout
+
+
+def test_the_cli_runs_cuda_with_32_work_queues_unless_the_user_set_their_own(tmp_path):
+    from tests.conftest import cli_env
+
+    env = cli_env()
+    env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+    assert tiny_run(output=tmp_path / "a.csv", env=env).returncode == 0
+    assert read_rows(tmp_path / "a.csv")[0]["cuda_env"] == "CUDA_DEVICE_MAX_CONNECTIONS=32"
+    env["CUDA_DEVICE_MAX_CONNECTIONS"] = "4"
+    assert tiny_run(output=tmp_path / "b.csv", env=env).returncode == 0
+    assert read_rows(tmp_path / "b.csv")[0]["cuda_env"] == "CUDA_DEVICE_MAX_CONNECTIONS=4"

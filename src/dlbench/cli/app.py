@@ -9,6 +9,7 @@ import typer
 
 from dlbench.errors import EXIT_USER_ERROR
 from dlbench.signals import die_with_parent
+from dlbench.startup import set_cuda_work_queues
 
 app = typer.Typer(
     add_completion=False,
@@ -59,6 +60,7 @@ def _command_words(exc: Exception) -> list[str]:
 def main() -> None:
     """Console entry point."""
     die_with_parent()
+    set_cuda_work_queues()
     for stream in (sys.stdout, sys.stderr):  # an ASCII terminal gets '?' for '·', not a crash
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")

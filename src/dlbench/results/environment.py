@@ -15,6 +15,11 @@ import dlbench
 from dlbench.hardware import form_factor
 
 _PACKAGES = ("lightning", "timm", "transformers", "segmentation-models-pytorch")
+# Variables that change how CUDA queues work or keeps memory (the row's cuda_env).
+CUDA_VARIABLES = (
+    "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
+    "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+)  # fmt: skip
 
 
 def _version(package: str) -> str:
@@ -99,6 +104,7 @@ def collect_environment(device_type: str) -> dict[str, object]:
         "driver": gpu_driver_version() if cuda else "",
         "nccl": _nccl_version() if cuda else "",
         "nccl_env": " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k[:5] == "NCCL_"),
+        "cuda_env": " ".join(f"{k}={os.environ[k]}" for k in CUDA_VARIABLES if k in os.environ),
         **container(),
     }
     for package in _PACKAGES:

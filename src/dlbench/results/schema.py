@@ -239,6 +239,8 @@ COLUMNS: dict[str, str] = {
     "driver": "environment: NVIDIA driver version",
     "nccl": "environment: NCCL version torch was built with",
     "nccl_env": "environment: NCCL_* variables set for the run (they change collectives)",
+    "cuda_env": "environment: variables set for the run that change how CUDA queues work or "
+    "keeps memory (dlbench sets CUDA_DEVICE_MAX_CONNECTIONS=32 unless given)",
     "lightning": "environment: Lightning version",
     "timm": "environment: timm version",
     "transformers": "environment: transformers version",
