@@ -128,3 +128,18 @@ def test_a_clock_under_the_default_at_the_power_cap_is_no_low_clock(fake_gpu, tm
     fake_gpu(sm_clock=1755, base_clock=1980, throttle=0x4)  # an H100 at its cap: boost default
     row = _row(tmp_path)
     assert float(row["sm_clock_below_base_pct"]) == 0.0 and row["verdict"] == "valid"
+
+
+@pytest.mark.parametrize(
+    ("fed", "hint", "not_said"),
+    [
+        ({}, "more --workers, or --decode gpu", None),
+        ({"data_decode": "cpu"}, "more --workers, or --decode gpu", None),
+        ({"data_decode": "gpu"}, "more --workers", "--decode gpu"),
+        ({"data_decode": "gpu", "cuda_graphs": "True"}, "without --cuda-graphs", "--workers"),
+    ],
+)  # fmt: skip
+def test_an_input_bound_row_is_told_what_feeds_it_faster_given_how_it_was_fed(fed, hint, not_said):
+    line = advice({**CLEAN, "input_bound": "True", "data_wait_pct": 96, **fed})
+    assert hint in line
+    assert not_said is None or not_said not in line

@@ -25,10 +25,7 @@ REASONS = {
         "run on a quiet machine, or --max-noise",
     ),
     "host_bound": ("the host held the GPU back", "a bigger batch, or --cuda-graphs"),
-    "input_bound": (
-        "the host waited for data {data_wait_pct:.0f} % of the window",
-        "more --workers, or --decode gpu",
-    ),
+    "input_bound": ("the host waited for data {data_wait_pct:.0f} % of the window", "{input_fix}"),
     "hardware_slowdown": ("the GPU slowed down ({throttle_reasons})", "check cooling and power"),
     "other_processes": ("{other_gpu_processes} other process(es) used the GPU", "run it alone"),
     "low_clock": (
@@ -42,6 +39,16 @@ NOTES = {
     "processes_hidden": "another PID namespace: NVML's process list could not be matched",
     "eager_fallback": "the step could not be captured as a CUDA graph and ran eager",
 }
+
+
+def _input_fix(row: dict) -> str:
+    """What feeds the step faster, given how the row was fed. nvJPEG's call synchronises the
+    device: under --cuda-graphs each decode waits for every step the host queued ahead."""
+    if row.get("data_decode") != "gpu":
+        return "more --workers, or --decode gpu"
+    if _flag(row, "cuda_graphs"):
+        return "--decode gpu without --cuda-graphs (nvJPEG waits for every queued step)"
+    return "more --workers"
 
 
 def _number(row: dict, key: str) -> float | None:
@@ -107,5 +114,6 @@ def advice(row: dict) -> str:
     if not reasons:
         extra = "; ".join(NOTES[n].format(**values) for n in notes)
         return "VALID" + (f" (note: {extra})" if extra else "")
-    parts = [f"{REASONS[r][0].format(**values)}: {REASONS[r][1]}" for r in reasons]
+    values["input_fix"] = _input_fix(row)
+    parts = [f"{REASONS[r][0].format(**values)}: {REASONS[r][1].format(**values)}" for r in reasons]
     return "INVALID: " + "; ".join(parts)
