@@ -14,14 +14,13 @@ import statistics
 import sys
 import threading
 import time
-from collections import Counter
 from itertools import pairwise
 from pathlib import Path
 
 import timm
 import torch
 import torch.nn.functional as F
-from nvjpeg_probe import kernels  # the script's own folder is on the path
+from nvjpeg_probe import cuda_calls, kernels  # the script's own folder is on the path
 
 from dlbench.data import nvjpeg
 
@@ -91,13 +90,7 @@ def host_calls(fn, title: str) -> None:
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn()
-    calls, spent = Counter(), Counter()
-    for e in prof.profiler.kineto_results.events():
-        if e.name().startswith("cu"):
-            calls[e.name()] += 1
-            spent[e.name()] += e.duration_ns() / 1e6
-    listed = ", ".join(f"{n} x{calls[n]} {spent[n]:.2f} ms" for n, _ in spent.most_common(8))
-    print(f"-- host CUDA calls, {title}: {listed}")
+    print(f"-- host CUDA calls, {title}: {cuda_calls(prof)}")
 
 
 class Step:

@@ -12,11 +12,14 @@ import statistics
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import torch
-from nvjpeg_probe import kernels, longest_stall_ms  # the script's own folder is on the path
+from nvjpeg_probe import (  # the script's own folder is on the path
+    cuda_calls,
+    kernels,
+    longest_stall_ms,
+)
 
 from dlbench.data import nvjpeg
 from dlbench.data.images import DeviceImages, ImageFolderSet, collate_encoded, scan_images
@@ -64,13 +67,7 @@ def host_calls(packed, flags: int) -> None:
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         decoder.decode(packed.flat, packed.lengths, packed.sizes, "cuda", stream)
         torch.cuda.synchronize()
-    calls, spent = Counter(), Counter()
-    for e in prof.profiler.kineto_results.events():
-        if e.name().startswith("cu"):
-            calls[e.name()] += 1
-            spent[e.name()] += e.duration_ns() / 1e6
-    listed = ", ".join(f"{n} x{calls[n]} {spent[n]:.2f} ms" for n, _ in spent.most_common(8))
-    print(f"-- host CUDA calls of one direct decode, flags {flags}: {listed}")
+    print(f"-- host CUDA calls of one direct decode, flags {flags}: {cuda_calls(prof)}")
     nvjpeg.CREATE_FLAGS = 0
 
 

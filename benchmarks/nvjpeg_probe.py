@@ -36,6 +36,16 @@ def kernels(fn, title: str) -> None:
         print(f"   {us:9.1f} us  x{count[name]:<4d} {name}")
 
 
+def cuda_calls(prof, top: int = 8) -> str:
+    """The CUDA runtime calls a profile caught on the host: name, count and time, most first."""
+    calls, spent = Counter(), Counter()
+    for e in prof.profiler.kineto_results.events():
+        if e.name().startswith("cu"):
+            calls[e.name()] += 1
+            spent[e.name()] += e.duration_ns() / 1e6
+    return ", ".join(f"{n} x{calls[n]} {spent[n]:.2f} ms" for n, _ in spent.most_common(top))
+
+
 def longest_stall_ms(fn) -> tuple[float, float]:
     """(call ms, longest gap of a pure-Python thread during it, ms)."""
     stop, gaps = threading.Event(), [0.0]
