@@ -60,6 +60,14 @@ def test_verdicts_and_environment_differences():
     assert table.loc["vit", "note"] == "torch 2.11.0 -> 2.14.1"
 
 
+def test_a_different_cuda_environment_is_noted():
+    queues = "CUDA_DEVICE_MAX_CONNECTIONS="
+    b = pd.DataFrame([benchmark_row(model="resnet50", cuda_env=f"{queues}8")])
+    c = pd.DataFrame([benchmark_row(model="resnet50", cuda_env=f"{queues}32")])
+    table = compare_runs(b, c, threshold_pct=5).table
+    assert table.loc[0, "note"] == f"cuda_env {queues}8 -> {queues}32"
+
+
 def test_bad_input_exits_2(tmp_path):
     base = _csv(tmp_path / "base.csv", [1000, 500, 300])
     foreign = tmp_path / "foreign.csv"

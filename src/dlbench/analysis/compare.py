@@ -33,6 +33,7 @@ ENVIRONMENT = (
     "torch",
     "cuda",
     "cudnn",
+    "cuda_env",
     "lightning",
     "timm",
     "dlbench",
