@@ -140,18 +140,53 @@ def timed(run, stream: torch.cuda.Stream) -> list[float]:
     return [a.elapsed_time(b) for a, b in pairwise(events)]
 
 
-def paced_decodes(decoder: Decoder, period_s: float, stop: threading.Event, done: list) -> None:
-    side = torch.cuda.Stream(priority=0)
-    last = None
+def paced(work, period_s: float, stop: threading.Event, done: list) -> None:
+    """`work()` once per period (as a feed decodes once a step) until stopped; the host time of
+    each call, ms, into `done`."""
     while not stop.is_set():
         began = time.perf_counter()
-        if last is not None:
-            last.synchronize()  # the fence: nvJPEG writes when called
-        decoder.once(side.cuda_stream)
-        last = torch.cuda.Event()
-        last.record(side)
-        done.append(time.perf_counter() - began)
+        work()
+        done.append((time.perf_counter() - began) * 1e3)
         time.sleep(max(0.0, period_s - (time.perf_counter() - began)))
+
+
+def fenced_decodes(decoder: Decoder):
+    """One decode a call on a side stream, after the previous one's work is done on the host
+    (the fence: nvJPEG writes when called)."""
+    side, last = torch.cuda.Stream(priority=0), []
+
+    def work() -> None:
+        if last:
+            last.pop().synchronize()
+        decoder.once(side.cuda_stream)
+        last.append(torch.cuda.Event())
+        last[0].record(side)
+
+    return work
+
+
+def beside(run, stream: torch.cuda.Stream, work, period_s: float | None) -> tuple[list, list]:
+    """The step's times with `work` paced in a thread beside it (None: alone), and the host
+    time of each of its calls."""
+    stop, done = threading.Event(), []
+    thread = None
+    if work is not None:
+        thread = threading.Thread(target=paced, args=(work, period_s, stop, done))
+        thread.start()
+    times = timed(run, stream)
+    stop.set()
+    if thread:
+        thread.join()
+    return times, done
+
+
+def step_line(label: str, times: list[float], base: float, done: list, call: str) -> str:
+    """One line: the step's median, mean and max, its stretch over `base`, and the median of
+    the calls beside it (named `call`)."""
+    median = statistics.median(times)
+    noted = f"; {call} median {statistics.median(done):.1f} ms" if done else ""
+    return (f"== {label}: median {median:6.2f} ms, mean {statistics.fmean(times):6.2f}, max "
+            f"{max(times):6.2f}, x{median / base:.3f}{noted}, {len(done)} decodes")  # fmt: skip
 
 
 def main(folder: Path) -> None:
@@ -186,27 +221,13 @@ def main(folder: Path) -> None:
         for name, stream in streams.items():
             base = None
             for background in ("none", *decoders, "none"):
-                stop, done = threading.Event(), []
-                thread = None
-                if background != "none":
-                    thread = threading.Thread(
-                        target=paced_decodes, args=(decoders[background], period, stop, done)
-                    )
-                    thread.start()
-                times = timed(run, stream)
-                stop.set()
-                if thread:
-                    thread.join()
+                work = None if background == "none" else fenced_decodes(decoders[background])
+                times, done = beside(run, stream, work, period)
                 median = statistics.median(times)
-                if period is None:
-                    period = median / 1e3
+                period = period or median / 1e3
                 base = base or median
-                call = (
-                    f"; decode call median {statistics.median(done) * 1e3:.1f} ms" if done else ""
-                )
-                print(f"== {mode:5s} {name:6s} {background:4s}: median {median:6.2f} ms, mean "
-                      f"{statistics.fmean(times):6.2f}, max {max(times):6.2f}, x{median / base:.3f}"
-                      f"{call}, {len(done)} decodes")  # fmt: skip
+                label = f"{mode:5s} {name:6s} {background:4s}"
+                print(step_line(label, times, base, done, "decode call"))
 
 
 if __name__ == "__main__":

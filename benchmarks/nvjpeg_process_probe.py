@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
 import torch
 import torch.multiprocessing as mp
-from nvjpeg_contention_probe import BATCH, Decoder, Step, timed, yuv_bytes
+from nvjpeg_contention_probe import BATCH, Decoder, Step, beside, step_line, yuv_bytes
 
 SLOTS = 2
 
@@ -41,15 +40,16 @@ def serve(folder: str, buffers: list[torch.Tensor], requests, replies) -> None:
         replies.put((time.perf_counter() - began) * 1e3)
 
 
-def paced(requests, replies, output: str, period_s: float, stop, latencies: list) -> None:
-    slot = 0
-    while not stop.is_set():
-        began = time.perf_counter()
-        requests.put((output, slot))
+def requests_of(requests, replies, output: str):
+    """One decode a call in the decoding process, into the next slot, to its reply."""
+    slot = [0]
+
+    def work() -> None:
+        requests.put((output, slot[0]))
         replies.get()
-        latencies.append((time.perf_counter() - began) * 1e3)
-        slot = (slot + 1) % SLOTS
-        time.sleep(max(0.0, period_s - (time.perf_counter() - began)))
+        slot[0] = (slot[0] + 1) % SLOTS
+
+    return work
 
 
 def main(folder: Path) -> None:
@@ -85,24 +85,12 @@ def main(folder: Path) -> None:
     for mode, run in (("eager", step.eager), ("graph", step.replay)):
         base = None
         for output in ("none", "yuv", "rgbi", "none", "yuv"):
-            stop, latencies = threading.Event(), []
-            thread = None
-            if output != "none":
-                thread = threading.Thread(
-                    target=paced, args=(requests, replies, output, period, stop, latencies)
-                )
-                thread.start()
-            times = timed(run, own)
-            stop.set()
-            if thread:
-                thread.join()
+            work = None if output == "none" else requests_of(requests, replies, output)
+            times, latencies = beside(run, own, work, period)
             median = statistics.median(times)
             period = period or median / 1e3
             base = base or median
-            reply = f"; reply median {statistics.median(latencies):.1f} ms" if latencies else ""
-            print(f"== {mode:5s} own {output:4s}: median {median:6.2f} ms, mean "
-                  f"{statistics.fmean(times):6.2f}, max {max(times):6.2f}, x{median / base:.3f}"
-                  f"{reply}, {len(latencies)} decodes")  # fmt: skip
+            print(step_line(f"{mode:5s} own {output:4s}", times, base, latencies, "reply"))
     requests.put(None)
     server.join(timeout=30)
 
