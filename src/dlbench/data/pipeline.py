@@ -315,8 +315,9 @@ class SideStream:
     for the batch, and the batch's memory stays the step's until the step is done with it.
 
     `fence`: wait on the host (the staging thread) for the previous batch's work before the
-    next starts (GPU decode: torchvision allocates nvJPEG's output on this stream but writes it
-    on its own, so memory the previous crop still reads must not be handed out again). The
+    next starts (GPU decode: torchvision's call and data.nvjpeg's allocate nvJPEG's output on
+    this stream, but nvJPEG's hardware path writes it when called, not in the stream's order,
+    so memory the previous crop still reads must not be handed out again). The
     wait is for the side stream only, never for the model's."""
 
     def __init__(self, device: torch.device, fence: bool) -> None:
