@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.conftest import TINY, read_rows, run_cli, tiny_run
+from tests.conftest import TINY, cli_env, read_rows, run_cli, tiny_run
 
 
 def test_train_and_src_inference_append_one_row_each(csv_path):
@@ -119,11 +119,14 @@ def test_a_stopping_signal_mid_run_exits_128_plus_it_and_keeps_earlier_rows(csv_
     assert csv_path.read_text() == before
 
 
-def test_models_lists_the_registry():
-    out = run_cli("models")
+def test_models_lists_the_registry_with_parameter_counts():
+    out = run_cli("models", env={**cli_env(), "COLUMNS": "200"})
     assert out.returncode == 0
     for name in ("resnet50", "unet_resnet50", "distilbert", "llm_tiny"):
         assert name in out.stdout
+    assert "params (M)" in out.stdout
+    [resnet50] = [line for line in out.stdout.splitlines() if "│ resnet50 " in line]
+    assert "25.6" in resnet50  # timm's resnet50: 25.6 M parameters
 
 
 def test_the_cli_runs_cuda_with_32_work_queues_unless_the_user_set_their_own(tmp_path):

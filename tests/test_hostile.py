@@ -554,3 +554,164 @@ def test_a_cache_path_the_environment_points_nowhere_is_one_line(tmp_path):
     ]
     ascii_only = run_cli("train", "--help", env={**cli_env(), "PYTHONIOENCODING": "ascii"})
     assert ascii_only.returncode == 0 and "Traceback" not in ascii_only.stderr
+
+
+# Round three (issue 45): flags and plan keys added since round two, text shared with others.
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--llm-impl", "hf"], "is no LLM workload"),
+        (["--llm-impl", "fast"], "--llm-impl"),
+        (["--cuda-graphs"], "CUDA graphs need a CUDA GPU"),
+        (["--usd-per-hour", "0"], "--usd-per-hour"),
+        (["--usd-per-hour", "-2"], "--usd-per-hour"),
+        (["--usd-per-hour", "inf"], "--usd-per-hour"),
+        (["--usd-per-hour", "cheap"], "--usd-per-hour"),
+        (["--attention", "flash", "--attention", "math"], ""),  # the last one given wins
+        (["--decode", "nvjpeg"], "--decode"),
+        (["--strategy", "single", "--devices", "2"], "--strategy"),
+        (["--prompt-len", "5"], "--prompt-len"),  # generation flags belong to infer
+    ],
+)
+def test_round_three_flags_are_refused_by_name(dlbench, kept, tmp_path, args, needle):
+    if needle:
+        refused(dlbench("train", *S, *args, "--output", kept), needle)
+    else:
+        assert dlbench("train", *S, *args, "--output", tmp_path / "ok.csv")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("plan", "needle"),
+    [
+        ("models: [timm:test_resnet]\nfixed: {attention: 3}\n", "--attention"),
+        ("models: [timm:test_resnet]\nfixed: {llm_impl: [hf]}\n", "llm_impl"),
+        ("models: [timm:test_resnet]\nfixed: {usd_per_hour: cheap}\n", "usd_per_hour"),
+        ("models: [timm:test_resnet]\nfixed: {usd_per_hour: -1}\n", "--usd-per-hour"),
+        ("models: [timm:test_resnet]\nfixed: {cuda_graphs: sometimes}\n", "cuda_graphs"),
+        ("models: [timm:test_resnet]\nfixed: {data_decode: tpu}\n", "--decode"),
+        ("models: [timm:test_resnet]\nfixed: {strict: 2}\n", "strict"),
+        ("models: ['=cmd|calc']\n", "=cmd|calc"),
+    ],
+)
+def test_round_three_plan_keys_are_refused(plan, needle):
+    with pytest.raises(UserError) as caught:
+        parse_plan(plan)
+    assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+FORMULAS = {
+    "note": '=HYPERLINK("http://x","y")',
+    "branch": "+cmd|' /C calc'!A0",
+    "title": "-2+3",
+    "who": "@SUM(1+1)",
+    "quoted": "'=already quoted",
+}
+
+
+def test_text_a_spreadsheet_would_run_is_written_as_text_and_read_back_as_given(dlbench, tmp_path):
+    """CSV injection (OWASP): a cell that starts with = + - @ (or tab, CR) is a live formula
+    when the CSV is opened in a spreadsheet; tags come from branch names and commit titles."""
+    tags = [w for k, v in FORMULAS.items() for w in ("--tag", f"{k}={v}")]
+    run = ["--run-id", "=1+1", "--tag", "number=-1.5", *tags]
+    kept = write_rows(tmp_path / "shared.csv", [benchmark_row()])
+    assert dlbench("train", *S, *run, "--output", kept)[0] == 0
+    with kept.open(newline="") as f:
+        import csv
+
+        [*_, raw] = list(csv.DictReader(f))
+    assert raw["note"] == "'" + FORMULAS["note"] and raw["run_id"] == "'=1+1"
+    assert raw["quoted"] == "''=already quoted" and raw["number"] == "-1.5"
+    for cell in raw.values():
+        assert not cell.startswith(("=", "+", "@", "\t", "\r")), cell
+        assert not cell.startswith("-") or cell.replace(".", "").lstrip("-").isdigit(), cell
+
+    from dlbench.analysis.load import load_rows
+    from dlbench.results.store import CsvStore
+
+    [*_, stored] = CsvStore(kept).rows()
+    loaded = load_rows([kept]).iloc[-1]
+    for key, value in {**FORMULAS, "run_id": "=1+1"}.items():
+        assert stored[key] == value and loaded[key] == value, key
+
+    assert dlbench("report", kept, "-o", tmp_path / "report")[0] == 0
+    assert dlbench("compare", kept, kept)[0] == 0
+
+
+def test_a_report_escapes_row_text_in_html_and_markdown(dlbench, tmp_path):
+    rows = [benchmark_row(gpu_name="<img src=x onerror=alert(1)>|GPU", samples_per_s=10.0),
+            benchmark_row(gpu_name="B", samples_per_s=20.0)]  # fmt: skip
+    csv = write_rows(tmp_path / "rows.csv", rows)
+    out = tmp_path / "report"
+    assert dlbench("report", csv, "-o", out, "--pdf", "--pptx")[0] == 0
+    page, markdown = (out / "report.html").read_text(), (out / "report.md").read_text()
+    assert "<img src=x" not in page and "&lt;img src=x" in page
+    assert "<img src=x" not in markdown and "&lt;img src=x onerror=alert(1)&gt;\\|GPU" in markdown
+    assert (out / "report.pdf").stat().st_size > 0 and (out / "report.pptx").stat().st_size > 0
+
+
+def test_a_label_with_dollar_signs_reaches_every_document_as_text(dlbench, tmp_path):
+    """matplotlib parses $...$ as mathtext: a machine named with dollars ended the PDF in a
+    ValueError."""
+    rows = [benchmark_row(gpu_name=r"$\frac{a}{$ GPU", samples_per_s=10.0),
+            benchmark_row(gpu_name="B", samples_per_s=20.0)]  # fmt: skip
+    csv = write_rows(tmp_path / "rows.csv", rows)
+    assert dlbench("report", csv, "-o", tmp_path / "r", "--pdf", "--pptx")[0] == 0
+
+
+def test_a_window_too_short_for_a_spread_is_invalid_and_says_what_to_raise(dlbench, tmp_path):
+    kept = tmp_path / "short.csv"
+    code, out, _ = dlbench("train", *S, "--output", kept)  # S: 2 measured steps
+    assert code == 0 and out.startswith("INVALID: 2 measured steps, under the 10")
+    assert "--n-iters" in out.splitlines()[0]
+    from dlbench.results.store import CsvStore
+
+    row = CsvStore(kept).rows()[-1]
+    assert row["verdict"] == "invalid" and "few_steps" in row["verdict_reasons"].split(";")
+
+
+@pytest.mark.parametrize(
+    ("mode", "args", "named"),
+    [
+        ("train", ["--decode", "gpu"], "--decode gpu (synthetic data"),
+        ("train", ["--workers", "3"], "--workers 3 (synthetic data needs no loader)"),
+        ("infer", ["--prompt-len", "5"], "--prompt-len 5 (not LLM generation)"),
+        ("infer", ["--new-tokens", "7", "--optimizer", "adamw"], "--optimizer adamw (inference)"),
+        ("train", ["--seq-len", "64"], "--seq-len 64"),
+    ],
+)
+def test_a_flag_the_run_ignores_is_named_in_one_warning(dlbench, tmp_path, mode, args, named):
+    code, _, err = dlbench(mode, *S, *args, "--output", tmp_path / "ok.csv")
+    warnings = [line for line in err.splitlines() if line.startswith("warning: this run ignores")]
+    assert code == 0 and len(warnings) == 1 and named in warnings[0], err
+
+
+def test_a_run_that_uses_every_flag_it_is_given_warns_of_nothing(dlbench, tmp_path):
+    _, _, err = dlbench("train", *S, "--output", tmp_path / "ok.csv")
+    assert "ignores" not in err
+
+
+def test_train_help_groups_its_flags_and_leaves_generation_to_infer():
+    from tests.conftest import cli_env, run_cli
+
+    env = {**cli_env(), "COLUMNS": "80", "TERM": "dumb"}
+    train, infer = (run_cli(c, "--help", env=env).stdout for c in ("train", "infer"))
+    for panel in ("Workload", "Precision and compilation", "Measurement", "Devices", "Data",
+                  "Output", "Telemetry"):  # fmt: skip
+        assert f"─ {panel} " in train, panel
+    assert "--prompt-len" not in train and "--prompt-len" in infer
+    assert all(len(line) <= 80 for line in train.splitlines())
+    assert len(train.splitlines()) < 140  # 196 lines in one list before
+
+
+def test_a_report_on_one_cpu_row_shows_no_empty_sections(dlbench, tmp_path):
+    row = benchmark_row(gpu_name="", cpu_model="AMD EPYC", world_size=1, energy_per_sample_j="")
+    csv = write_rows(tmp_path / "one.csv", [row])
+    out = tmp_path / "report"
+    assert dlbench("report", csv, "-o", out)[0] == 0
+    markdown = (out / "report.md").read_text()
+    sections = markdown.split("\n## ")[1:]
+    for section in sections:
+        body = section.split("\n", 1)[1]
+        assert "|" in body or "![" in body, section  # a table or a figure under each heading
+    assert "Not shown, nothing in these rows for them: speed-up against the baseline" in markdown
+    assert "GPUs" not in markdown.split("## Runs")[1].split("\n##")[0]

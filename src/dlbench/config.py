@@ -145,101 +145,149 @@ def resolved_strategy(requested: str, world_size: int) -> str:
     return "ddp" if requested == "ddp" or world_size > 1 else "single"
 
 
-def option(default: object, help: str, *flags: str, switch: bool = False):
+# The groups `--help` lists the run flags in, in this order (typer's help panels).
+PANELS = ("Workload", "Precision and compilation", "Measurement", "Devices", "Data", "Output",
+          "Telemetry")  # fmt: skip
+
+
+def option(default: object, help: str, *flags: str, switch: bool = False, panel: str = ""):
     """A RunConfig field that is a command-line flag: its default, its help (the one place it
-    is written), its names when they are not `--field-name`, and whether it is an on-only
-    switch (`--json`) rather than a `--name/--no-name` pair."""
-    return field(default=default, metadata={"help": help, "flags": flags, "switch": switch})
+    is written), its names when they are not `--field-name`, whether it is an on-only switch
+    (`--json`) rather than a `--name/--no-name` pair, and its group in `--help` (PANELS)."""
+    assert panel in PANELS, panel
+    metadata = {"help": help, "flags": flags, "switch": switch, "panel": panel}
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that moves the number; every field lands in the result row."""
 
-    model: str = option("resnet50", "Workload name (see `dlbench models`) or timm:NAME.")
-    mode: str = option("train", "train or infer.")
-    batch_size: int = option(32, "Samples per step per device.")
-    n_iters: int = option(50, "Measured steps (at least; see --max-noise).")
-    warmup_steps: int = option(10, "Untimed steps first (autotune, compile, allocator).")
-    precision: str = option("32", "32, tf32, 16-mixed, bf16-mixed, 16-true or bf16-true.")
-    width: int | None = option(None, "Image width (default: the model's, 224).")
-    height: int | None = option(None, "Image height (default: the model's, 224).")
-    seq_len: int = option(128, "Tokens per sequence for text workloads.")
-    prompt_len: int = option(128, "LLM generation: prompt tokens per sequence.")
-    new_tokens: int = option(128, "LLM generation: new tokens, no early stop.")
-    accelerator: str = option("auto", "auto, gpu or cpu.")
-    devices: str = option("1", "Devices per node: a number or 'all'.")
-    num_nodes: int = option(1, "Nodes (torchrun or SLURM set the ranks).")
-    strategy: str = option("auto", "auto (DDP for several processes) or ddp (DDP even for one).")
+    model: str = option(
+        "resnet50", "Workload name (see `dlbench models`) or timm:NAME.", panel="Workload"
+    )
+    mode: str = option("train", "train or infer.", panel="Workload")
+    batch_size: int = option(32, "Samples per step per device.", panel="Workload")
+    n_iters: int = option(50, "Measured steps (at least; see --max-noise).", panel="Measurement")
+    warmup_steps: int = option(
+        10, "Untimed steps first (autotune, compile, allocator).", panel="Measurement"
+    )
+    precision: str = option(
+        "32",
+        "32, tf32, 16-mixed, bf16-mixed, 16-true or bf16-true.",
+        panel="Precision and compilation",
+    )
+    width: int | None = option(None, "Image width (default: the model's, 224).", panel="Workload")
+    height: int | None = option(None, "Image height (default: the model's, 224).", panel="Workload")
+    seq_len: int = option(128, "Tokens per sequence for text workloads.", panel="Workload")
+    prompt_len: int = option(128, "LLM generation: prompt tokens per sequence.", panel="Workload")
+    new_tokens: int = option(128, "LLM generation: new tokens, no early stop.", panel="Workload")
+    accelerator: str = option("auto", "auto, gpu or cpu.", panel="Devices")
+    devices: str = option("1", "Devices per node: a number or 'all'.", panel="Devices")
+    num_nodes: int = option(1, "Nodes (torchrun or SLURM set the ranks).", panel="Devices")
+    strategy: str = option(
+        "auto", "auto (DDP for several processes) or ddp (DDP even for one).", panel="Devices"
+    )
     ddp: tuple[str, ...] = option(
         (),
         "KEY=VALUE for DistributedDataParallel: bucket_cap_mb, gradient_as_bucket_view, "
         "static_graph, broadcast_buffers.",
+        panel="Devices",
     )
-    channels_last: bool = option(True, "channels_last layout for image models.")
+    channels_last: bool = option(
+        True, "channels_last layout for image models.", panel="Precision and compilation"
+    )
     compile: bool | None = option(
         None,
         "torch.compile the model and its loss (default: on for LLM generation on a GPU, else off).",
+        panel="Precision and compilation",
     )
     cuda_graphs: bool | None = option(
         None,
         "Replay each step as a CUDA graph, captured in warm-up (default on a GPU for inference "
         "and generation; training: on when given).",
+        panel="Precision and compilation",
     )
     llm_impl: str | None = option(
         None,
         "LLM workloads: native (fused projections, static cache, chunked loss; default) or hf "
         "(the transformers model, to benchmark transformers itself).",
+        panel="Workload",
     )
     attention: str | None = option(
         None,
         "scaled_dot_product_attention's kernel: flash, efficient, cudnn or math (default: "
         "PyTorch's choice for the shapes and GPU; the row's attention_backend says what ran).",
+        panel="Precision and compilation",
     )
     optimizer: str | None = option(
-        None, "sgd, adamw or adam (default: adamw for transformers, sgd for CNNs)."
+        None,
+        "sgd, adamw or adam (default: adamw for transformers, sgd for CNNs).",
+        panel="Workload",
     )
-    data_on: str = option("device", "device (resident) or host (pinned, copied per step).")
+    data_on: str = option(
+        "device", "device (resident) or host (pinned, copied per step).", panel="Data"
+    )
     data: str = option(
         "synthetic",
         "synthetic (batches in memory), folder:PATH (JPEG/PNG in class folders) or text:PATH "
         "(.txt, a sample per line, or .jsonl with a text field).",
+        panel="Data",
     )
     data_workers: int | None = option(
-        None, "--data loader processes (default: CPUs, at most 8).", "--workers", "--data-workers"
+        None,
+        "--data loader processes (default: CPUs, at most 8).",
+        "--workers",
+        "--data-workers",
+        panel="Data",
     )
     data_decode: str = option(
-        "cpu", "Images: cpu (workers) or gpu (nvJPEG).", "--decode", "--data-decode"
+        "cpu", "Images: cpu (workers) or gpu (nvJPEG).", "--decode", "--data-decode", panel="Data"
     )
-    output: Path = option(DEFAULT_OUTPUT, "CSV to append the row to.")
-    json: bool = option(False, "Print the row as JSON instead of a table.", switch=True)
-    seed: int = option(0, "Random seed for weights and synthetic data.")
+    output: Path = option(DEFAULT_OUTPUT, "CSV to append the row to.", panel="Output")
+    json: bool = option(
+        False, "Print the row as JSON instead of a table.", switch=True, panel="Output"
+    )
+    seed: int = option(0, "Random seed for weights and synthetic data.", panel="Measurement")
     max_noise: float | None = option(
-        None, "Keep measuring until the step-time spread is under PCT %."
+        None, "Keep measuring until the step-time spread is under PCT %.", panel="Measurement"
     )
-    max_time: float = option(60.0, "Cap in seconds for --max-noise measuring.")
+    max_time: float = option(60.0, "Cap in seconds for --max-noise measuring.", panel="Measurement")
     min_time: float | None = option(
-        None, "Measure at least this many seconds (default: 5 with GPU telemetry, else 0)."
+        None,
+        "Measure at least this many seconds (default: 5 with GPU telemetry, else 0).",
+        panel="Measurement",
     )
-    run_id: str | None = option(None, "Run id for the row (sweeps set it).")
-    telemetry: bool = option(True, "Sample GPU power, clocks, heat; window energy.")
-    sample_interval: float = option(0.1, "Telemetry sampling period in seconds.")
-    telemetry_log: Path | None = option(None, "Write every telemetry sample here.")
+    run_id: str | None = option(None, "Run id for the row (sweeps set it).", panel="Output")
+    telemetry: bool = option(
+        True, "Sample GPU power, clocks, heat; window energy.", panel="Telemetry"
+    )
+    sample_interval: float = option(0.1, "Telemetry sampling period in seconds.", panel="Telemetry")
+    telemetry_log: Path | None = option(
+        None, "Write every telemetry sample here.", panel="Telemetry"
+    )
     strict: bool = option(
-        False, "Exit 4 when the row's verdict is invalid (for CI); the row is kept.", switch=True
+        False,
+        "Exit 4 when the row's verdict is invalid (for CI); the row is kept.",
+        switch=True,
+        panel="Measurement",
     )
     usd_per_hour: float | None = option(
         None,
         "Price of the machine or GPU per hour (yours): the row gets the cost per million "
         "samples (tokens for LLMs).",
+        panel="Output",
     )
-    nvtx: bool = option(False, "NVTX ranges for Nsight Systems.", switch=True)
+    nvtx: bool = option(False, "NVTX ranges for Nsight Systems.", switch=True, panel="Telemetry")
     breakdown: bool = option(
-        False, "After the window: time copy/fwd/bwd/optimizer apart.", switch=True
+        False,
+        "After the window: time copy/fwd/bwd/optimizer apart.",
+        switch=True,
+        panel="Telemetry",
     )
     extra: dict[str, str] = field(
         default_factory=dict, metadata={"help": "KEY=VALUE recorded as an extra column.",
-                                        "flags": ("--tag",), "switch": False}
+                                        "flags": ("--tag",), "switch": False, "panel": "Output"}
     )  # fmt: skip
 
     def __post_init__(self) -> None:

@@ -12,7 +12,6 @@ from dlbench.cli.options import config_from_flags, run_options
 from dlbench.config import MAX_REPEATS, check_count
 from dlbench.errors import UserError
 
-TRAIN_NAMES = ("train", "src.train")
 AUTO_BATCH = (str, "32", "Samples per step per device, or 'auto' (largest that fits).")
 # What validate does not take: it times windows of --n-iters steps, synthetic data, no telemetry.
 NOT_VALIDATED = (
@@ -35,15 +34,27 @@ NOT_VALIDATED = (
 )
 
 
+# LLM generation's flags: inference only.
+GENERATION_ONLY = ("prompt_len", "new_tokens")
+
+
 @app.command("train", help="Benchmark a training loop (forward, loss, backward, optimizer).")
-@app.command("infer", help="Benchmark inference (eval mode, inference_mode, no host copy).")
 @app.command("src.train", help="Same as train: the image's documented form.", hidden=True)
+@run_options(exclude=("mode", *GENERATION_ONLY), replace={"batch_size": AUTO_BATCH})
+def train(flags: dict[str, Any]) -> None:
+    _bench("train", flags)
+
+
+@app.command("infer", help="Benchmark inference (eval mode, inference_mode, no host copy).")
 @app.command("src.inference", help="Same as infer: the image's documented form.", hidden=True)
 @run_options(exclude=("mode",), replace={"batch_size": AUTO_BATCH})
-def bench(ctx: typer.Context, flags: dict[str, Any]) -> None:
+def infer(flags: dict[str, Any]) -> None:
+    _bench("infer", flags)
+
+
+def _bench(mode: str, flags: dict[str, Any]) -> None:
     from dlbench.run import execute
 
-    mode = "train" if ctx.info_name in TRAIN_NAMES else "infer"
     batch = str(flags.pop("batch_size"))
     if batch == "auto":
         raise typer.Exit(execute(config_from_flags(flags, mode=mode, batch_size=1), True))

@@ -12,7 +12,9 @@ from dlbench.cli.app import app
 @app.command("models", help="List workloads: parameters, input, what a sample is.")
 def models(
     pattern: Annotated[str, typer.Argument(help="Wildcard, e.g. '*vit*'.")] = "*",
-    params: Annotated[bool, typer.Option(help="Build each model to count parameters.")] = False,
+    params: Annotated[
+        bool, typer.Option(help="Count parameters (each model built on the meta device).")
+    ] = True,
 ) -> None:
     from dlbench.cli.workloads_table import show_workloads
 

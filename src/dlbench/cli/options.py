@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dlbench.config import RunConfig
+from dlbench.config import PANELS, RunConfig
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 _HINTS = typing.get_type_hints(RunConfig)
@@ -42,7 +42,8 @@ def field_option(name: str, help: str | None = None, kind: Any = None) -> Any:
         names = [f"--{name.replace('_', '-')}/--no-{name.replace('_', '-')}"]
     elif not names and meta["switch"]:
         names = [f"--{name.replace('_', '-')}"]
-    return Annotated[kind, typer.Option(*names, help=help or meta["help"])]
+    option = typer.Option(*names, help=help or meta["help"], rich_help_panel=meta["panel"])
+    return Annotated[kind, option]
 
 
 def run_options(
@@ -53,6 +54,7 @@ def run_options(
     dict, `flags` (field name -> value as parsed), beside its own parameters."""
     replace = replace or {}
     names = [n for n in _FIELDS if n not in set(exclude)]
+    names.sort(key=lambda n: PANELS.index(_FIELDS[n].metadata["panel"]))  # --help's groups
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(command).parameters.values() if p.name != "flags"]

@@ -9,7 +9,8 @@ from dlbench.workloads import get_workload, list_workloads
 
 
 def show_workloads(pattern: str, count_params: bool) -> None:
-    """Print the registry as a table; building models to count parameters is opt-in (slow)."""
+    """Print the registry as a table; parameters are counted on models built on the meta device
+    (no memory, no weights), which `--no-params` skips."""
     table = Table(title="dlbench workloads (also: timm:<any timm model>)")
     for column in ("name", "family", "sample", "default input", "size rule", "description"):
         table.add_column(column, no_wrap=column != "description")

@@ -23,6 +23,7 @@ FLIP_P = 0.5
 _SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 BASELINE_SOF = 0xC0
 _STANDALONE = {0x01, 0xD8, *range(0xD0, 0xD8)}  # markers without a length field
+TIFF_MAGIC = (b"II*\x00", b"MM\x00*")  # little- and big-endian
 
 
 class JpegFrame(NamedTuple):
@@ -77,10 +78,12 @@ MAX_IMAGE_PIXELS = 2 * 89_478_485
 
 
 def header_size(data: bytes) -> tuple[int, int]:
-    """(height, width) of a JPEG or PNG from its header; ValueError for a file without one
+    """(height, width) of a JPEG, PNG or TIFF from its header; ValueError for a file without one
     or one that claims over MAX_IMAGE_PIXELS, so that the worker counts it as bad."""
     if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:  # IHDR: width, height
         height, width = int.from_bytes(data[20:24], "big"), int.from_bytes(data[16:20], "big")
+    elif data[:4] in TIFF_MAGIC:
+        height, width = _tiff_size(data)
     else:
         height, width = jpeg_size(data)
     if height * width > MAX_IMAGE_PIXELS:
@@ -188,3 +191,17 @@ def resize_weights(
     index = pixel.clamp(0, length - 1).long()  # clamped taps carry weight 0
     dense = torch.zeros(len(weights), out, length, dtype=dtype, device=device)
     return dense.scatter_add_(2, index, weights.to(dtype))
+
+
+def _tiff_size(data: bytes) -> tuple[int, int]:
+    """(height, width) of a TIFF: PIL reads the first directory, nothing is decoded."""
+    import io
+
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+    except (OSError, Image.DecompressionBombError) as exc:
+        raise ValueError(str(exc)) from None
+    return height, width

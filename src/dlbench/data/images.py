@@ -7,6 +7,7 @@ only read the files and draw each image's crop from its header; nvJPEG decodes o
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -15,11 +16,27 @@ import torch
 from torch.utils.data import Dataset
 
 from dlbench.console import stderr
-from dlbench.data.crop import batched_crop, draw_crop, has_triton, header_size, jpeg_frame
+from dlbench.data.crop import (
+    TIFF_MAGIC,
+    batched_crop,
+    draw_crop,
+    has_triton,
+    header_size,
+    jpeg_frame,
+)
 from dlbench.errors import UserError
 
-SUFFIXES = {".jpg", ".jpeg", ".png"}
-MAGIC = {b"\xff\xd8\xff": "jpeg", b"\x89PNG": "png"}
+# torchvision 0.29 deprecates its image decoders in favour of TorchCodec; dlbench keeps them
+# until TorchCodec decodes images on the CPU and the GPU alike (docs/input-pipelines.md), and a
+# user's run is not the place for the library's notice.
+warnings.filterwarnings(
+    "ignore", "The image decoding and encoding capabilities of TorchVision", DeprecationWarning
+)
+SUFFIXES = {".jpg", ".jpeg", ".png", ".tif", ".tiff"}
+MAGIC = {b"\xff\xd8\xff": "jpeg", b"\x89PNG": "png", **dict.fromkeys(TIFF_MAGIC, "tiff")}
+# PIL modes of a single channel wider than 8 bits: integers are taken as 16-bit data (a 32-bit
+# "I" TIFF holds 16-bit scans in practice), floats as 0-1; both scaled to 0-255.
+WIDE_GREY = {"I": 65535.0, "I;16": 65535.0, "I;16B": 65535.0, "I;16L": 65535.0, "F": 1.0}
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 RETRIES = 16  # a corrupt file is replaced by the next readable one, up to this many tries
@@ -39,7 +56,7 @@ class ImageIndex:
 
 
 def _format(path: Path) -> str | None:
-    """jpeg or png from the file's first bytes, None for anything else: an unreadable file, or
+    """jpeg, png or tiff from the file's first bytes, None for anything else: an unreadable file, or
     no regular file at all (a named pipe would block the scan forever)."""
     if not path.is_file():
         return None
@@ -53,7 +70,7 @@ def _format(path: Path) -> str | None:
 
 def scan_images(root: Path, need: int = 1, classes: int | None = None) -> ImageIndex:
     """Index the images under `root` (classes: its sub-folders, sorted); files whose first bytes
-    are no JPEG or PNG are skipped with one warning. A UserError when fewer than `need` (one
+    are no JPEG, PNG or TIFF are skipped with one warning. A UserError when fewer than `need` (one
     batch) are readable, or there are more class folders than the model's `classes`, so
     nothing is built for a run that cannot start."""
     index = ImageIndex(root)
@@ -67,7 +84,7 @@ def scan_images(root: Path, need: int = 1, classes: int | None = None) -> ImageI
             if Path(n).suffix.lower() in SUFFIXES
         ]
     if not found:
-        raise UserError(f"--data: no JPEG or PNG files under {root}")
+        raise UserError(f"--data: no JPEG, PNG or TIFF files under {root}")
     index.classes = sorted({label for label, _ in found})
     if classes is not None and len(index.classes) > classes:
         raise UserError(
@@ -121,7 +138,7 @@ class ImageFolderSet(Dataset):
         return len(self.index.files)
 
     def __getitem__(self, i: int):
-        from torchvision.io import ImageReadMode, decode_image
+        from PIL import Image
 
         failed: list[int] = []
         for k in range(RETRIES):
@@ -130,17 +147,60 @@ class ImageFolderSet(Dataset):
             try:
                 data = path.read_bytes()
                 size = header_size(data)  # before any decode allocates what it claims
-                raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
                 if self.decode_on_gpu:  # the file's index travels along: its decode may fail
-                    box, flip = draw_crop(*size)
-                    encoded = (raw, at, box, flip, size, jpeg_frame(data).engine_ready)
-                    return encoded, self.index.labels[at], raw.numel(), failed
-                image = decode_image(raw, mode=ImageReadMode.RGB)
-            except (RuntimeError, ValueError, OSError):  # gone, unreadable or not decodable
-                failed.append(at)
+                    encoded = _encoded(data, at, size)
+                    return encoded, self.index.labels[at], len(data), failed
+                image = decode_rgb(data)
+            except (RuntimeError, ValueError, OSError, Image.DecompressionBombError):
+                failed.append(at)  # gone, unreadable or not decodable
                 continue
-            return self.augment(image), self.index.labels[at], raw.numel(), failed
+            return self.augment(image), self.index.labels[at], len(data), failed
         raise UserError(f"--data: {RETRIES} files in a row failed to read or decode near {path}")
+
+
+def _encoded(data: bytes, at: int, size: tuple[int, int]) -> tuple:
+    """GPU decode: what one file sends to the device. A JPEG of one or three components goes
+    as its bytes; anything nvJPEG cannot take (PNG, TIFF, CMYK) is decoded here and goes as
+    its pixels (uint8 CHW), cropped on the device with the same kind of box."""
+    box, flip = draw_crop(*size)
+    frame = jpeg_frame(data) if data[:3] == b"\xff\xd8\xff" else None
+    if frame is not None and frame.components in (1, 3):
+        raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        return raw, at, box, flip, size, frame.engine_ready, False
+    pixels = decode_rgb(data)
+    return pixels.flatten(), at, box, flip, tuple(pixels.shape[1:]), False, True
+
+
+def decode_rgb(data: bytes) -> torch.Tensor:
+    """Any image file a folder may hold as uint8 CHW with 3 channels, as torchvision's recipe
+    reads it (grey and palette expanded, alpha dropped, CMYK converted): torchvision's decoder
+    for JPEG and PNG, 16-bit PNGs scaled to 8 bits; PIL for TIFF, whose wide grey modes
+    (WIDE_GREY) are scaled, never clipped."""
+    from torchvision.io import ImageReadMode, decode_image
+
+    if data[:4] not in TIFF_MAGIC:
+        image = decode_image(
+            torch.frombuffer(bytearray(data), dtype=torch.uint8), ImageReadMode.RGB
+        )
+        if image.dtype == torch.uint8:
+            return image
+        return ((image.to(torch.int32) * 255 + 32767) // 65535).to(torch.uint8)  # 16-bit
+    return _pil_rgb(data)
+
+
+def _pil_rgb(data: bytes) -> torch.Tensor:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        if image.mode in WIDE_GREY:
+            grey = np.asarray(image, dtype=np.float64) * (255.0 / WIDE_GREY[image.mode])
+            grey = torch.from_numpy(np.clip(grey, 0, 255).round().astype(np.uint8))
+            return grey.expand(3, *grey.shape).contiguous()
+        rgb = np.asarray(image.convert("RGB"))
+    return torch.from_numpy(rgb.copy()).permute(2, 0, 1).contiguous()
 
 
 def collate_decoded(samples: list) -> tuple[torch.Tensor, ...]:
@@ -158,8 +218,9 @@ def _indices(failed: tuple[list[int], ...]) -> torch.Tensor:
 class EncodedBatch(NamedTuple):
     """GPU decode: a batch's encoded files end to end in one tensor (one shared buffer per
     batch; a tensor per file would cost a file descriptor each between processes), their
-    lengths and indices, the crop box and flip each worker drew, each image's (height, width)
-    and whether the GPU's JPEG engines take it (baseline colour)."""
+    lengths and indices, the crop box and flip each worker drew, each image's (height, width),
+    whether the GPU's JPEG engines take it (baseline colour) and whether a worker decoded it
+    (a file nvJPEG cannot take: its pixels, uint8 CHW, instead of its bytes)."""
 
     flat: torch.Tensor
     lengths: torch.Tensor
@@ -168,18 +229,19 @@ class EncodedBatch(NamedTuple):
     flips: torch.Tensor
     sizes: torch.Tensor
     engine_ready: torch.Tensor
+    decoded: torch.Tensor
 
 
 def collate_encoded(samples: list) -> tuple:
     """GPU decode: the samples' files and crops into one EncodedBatch."""
     encoded, labels, sizes, failed = zip(*samples)
-    raws, files, boxes, flips, shapes, ready = zip(*encoded)
-    lengths = torch.tensor(sizes)
+    raws, files, boxes, flips, shapes, ready, decoded = zip(*encoded)
+    lengths = torch.tensor([raw.numel() for raw in raws])
     packed = EncodedBatch(
         torch.cat(raws), lengths, torch.tensor(files), torch.tensor(boxes), torch.tensor(flips),
-        torch.tensor(shapes), torch.tensor(ready),
+        torch.tensor(shapes), torch.tensor(ready), torch.tensor(decoded),
     )  # fmt: skip
-    return packed, torch.tensor(labels), lengths, _indices(failed)
+    return packed, torch.tensor(labels), torch.tensor(sizes), _indices(failed)
 
 
 class DeviceImages:
@@ -262,18 +324,25 @@ class DeviceImages:
         from torchvision.io import ImageReadMode, decode_jpeg
 
         raws = list(torch.split(packed.flat, packed.lengths.tolist()))
+        decoded: list[torch.Tensor | None] = [None] * len(raws)
+        for k in packed.decoded.nonzero().flatten().tolist():  # a worker's pixels
+            decoded[k] = raws[k].view(3, *packed.sizes[k].tolist()).to(self.device)
+        jpegs = [k for k, image in enumerate(decoded) if image is None]
         try:
-            images = decode_jpeg(raws, mode=ImageReadMode.RGB, device=self.device)
-            return images, packed.boxes, packed.flips
+            images = [raws[k] for k in jpegs]
+            images = (
+                decode_jpeg(images, mode=ImageReadMode.RGB, device=self.device) if jpegs else []
+            )
+            for k, image in zip(jpegs, images):
+                decoded[k] = image
         except RuntimeError:  # one bad file fails the batched call: decode one by one
-            pass
-        decoded: list[torch.Tensor | None] = []
-        for raw, file in zip(raws, packed.files.tolist()):
-            try:
-                decoded.append(decode_jpeg(raw, mode=ImageReadMode.RGB, device=self.device))
-            except RuntimeError:
-                self.failed_files.add(file)
-                decoded.append(None)
+            for k in jpegs:
+                try:
+                    decoded[k] = decode_jpeg(raws[k], mode=ImageReadMode.RGB, device=self.device)
+                except RuntimeError:
+                    self.failed_files.add(int(packed.files[k]))
+        if all(image is not None for image in decoded):
+            return decoded, packed.boxes, packed.flips
         good = [k for k, img in enumerate(decoded) if img is not None]
         if not good:
             raise UserError("--data: no file of a whole batch could be decoded on the GPU")

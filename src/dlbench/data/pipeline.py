@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from dlbench.config import DataSource
+from dlbench.console import stderr
 from dlbench.data.images import (
     DeviceImages,
     ImageFolderSet,
@@ -72,7 +73,11 @@ def _image_set(
 ):
     index = scan_images(source.path, need=batch_size, classes=workload.num_classes)
     if decode == "gpu" and index.formats != {"jpeg"}:
-        raise invalid("--decode", "gpu", f"nvJPEG decodes JPEG only; {source.path} holds PNG")
+        others = ", ".join(sorted(index.formats - {"jpeg"})).upper()
+        stderr.print(
+            f"[yellow]warning:[/yellow] --decode gpu: {source.path} also holds {others}; nvJPEG "
+            "decodes JPEG only, the workers decode the rest on the CPU"
+        )
     dataset = ImageFolderSet(index, (shape.height, shape.width), decode == "gpu")
     return dataset, len(index.unreadable), index.total_bytes
 
@@ -268,8 +273,12 @@ class DataFeed:
             "cpu_pct": cpu_busy_pct(self._cpu, cpu_times()),
         }
 
-    def columns(self) -> dict[str, Any]:
-        """The row's data columns: source, loader settings, and the window's reads and waits."""
+    def columns(self, gpu_idle: bool | None = None) -> dict[str, Any]:
+        """The row's data columns: source, loader settings, and the window's reads and waits.
+        `gpu_idle`: whether the profiled pass found the GPU idle for part of the step (None
+        without one, on a CPU). The row is input-bound where the host waited for batches and
+        the GPU did not stay busy: under CUDA graphs the host also waits inside nvJPEG's device
+        synchronisation, which this count cannot tell from a wait for data."""
         p, w = self.pipeline, self.window
         columns: dict[str, Any] = {
             "data_path": str(p.source.path),
@@ -288,7 +297,8 @@ class DataFeed:
                 data_wait_pct=100.0 * w["wait_s"] / w["wall_s"],
                 host_cpu_pct=w["cpu_pct"],
             )
-            columns["input_bound"] = columns["data_wait_pct"] > INPUT_BOUND_WAIT_PCT
+            waited = columns["data_wait_pct"] > INPUT_BOUND_WAIT_PCT
+            columns["input_bound"] = waited and gpu_idle is not False
         return columns
 
     def close(self) -> None:

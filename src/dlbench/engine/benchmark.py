@@ -23,7 +23,12 @@ from dlbench.engine.generation import (
 from dlbench.engine.graphs import GraphedStep
 from dlbench.engine.loop import LoopResult, LoopSettings, WindowObservers, run_measured_loop
 from dlbench.engine.plan import Plan, loop_settings
-from dlbench.engine.profiled_pass import issue_columns, pass_steps, run_profiled_pass
+from dlbench.engine.profiled_pass import (
+    HOST_BOUND_BUSY_PCT,
+    issue_columns,
+    pass_steps,
+    run_profiled_pass,
+)
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session, optimizer_impl
 from dlbench.engine.timer import StepTimer, synchronize
@@ -103,7 +108,9 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
         if session.feed:
             session.feed.close()
     if session.feed:
-        columns.update(session.feed.columns())
+        busy = columns.get("gpu_busy_pct")
+        gpu_idle = None if busy is None else busy < HOST_BOUND_BUSY_PCT
+        columns.update(session.feed.columns(gpu_idle))
         columns["host_bound"] = bool(columns.get("host_bound") or columns.get("input_bound"))
     columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
     return loop, session.param_count, columns

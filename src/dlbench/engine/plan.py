@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlbench.config import DdpSettings, RunConfig, resolved_strategy
+from dlbench.config import DdpSettings, RunConfig, flag_name, resolved_strategy
+from dlbench.console import stderr
 from dlbench.data.pipeline import check_data
 from dlbench.data.source import default_workers
 from dlbench.engine.devices import DevicePlan, plan_devices
@@ -43,13 +44,41 @@ class Plan:
 
 
 def make_plan(config: RunConfig) -> Plan:
-    """Check the config against the workload and the device; every UserError comes from here."""
+    """Check the config against the workload and the device; every UserError comes from here.
+    Flags the run would ignore are named in one warning line."""
     workload = get_workload(config.model)
     devices = plan_devices(config.accelerator, config.devices, config.num_nodes)
+    ignored = ignored_flags(config, workload)
+    if ignored:
+        stderr.print(f"[yellow]warning:[/yellow] this run ignores {'; '.join(ignored)}")
     config = _resolve_defaults(config, workload, devices)
     shape = workload.shape(config.width, config.height, config.seq_len)
     precision = plan_precision(config.precision, devices.device_type)
     return Plan(config, workload, shape, devices, precision, DdpSettings.parse(config.ddp))
+
+
+def ignored_flags(config: RunConfig, workload: Workload) -> list[str]:
+    """`--flag value (why)` for each flag given away from its default that this run does not
+    use: a flag that changes nothing must not pass for one that did."""
+    default = RunConfig()
+    generation = scenario_of(workload, config.mode) == "generate"
+    unused = {
+        "data_decode": (config.data == "synthetic", "synthetic data is made on the device"),
+        "data_workers": (config.data == "synthetic", "synthetic data needs no loader"),
+        "prompt_len": (not generation, "not LLM generation"),
+        "new_tokens": (not generation, "not LLM generation"),
+        "seq_len": (workload.is_image or generation, "images, or generation's prompt + new"),
+        "width": (not workload.is_image, f"{workload.name} takes text"),
+        "height": (not workload.is_image, f"{workload.name} takes text"),
+        "channels_last": (not workload.is_image, f"{workload.name} takes text"),
+        "optimizer": (config.mode == "infer", "inference"),
+        "breakdown": (generation, "generation has no training step"),
+    }
+    return [
+        f"{flag_name(name)} {getattr(config, name)} ({why})"
+        for name, (ignored, why) in unused.items()
+        if ignored and getattr(config, name) not in (getattr(default, name), None)
+    ]
 
 
 def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan) -> RunConfig:

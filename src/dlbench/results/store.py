@@ -16,6 +16,36 @@ from dlbench.errors import UserError
 from dlbench.results.schema import COLUMNS, IDENTITY_COLUMNS
 
 LOCK_TIMEOUT_S = 120
+# A cell a spreadsheet would read as a formula (OWASP's CSV injection): written after an
+# apostrophe, which spreadsheets show as text; text that starts with an apostrophe gets one
+# more, so that reading back takes exactly one off and returns what was given.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+TEXT_MARK = "'"
+
+
+def spreadsheet_safe(value: object) -> object:
+    """`value` as written to a cell: text a spreadsheet would run as a formula gets TEXT_MARK
+    in front; numbers (-1.5, as text too) and everything else stay as they are."""
+    if not isinstance(value, str) or not value.startswith((*FORMULA_STARTS, TEXT_MARK)):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return TEXT_MARK + value
+
+
+def as_given(cell: object) -> object:
+    """`spreadsheet_safe` undone: the text the row was given."""
+    if isinstance(cell, str) and cell.startswith(TEXT_MARK):
+        rest = cell[1:]
+        if rest.startswith((*FORMULA_STARTS, TEXT_MARK)):
+            return rest
+    return cell
+
+
+def _safe_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [{k: spreadsheet_safe(v) for k, v in row.items()} for row in rows]
 
 
 class CsvStore:
@@ -110,11 +140,11 @@ class CsvStore:
             return []
         self.header()
         with self.path.open(newline="", encoding="utf-8-sig") as f:
-            return list(csv.DictReader(f))
+            return [{k: as_given(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
     def _append_lines(self, header: list[str], rows: list[dict[str, object]]) -> None:
         buf = io.StringIO()
-        csv.DictWriter(buf, fieldnames=header, lineterminator="\n").writerows(rows)
+        csv.DictWriter(buf, fieldnames=header, lineterminator="\n").writerows(_safe_rows(rows))
         data = buf.getvalue().encode()
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND)  # read: its last byte
         size = os.fstat(fd).st_size
@@ -145,7 +175,7 @@ class CsvStore:
             with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
                 writer = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
                 writer.writeheader()
-                writer.writerows(rows)
+                writer.writerows(_safe_rows(rows))
                 f.flush()
                 os.fsync(f.fileno())
             _match_owner(Path(tmp), self._file if self._file.exists() else folder)

@@ -8,6 +8,9 @@ from dlbench.console import number_or_none
 from dlbench.results.schema import is_true
 
 MAX_SPREAD_PCT = 5.0  # step-time spread (stdev % of mean) beyond this, or beyond --max-noise
+# A spread needs this many measured steps (or queries, or generation rounds): the standard
+# deviation of fewer is itself uncertain by more than a quarter, so "not noisy" would mean nothing.
+MIN_SPREAD_STEPS = 10
 LOW_CLOCK_SAMPLES_PCT = 10.0  # SM clock under its base in more than this share of samples
 # Slowdowns the hardware imposes: a row measured through them measures the cooling or the
 # power supply. A software power cap at the board's limit is how an H100 runs heavy GEMMs.
@@ -19,6 +22,10 @@ REASONS = {
     "short_window": (
         "the window lasted {window_s:.2f} s, under {min_time_s:g} s",
         "raise --min-time",
+    ),
+    "few_steps": (
+        "{steps:.0f} measured steps, under the {min_spread_steps} a spread needs",
+        "raise --n-iters or --min-time",
     ),
     "noisy": (
         "step times spread {step_time_stdev_pct:.1f} %",
@@ -67,6 +74,9 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     window, minimum = _number(row, "window_s"), _number(row, "min_time_s")
     if window is not None and minimum and window < minimum:
         reasons.append("short_window")
+    steps = _number(row, "steps")
+    if steps is not None and steps < MIN_SPREAD_STEPS:
+        reasons.append("few_steps")
     spread = _number(row, "step_time_stdev_pct")
     limit = _number(row, "max_noise_pct") or MAX_SPREAD_PCT
     if spread is not None and spread > limit:
@@ -109,8 +119,9 @@ def advice(row: dict) -> str:
     reasons, notes = reasons_and_notes(row)
     values = {**row}
     for key in ("window_s", "min_time_s", "step_time_stdev_pct", "data_wait_pct",
-                "sm_clock_below_base_pct", "throttle_pct"):  # fmt: skip
+                "sm_clock_below_base_pct", "throttle_pct", "steps"):  # fmt: skip
         values[key] = _number(row, key) or 0.0
+    values["min_spread_steps"] = MIN_SPREAD_STEPS
     if not reasons:
         extra = "; ".join(NOTES[n].format(**values) for n in notes)
         return "VALID" + (f" (note: {extra})" if extra else "")
