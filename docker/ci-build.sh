@@ -141,12 +141,19 @@ build() {
     buildah bud --isolation chroot --pull=never --force-rm "$LAYERS" "${mounts[@]}" \
         --build-arg BASE="$BASE_IMAGE" --build-arg TORCH_INDEX= \
         --build-arg TORCH_PACKAGES="$torch" \
+        --build-arg DLBENCH_COMMIT="$(git -C "$ROOT" rev-parse HEAD)" \
+        --build-arg DLBENCH_DIRTY="$(git_dirty)" \
         -f "$DOCKERFILE" -t "$IMAGE" "$ROOT" > "$STATE/build.log" 2>&1 || {
         tail -n 30 "$STATE/build.log"
         say "build of $DOCKERFILE failed"
         return 1
     }
     say "built $IMAGE: $(podman image inspect "$IMAGE" --format '{{.Size}}') bytes"
+}
+
+git_dirty() {
+    # true when the tree that goes into the image differs from HEAD (the rows say so)
+    if [[ -n $(git -C "$ROOT" status --porcelain) ]]; then echo true; else echo false; fi
 }
 
 smoke() {

@@ -3,7 +3,8 @@
 # cached while only dlbench changes:
 #   dlbench-install torch   a venv at /opt/venv (it sees the base image's packages, so a base
 #                           that ships torch, like ROCm's, keeps it), then TORCH_PACKAGES
-#   dlbench-install app     dlbench from /opt/dlbench with EXTRAS, the image user, /workdir
+#   dlbench-install app     dlbench from /opt/dlbench with EXTRAS (and the DLBENCH_COMMIT it was
+#                           built from), the image user, /workdir
 # A venv installs on every base, also where the system Python refuses pip (PEP 668: Debian,
 # Ubuntu 24.04). Variables: TORCH_PACKAGES (e.g. "torch==2.11.0 torchvision==0.26.0"; empty:
 # keep the base's torch), TORCH_INDEX (the wheel index for that build; empty: pip's configured
@@ -20,6 +21,9 @@ torch)
     fi
     ;;
 app)
+    # The copy has no .git: the build's commit goes into the package (dlbench.provenance)
+    printf '{"commit": "%s", "dirty": %s}\n' "${DLBENCH_COMMIT:-unknown}" "${DLBENCH_DIRTY:-null}" \
+        > /opt/dlbench/src/dlbench/BUILD_INFO.json
     /opt/venv/bin/pip install --no-cache-dir "/opt/dlbench[${EXTRAS:-seg}]"
     rm -rf /opt/dlbench/build
     # uid 1000 is the image user (some bases, e.g. Ubuntu 24.04, already have one)

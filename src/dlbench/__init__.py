@@ -1,3 +1,3 @@
 """dlbench: true, comparable, cheap deep-learning benchmarks on GPUs."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -61,7 +61,8 @@ def test_report_embeds_every_plot_and_says_where_environments_differ(tmp_path):
     embedded = [base64.b64decode(src.split(",", 1)[1]) for src in images]
     assert embedded == [p.read_bytes() for p in pngs]
     assert not re.search(r"(src|href)=['\"](?!data:)", page)  # opens offline
-    for title in ("Speed-up against the baseline", "Scaling efficiency", "Power limits"):
+    for title in ("How these machines compare", "Speed-up against the baseline, pair by pair",
+                  "Scaling efficiency", "Power limits"):  # fmt: skip
         assert f"<h2>{title}</h2>" in page
     assert re.search(r"differ in [^<]*cpu_count: 16", page)
     summary = (out_dir / "report.md").read_text()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import dlbench
 from tests.conftest import ROOT
 
 IMAGE = os.environ.get("DLBENCH_IMAGE", "dlbench:cuda12")
@@ -91,6 +92,10 @@ def test_train_and_inference_write_rows_owned_by_the_calling_user(results):
     ]
     assert all(float(r["images_per_s"]) > 0 for r in rows)
     _owned_by_user(results)
+    # the image has no .git: its rows name the commit docker/ci-build.sh built it from
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert {r["dlbench_commit"] for r in rows} == {head.stdout.strip()}
+    assert {r["dlbench"] for r in rows} == {dlbench.__version__}
 
 
 def test_a_two_point_sweep_and_a_report_run_in_the_image(results):

@@ -17,14 +17,17 @@ import pandas as pd
 from dlbench.analysis.load import (
     EXPERIMENT_KEY,
     benchmark_rows,
+    canonical,
     flag_column,
     latest,
     split_invalid,
 )
+from dlbench.analysis.machines import code_labels
 from dlbench.errors import UserError
 
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
 FAILED_STATUSES = ("oom", "error", "timeout", "interrupted")
+OTHER_CODE = "other code"  # --same-code: a pair measured by two versions of dlbench
 ENVIRONMENT = (
     "gpu_name",
     "cpu",
@@ -36,7 +39,7 @@ ENVIRONMENT = (
     "cuda_env",
     "lightning",
     "timm",
-    "dlbench",
+    "code",  # dlbench's release and commit (analysis.machines.code_labels)
 )
 
 
@@ -63,15 +66,6 @@ class Comparison:
     def passed(self) -> bool:
         """The gate's answer: no regression, nothing failed or missing."""
         return self.regressions.empty and self.failures.empty
-
-
-def canonical(value: object) -> str:
-    """A key value as text that compares equal across files: 64 and 64.0 alike, NaN empty."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def noise_pct(stdev_pct: float, steps: float) -> float:
@@ -164,11 +158,15 @@ def compare_runs(
     candidate: pd.DataFrame,
     key: list[str] | None = None,
     threshold_pct: float = 5.0,
+    same_code: bool = False,
 ) -> Comparison:
     """change = candidate / baseline - 1 per configuration. The noise band is twice the combined
     uncertainty of the two means (about 95 %), at least NOISE_FLOOR_PCT: inside it the verdict
-    is `same`; a slowdown outside it is `slower`, and `regression` beyond the threshold too."""
+    is `same`; a slowdown outside it is `slower`, and `regression` beyond the threshold too.
+    A pair measured by different code says so in its note; with `same_code` its verdict is
+    `other code` and it neither passes nor fails the gate."""
     key = resolve_key(baseline, candidate, key)
+    baseline, candidate = (rows.assign(code=code_labels(rows)) for rows in (baseline, candidate))
     if benchmark_rows(baseline).empty:
         raise UserError("BASELINE: holds no finished benchmark rows to compare against")
     if benchmark_rows(candidate).empty and candidate[candidate["status"] != "ok"].empty:
@@ -193,6 +191,8 @@ def compare_runs(
             line["verdict"] = _failure(candidate, key, r)
         elif pd.isna(r["samples_per_s_baseline"]):
             line["verdict"] = "new"
+        elif same_code and r["code_baseline"] != r["code_candidate"]:
+            line["verdict"] = OTHER_CODE
         else:
             change = 100.0 * (r["samples_per_s_candidate"] / r["samples_per_s_baseline"] - 1.0)
             u = [r[f"uncertainty_pct_{side}"] for side in ("baseline", "candidate")]
@@ -246,6 +246,9 @@ def verdict_line(comparison: Comparison) -> str:
     parts = [
         f"{bad} regression(s) beyond {threshold}" if bad else f"no regression beyond {threshold}"
     ]
+    other = int((comparison.table["verdict"] == OTHER_CODE).sum())
+    if other:
+        parts.append(f"{other} configuration(s) left out: measured by other code (--same-code)")
     if failed:
         parts.append(f"{failed} configuration(s) failed or missing in the candidate")
         if failed == len(comparison.table[comparison.table["verdict"] != "new"]):
@@ -260,10 +263,19 @@ WHOLE_NUMBER_COLUMNS = {
 }  # fmt: skip
 
 
+def markdown_text(text: str) -> str:
+    """Text from rows (names, tags, run ids) as Markdown shows it: no HTML a viewer would
+    render, no `|` that would split a table cell."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
 def markdown_table(frame: pd.DataFrame, digits: int = 1) -> str:
     """A GitHub-flavoured Markdown table (for job summaries and the report's summary); a
-    missing value is an empty cell."""
+    missing value is an empty cell, text escaped (`markdown_text`)."""
     shown = frame.copy()
+    for column in shown.columns:
+        shown[column] = shown[column].map(lambda v: markdown_text(v) if isinstance(v, str) else v)
+    shown.columns = [markdown_text(str(c)) for c in shown.columns]
     for column in WHOLE_NUMBER_COLUMNS.intersection(shown.columns):
         if pd.api.types.is_numeric_dtype(shown[column]):
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{int(v):,}")

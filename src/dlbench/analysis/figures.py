@@ -34,17 +34,25 @@ def throughput_vs_batch(runs: pd.DataFrame) -> Figure | None:
     return fig
 
 
-def speedups(table: pd.DataFrame, baseline: str) -> Figure | None:
-    """Speed-up of each machine over the baseline machine, per workload."""
-    if table.empty:
+def speedup_heatmap(matrix: pd.DataFrame, baseline: str) -> Figure | None:
+    """Workload x machine, each cell the speed-up over the baseline, coloured around 1."""
+    if matrix.empty:
         return None
-    pivot = table.pivot_table(index="workload", columns="machine", values="speedup")
-    ax = pivot.plot.barh(figsize=(10, max(3, 0.3 * len(pivot) + 1.2)))
-    ax.axvline(1.0, color="grey", lw=0.8)
-    ax.set(xlabel=f"speed-up vs {baseline} (samples/s ratio)", ylabel="")
-    ax.invert_yaxis()
-    ax.figure.tight_layout()
-    return ax.figure
+    import numpy as np
+
+    values = matrix.to_numpy(dtype=float)
+    spread = max(0.05, float(np.nanmax(np.abs(np.log2(values)))))
+    fig, ax = plt.subplots(figsize=(2.5 + 1.6 * matrix.shape[1], 1.2 + 0.32 * len(matrix)))
+    image = ax.imshow(np.log2(values), cmap="RdYlGn", vmin=-spread, vmax=spread, aspect="auto")
+    for (i, j), value in np.ndenumerate(values):
+        if not np.isnan(value):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(matrix.shape[1]), matrix.columns, fontsize=8)
+    ax.set_yticks(range(len(matrix)), matrix.index, fontsize=8)
+    ax.set_title(f"speed-up over {baseline} (green: faster)", fontsize=9)
+    fig.colorbar(image, ax=ax, label="log2 speed-up", shrink=0.8)
+    fig.tight_layout()
+    return fig
 
 
 def samples_per_joule(runs: pd.DataFrame) -> Figure | None:

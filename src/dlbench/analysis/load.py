@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +10,7 @@ import pandas as pd
 from dlbench.config import CONFIG_KEY
 from dlbench.errors import UserError, one_line
 from dlbench.results.schema import NUMBER_COLUMNS, TEXT_COLUMNS, is_true
-from dlbench.results.store import CsvStore
+from dlbench.results.store import CsvStore, as_given
 
 # What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
 RUN_KEY = (
@@ -42,6 +43,9 @@ def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
             frame = pd.read_csv(path, low_memory=False, dtype=dict.fromkeys(TEXT_COLUMNS, str))
         except (pd.errors.ParserError, ValueError, OSError) as exc:
             raise UserError(f"{argument}: cannot read {path}: {one_line(str(exc))}") from None
+        for column in frame.columns:  # text as the rows were given (store.spreadsheet_safe)
+            if not pd.api.types.is_numeric_dtype(frame[column]):
+                frame[column] = frame[column].map(as_given)
         _numbers_as_numbers(frame, path, argument)
         frame = frame.copy()  # one block again: the conversion column by column fragments it
         frame["source"] = Path(path).name
@@ -76,6 +80,15 @@ def require_columns(rows: pd.DataFrame, columns: tuple[str, ...], argument: str)
     if missing:
         files = ", ".join(sorted(rows["source"].astype(str).unique()))
         raise UserError(f"{argument}: {files} has no {', '.join(missing)} column")
+
+
+def canonical(value: object) -> str:
+    """A key value as text that compares equal across files: 64 and 64.0 alike, NaN empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def benchmark_rows(rows: pd.DataFrame) -> pd.DataFrame:

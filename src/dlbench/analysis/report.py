@@ -11,17 +11,24 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from dlbench.analysis import figures
-from dlbench.analysis.compare import ENVIRONMENT, markdown_table
+from dlbench.analysis.compare import ENVIRONMENT, markdown_table, markdown_text
 from dlbench.analysis.cost import cost_table
 from dlbench.analysis.documents import write_pdf, write_pptx
 from dlbench.analysis.latency import latency_table
 from dlbench.analysis.load import (
-    SHAPE_KEY,
     benchmark_rows,
     flag_column,
     load_rows,
     machine_labels,
     split_invalid,
+)
+from dlbench.analysis.machines import (
+    CODE_MOVE_FLOOR_PCT,
+    code_labels,
+    code_moves,
+    family_summary,
+    machine_pairs,
+    speedup_matrix,
 )
 from dlbench.analysis.pipeline import pipeline_table, saturation_notes
 from dlbench.analysis.power import power_points, recommend_power
@@ -39,7 +46,7 @@ SUMMARY_COLUMNS = {
     "data": "data",
     "data_workers": "workers",
     "purpose": "purpose",
-    "world_size": "GPUs",
+    "world_size": "devices",
     "machine": "machine",
     "samples_per_s": "samples/s",
     "step_time_median_ms": "p50 ms",
@@ -52,6 +59,15 @@ SUMMARY_COLUMNS = {
     "verdict": "verdict",
 }
 INVALID_COLUMNS = ["model", "mode", "batch_size", "machine", "verdict_reasons", "source"]
+PAIR_COLUMNS = {
+    "workload": "workload",
+    "machine": "machine",
+    "samples_per_s": "samples/s",
+    "samples_per_s_baseline": "baseline samples/s",
+    "speedup": "speed-up",
+    "noise": "spread",
+    "code": "code",
+}
 HOST_BOUND_NOTE = (
     "Marked host-bound: the GPU idled more than 10 % of each step, or the host waited for the "
     "input pipeline (--data) more than 10 % of the window, so these ratios measure the host's "
@@ -67,6 +83,13 @@ class Section:
     text: str = ""
     table: pd.DataFrame | None = None
     figure: str | None = None  # PNG file name
+    keep: bool = False  # shown for its text alone (what was left out, and why)
+
+    @property
+    def shown(self) -> bool:
+        """Whether it has something to show: a table or a figure (its text only explains them),
+        or text that answers on its own."""
+        return self.keep or self.table is not None or self.figure is not None
 
 
 @dataclass
@@ -94,30 +117,9 @@ def pick_baseline(runs: pd.DataFrame, wanted: str | None) -> str:
     )
 
 
-def speedup_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """Each machine's samples/s over the baseline's, on the same model, mode, precision, batch,
-    input size and world size (best row of each)."""
-    key = [c for c in (*SHAPE_KEY, "world_size") if c in runs]
-    runs = runs.assign(bound=host_bound(runs))
-    groups = runs.groupby([*key, "machine"], dropna=False)
-    best = groups.agg(samples_per_s=("samples_per_s", "max"), bound=("bound", "any"))
-    best = best.reset_index()
-    base = best[best["machine"] == baseline].drop(columns="machine")
-    merged = best.merge(base, on=key, suffixes=("", "_baseline"))
-    merged["speedup"] = merged["samples_per_s"] / merged["samples_per_s_baseline"]
-    merged["workload"] = [_workload(row) for _, row in merged.iterrows()]
-    return merged[merged["machine"] != baseline].reset_index(drop=True)
-
-
 def host_bound(rows: pd.DataFrame) -> pd.Series:
     """The rows' host_bound flag as booleans (absent or empty: False)."""
     return flag_column(rows, "host_bound")
-
-
-def _workload(row: pd.Series) -> str:
-    size = f" {row['width']:.0f}x{row['height']:.0f}" if not pd.isna(row.get("width")) else ""
-    bound = " (host-bound)" if row.get("bound") or row.get("bound_baseline") else ""
-    return f"{row['model']} {row['mode']} {row['precision']} bs{row['batch_size']}{size}{bound}"
 
 
 def environment_notes(runs: pd.DataFrame, baseline: str) -> str:
@@ -154,27 +156,18 @@ def _sections(
     max_slowdown: float,
     timelines: list[Path],
     prices: dict[str, float],
+    same_code: bool,
 ):
     every = benchmark_rows(rows)
     if every.empty:
         raise UserError("CSV: no finished benchmark rows (status ok) to report on")
     every["machine"] = machine_labels(every)
+    every["code"] = code_labels(every)
     runs, invalid = split_invalid(every)  # ratios and figures: valid rows only
     rows = rows.assign(machine=machine_labels(rows))
     baseline = pick_baseline(every, baseline_wanted)
-    summary = every[[c for c in SUMMARY_COLUMNS if c in every]].rename(columns=SUMMARY_COLUMNS)
-    speed = speedup_table(runs, baseline)
-    scale = scaling_table(rows)
-    scale["machine"] = machine_labels(scale)
-    points = power_points(rows)
-    picks = recommend_power(rows, max_slowdown)
-    failures = rows[rows["status"] != "ok"]
-    yield (
-        Section(
-            "Runs", f"{len(every)} finished runs from {rows['source'].nunique()} file(s).", summary
-        ),
-        None,
-    )
+    pairs = machine_pairs(runs, baseline)
+    yield from _comparison_sections(runs, pairs, baseline, same_code)
     if not invalid.empty:
         cols = [c for c in INVALID_COLUMNS if c in invalid]
         yield (
@@ -185,6 +178,95 @@ def _sections(
             ),
             None,
         )
+    yield from _detail_sections(rows, runs, every, baseline, prices, max_slowdown, timelines)
+    summary = every[[c for c in SUMMARY_COLUMNS if c in every]].rename(columns=SUMMARY_COLUMNS)
+    yield (
+        Section(
+            "Runs", f"{len(every)} finished runs from {rows['source'].nunique()} file(s).", summary
+        ),
+        None,
+    )
+
+
+def _comparison_sections(runs: pd.DataFrame, pairs: pd.DataFrame, baseline: str, same_code: bool):
+    """The answer first: machines against the baseline per workload family, then per workload
+    (heat map and table), then what the code moved."""
+    families, left_out = family_summary(pairs, baseline)
+    yield (
+        Section(
+            "How these machines compare",
+            f"Speed-up over {baseline} (samples/s ratio) per workload family: the median over "
+            "the family's workloads and their range, from valid rows measured by the same code "
+            "on both machines and not host-bound. 'within noise': workloads whose speed-up lies "
+            "inside the spread of the repeated rows of either machine."
+            + "".join(f"\nLeft out: {line}." for line in left_out)
+            + ("\n" + environment_notes(runs, baseline) if len(pairs) else ""),
+            families if not families.empty else None,
+            keep=not pairs.empty,
+        ),
+        None,
+    )
+    shown = pairs if not same_code else pairs[pairs["same_code"]]
+    matrix = speedup_matrix(shown)
+    yield (
+        Section(
+            "Speed-up per workload",
+            f"Each machine's samples/s over {baseline}'s on the same workload (same code on both "
+            "sides); a cell is empty where a machine has no such row.",
+            matrix.reset_index() if not matrix.empty else None,
+        ),
+        figures.speedup_heatmap(matrix, baseline),
+    )
+    if not shown.empty:
+        bound = shown["bound"] | shown["bound_baseline"]
+        detail = shown.assign(
+            workload=shown["workload"].where(~bound, shown["workload"] + " (host-bound)"),
+            code=[
+                "same" if same else f"{a} vs {b}"  # marked where shown
+                for same, a, b in zip(shown["same_code"], shown["code"], shown["code_baseline"])
+            ],
+            noise=[_noise(r) for _, r in shown.iterrows()],
+        )
+        yield (
+            Section(
+                "Speed-up against the baseline, pair by pair",
+                f"Baseline: {baseline}. Same model, mode, precision, batch, input size and "
+                "device count; the median row of each side. code: 'same' where one version of "
+                "dlbench measured both sides, else both versions (--same-code leaves those out)."
+                + ("\n" + HOST_BOUND_NOTE if bool(bound.any()) else ""),
+                detail[[*PAIR_COLUMNS]].rename(columns=PAIR_COLUMNS),
+            ),
+            None,
+        )
+    moves = code_moves(runs)
+    if not moves.empty:
+        yield (
+            Section(
+                "Moved by the code, not the GPU",
+                "One configuration on one GPU model, measured by different versions of dlbench, "
+                f"whose figures differ by more than their spread and {CODE_MOVE_FLOOR_PCT:g} %: "
+                "read these rows together, never as a difference between GPUs.",
+                moves,
+            ),
+            None,
+        )
+
+
+def _noise(pair: pd.Series) -> str:
+    if pd.isna(pair["noise_pct"]):
+        return ""
+    inside = " (within noise)" if pair["within_noise"] else ""
+    return f"±{pair['noise_pct']:.1f} %{inside}"
+
+
+def _detail_sections(rows, runs, every, baseline, prices, max_slowdown, timelines):
+    """Everything after the comparison: cost, latency, decode, input pipeline, energy,
+    percentiles, scaling, power, timeline, failures."""
+    scale = scaling_table(rows)
+    scale["machine"] = machine_labels(scale)
+    points = power_points(rows)
+    picks = recommend_power(rows, max_slowdown)
+    failures = rows[rows["status"] != "ok"]
     if prices:
         costs = cost_table(runs, prices)
         yield (
@@ -196,18 +278,6 @@ def _sections(
             ),
             None,
         )
-    yield (
-        Section(
-            "Speed-up against the baseline",
-            f"Baseline: {baseline}. Same model, mode, precision, batch, input size and GPU count.\n"
-            + (HOST_BOUND_NOTE + "\n" if host_bound(runs).any() else "")
-            + environment_notes(runs, baseline),
-            speed[["workload", "machine", "samples_per_s", "samples_per_s_baseline", "speedup"]]
-            if not speed.empty
-            else None,
-        ),
-        figures.speedups(speed, baseline),
-    )
     latency = latency_table(runs, baseline)
     if not latency.empty:
         yield (
@@ -293,21 +363,35 @@ def build_report(
     pdf: bool = False,
     pptx: bool = False,
     prices: dict[str, float] | None = None,
+    same_code: bool = False,
 ) -> Report:
     """Read the CSVs (and telemetry logs), draw what they hold, write report.html, report.md
-    and the PNGs, and report.pdf / report.pptx when asked."""
+    and the PNGs, and report.pdf / report.pptx when asked. `same_code`: pair rows across
+    machines only where one version of dlbench measured both."""
     rows = load_rows(paths)
     writable_folder(out_dir, "--out")
     try:
-        return _write(rows, out_dir, baseline, max_slowdown, timelines or [], pdf, pptx, prices)
+        return _write(
+            rows, out_dir, baseline, max_slowdown, timelines or [], pdf, pptx, prices, same_code
+        )
     except OSError as exc:
         where = exc.filename or out_dir
         raise UserError(f"--out: cannot write {where}: {exc.strerror or exc}") from None
 
 
-def _write(rows, out_dir, baseline, max_slowdown, timelines, pdf, pptx, prices) -> Report:
-    sections, pngs = [], []
-    for section, figure in _sections(rows, baseline, max_slowdown, timelines, prices or {}):
+def _write(*args) -> Report:
+    # Labels come from the rows (machine names, tags): text, never mathtext to parse.
+    with plt.rc_context({"text.parse_math": False}):
+        return _write_files(*args)
+
+
+def _write_files(
+    rows, out_dir, baseline, max_slowdown, timelines, pdf, pptx, prices, same_code
+) -> Report:
+    sections, pngs, empty = [], [], []
+    for section, figure in _sections(
+        rows, baseline, max_slowdown, timelines, prices or {}, same_code
+    ):
         if figure is not None:
             png = out_dir / f"{len(pngs) + 1:02d}-{_slug(section.title)}.png"
             try:
@@ -316,8 +400,10 @@ def _write(rows, out_dir, baseline, max_slowdown, timelines, pdf, pptx, prices) 
                 plt.close(figure)
             section.figure = png.name
             pngs.append(png)
-        if section.text or section.table is not None or section.figure:
-            sections.append(section)
+        (sections if section.shown else empty).append(section)
+    if empty:  # a heading with nothing under it says nothing; one line says what is not here
+        titles = ", ".join(s.title.lower() for s in empty)
+        sections[0].text += f"\nNot shown, nothing in these rows for them: {titles}."
     sources = sorted(rows["source"].unique())
     report = Report(out_dir / "report.html", out_dir / "report.md", pngs)
     report.html.write_text(_html(sections, sources, out_dir), encoding="utf-8")
@@ -365,10 +451,10 @@ def _html(sections: list[Section], sources: list[str], folder: Path) -> str:
 
 
 def _markdown(sections: list[Section], sources: list[str]) -> str:
-    parts = ["# dlbench report", "", f"Sources: {', '.join(sources)}", ""]
+    parts = ["# dlbench report", "", f"Sources: {markdown_text(', '.join(sources))}", ""]
     for s in sections:
         parts += [f"## {s.title}", ""]
-        parts += [line + "  " for line in s.text.splitlines() if line]
+        parts += [markdown_text(line) + "  " for line in s.text.splitlines() if line]
         if s.figure:
             parts += ["", f"![{s.title}]({s.figure})"]
         if s.table is not None:

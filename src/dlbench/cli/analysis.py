@@ -18,6 +18,15 @@ MaxSlowdown = Annotated[
 ]
 
 
+SameCode = Annotated[
+    bool,
+    typer.Option(
+        "--same-code",
+        help="Pair rows only where one version of dlbench (release and commit) measured both.",
+    ),
+]
+
+
 @app.command("report", help="HTML (self-contained), PNGs and Markdown from result CSVs.")
 def report(
     csv: Csvs,
@@ -38,6 +47,7 @@ def report(
             help="GPU=PRICE per hour (repeatable): rank GPUs by cost per million samples."
         ),
     ] = None,
+    same_code: SameCode = False,
 ) -> None:
     from dlbench.analysis.cost import parse_prices
     from dlbench.analysis.report import build_report
@@ -45,7 +55,7 @@ def report(
 
     check_finite("--max-slowdown", max_slowdown)
     prices = parse_prices(usd_per_hour)
-    written = build_report(csv, out, baseline, max_slowdown, timeline, pdf, pptx, prices)
+    written = build_report(csv, out, baseline, max_slowdown, timeline, pdf, pptx, prices, same_code)
     extra = "".join(f", {path}" for path in written.documents)
     print(f"wrote {written.html} ({len(written.pngs)} plots embedded), {written.markdown}{extra}")
 
@@ -65,6 +75,7 @@ def compare(
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Markdown for CI summaries.")
     ] = False,
+    same_code: SameCode = False,
 ) -> None:
     from dlbench.analysis.compare import compare_runs, display_table, markdown_table, verdict_line
     from dlbench.analysis.load import load_rows, require_columns
@@ -81,7 +92,7 @@ def compare(
     rows = {name: load_rows([path], name) for name, path in sides.items()}
     for name, frame in rows.items():
         require_columns(frame, ("samples_per_s",), name)
-    result = compare_runs(rows["BASELINE"], rows["CANDIDATE"], columns, threshold)
+    result = compare_runs(rows["BASELINE"], rows["CANDIDATE"], columns, threshold, same_code)
     table, caption = display_table(result)
     verdict = verdict_line(result)
     if markdown:

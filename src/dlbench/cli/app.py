@@ -4,6 +4,7 @@ user errors exit 2 with one line and no traceback."""
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -17,6 +18,28 @@ app = typer.Typer(
     help="True, comparable deep-learning benchmarks: one row per run in a CSV.",
     pretty_exceptions_enable=False,
 )
+
+
+def _show_version(given: bool) -> None:
+    if given:
+        import dlbench
+        from dlbench.provenance import code_identity
+
+        print(f"dlbench {dlbench.__version__} (commit {code_identity().short})")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="The release and commit."
+        ),
+    ] = False,
+) -> None:
+    """True, comparable deep-learning benchmarks: one row per run in a CSV."""
+
 
 # Parsing errors: typer up to 0.15 raises click's own exceptions, typer 0.16 and later those of
 # the click it bundles; both expose ClickException as a base of the BadParameter they export.

@@ -13,6 +13,7 @@ import torch
 
 import dlbench
 from dlbench.hardware import form_factor
+from dlbench.provenance import code_identity
 from dlbench.startup import WORK_QUEUES_VARIABLE
 
 _PACKAGES = ("lightning", "timm", "transformers", "segmentation-models-pytorch")
@@ -86,6 +87,7 @@ def container(root: Path = Path("/"), environ: Mapping[str, str] = os.environ) -
 def collect_environment(device_type: str) -> dict[str, object]:
     """Hardware and software versions of this host, as result-row columns."""
     cuda = device_type == "cuda"
+    code = code_identity()
     env: dict[str, object] = {
         "hostname": socket.gethostname(),
         "os": platform.platform(),
@@ -97,6 +99,8 @@ def collect_environment(device_type: str) -> dict[str, object]:
         "hip": getattr(torch.version, "hip", None) or "",
         "cudnn": str(torch.backends.cudnn.version() or "") if cuda else "",
         "dlbench": dlbench.__version__,
+        "dlbench_commit": code.commit,
+        "dlbench_dirty": "" if code.dirty is None else code.dirty,
         "gpu_name": torch.cuda.get_device_name(0) if cuda else "",
         "gpu_count": torch.cuda.device_count() if cuda else 0,
         "gpu_memory_mb": torch.cuda.get_device_properties(0).total_memory // 2**20 if cuda else "",

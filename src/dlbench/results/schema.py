@@ -157,8 +157,8 @@ COLUMNS: dict[str, str] = {
     "gpu_processes_hidden": "True when NVML's process list could not be matched with this "
     "process (another PID namespace, e.g. a container): other_gpu_processes counts all but one",
     "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",
-    "verdict_reasons": "why invalid, ;-separated: failed, short_window, noisy, host_bound, "
-    "input_bound, hardware_slowdown, other_processes, low_clock, energy_short_window",
+    "verdict_reasons": "why invalid, ;-separated: failed, short_window, few_steps, noisy, "
+    "host_bound, input_bound, hardware_slowdown, other_processes, low_clock, energy_short_window",
     "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
     "eager_fallback",
     "usd_per_hour": "--usd-per-hour: the price given for the machine or GPU per hour",
@@ -170,7 +170,8 @@ COLUMNS: dict[str, str] = {
     "host_issue_ms": "CUDA-graph steps: host time to launch one step (timed after the window)",
     "host_issue_pct": "CUDA-graph steps: host_issue_ms / the window's median step, in %: under "
     "90 the host keeps ahead and the GPU never waits for it",
-    "input_bound": "--data: True when data_wait_pct > 10: the number measures the loader",
+    "input_bound": "--data: True when data_wait_pct > 10 and the GPU waited (gpu_busy_pct < "
+    "90; on a CPU the host's wait alone): the number measures the loader",
     "attention_backend": "fused attention that ran: flash, efficient, cudnn, flash_cpu, math "
     "or triton_decode (dlbench's batch-1 LLM decode kernel)",
     "isolation": "sweeps: worker (points back to back in one process) or process (one each)",
@@ -224,7 +225,11 @@ COLUMNS: dict[str, str] = {
     "cuda": "environment: CUDA version torch was built with",
     "hip": "environment: HIP (ROCm) version torch was built with",
     "cudnn": "environment: cuDNN version",
-    "dlbench": "environment: dlbench version",
+    "dlbench": "environment: dlbench version (the release)",
+    "dlbench_commit": "environment: the git commit of the dlbench version that measured the "
+    "row (unknown: neither a checkout nor a build said)",
+    "dlbench_dirty": "environment: True when the dlbench version had changes beyond "
+    "dlbench_commit (empty: unknown)",
     "gpu_name": "environment: GPU model",
     "gpu_count": "environment: GPUs visible",
     "gpu_memory_mb": "environment: memory of GPU 0",

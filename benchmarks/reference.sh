@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Regenerates every published reference figure on this machine's GPU, from one commit: the
+# default plan (throughput, batch-1 latency, llm_1b training and decode), the 8B decode, GPU-decode
+# training against synthetic data, and the harness check (validate). Each part writes one CSV
+# named by what it measured, as timm names its result files:
+#   benchmarks/reference/<part>-<torch>-<cuda>-<gpu>.csv   e.g. default-pt2.11-cu13.0-h100-80gb-hbm3.csv
+# A part that is cut short resumes where it stopped when run again (sweeps skip points with an ok
+# row). The README table: PYTHONPATH=src python3 benchmarks/reference_table.py; provenance:
+# docs/reference.md. Every GPU setting is only read.
+# Usage: benchmarks/reference.sh [default] [decode] [jpeg] [validate]   (all four by default)
+#   DLBENCH (default: python3 -m dlbench, from this tree)   REFERENCE_DIR (benchmarks/reference)
+#   JPEG_DIR (where the JPEG set is made; default /tmp/dlbench-jpeg)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=${PYTHONPATH:-src} PYTHONUNBUFFERED=1
+read -r -a DLBENCH <<< "${DLBENCH:-python3 -m dlbench}"
+OUT=${REFERENCE_DIR:-benchmarks/reference}
+JPEG_DIR=${JPEG_DIR:-/tmp/dlbench-jpeg}
+mkdir -p "$OUT"
+
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//')
+software=$(python3 -c 'import torch; print(f"pt{torch.__version__.split(\"+\")[0].rsplit(\".\", 1)[0]}-cu{torch.version.cuda}")')
+csv() { echo "$OUT/$1-$software-$gpu.csv"; }
+run() { echo "+ dlbench $*" >&2; "${DLBENCH[@]}" "$@"; }
+
+default() {
+    run sweep default --output "$(csv default)"
+}
+
+decode() {  # the 8B model at batch 1: decode reads its 16 GB of weights per token
+    run infer --model llm_8b --batch-size 1 --precision bf16-true --prompt-len 128 \
+        --new-tokens 128 --n-iters 5 --warmup-steps 2 --output "$(csv decode)"
+}
+
+jpeg() {  # 12,000 JPEGs of 500x375 at q90, made here; resnet50 fed by them against synthetic
+    [[ -d $JPEG_DIR/images ]] || run make-data "$JPEG_DIR" --images 12000 --size 500x375
+    local common=(--model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60
+        --warmup-steps 5 --output "$(csv jpeg)")
+    run train "${common[@]}"
+    run train "${common[@]}" --data "folder:$JPEG_DIR/images" --workers 8 --decode gpu
+    run train "${common[@]}" --data "folder:$JPEG_DIR/images" --workers 8 --decode cpu
+    run data "$JPEG_DIR/images" --model resnet50 --batch-size 256 --workers 8 --decode gpu \
+        --output "$(csv jpeg-loader)"
+}
+
+validate() {  # the harness against a hand-written loop on the same inputs
+    run validate --model resnet50 --batch-size 256 --precision bf16-mixed --repeats 3 \
+        --output "$(csv validate)"
+    run validate --model vit --batch-size 256 --precision bf16-mixed --repeats 3 \
+        --output "$(csv validate)"
+}
+
+parts=("$@")
+((${#parts[@]})) || parts=(default decode jpeg validate)
+for part in "${parts[@]}"; do
+    case $part in
+    default | decode | jpeg | validate) "$part" ;;
+    *) echo "usage: $0 [default] [decode] [jpeg] [validate]" >&2 && exit 2 ;;
+    esac
+done

@@ -1,0 +1,176 @@
+"""How machines compare: speed-ups of each machine over a baseline machine, workload by workload,
+with the code that measured each side and the spread between repeated rows; their summary per
+workload family (the report's answer); and configurations whose figure moved between two
+versions of the code on one GPU model (the code, not the GPU, moved them)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from dlbench.analysis.load import RUN_KEY, canonical, flag_column
+
+# Differences between rows of one configuration that repeats cannot resolve (clocks, heat,
+# machines of one kind): a move by the code must be larger than this and the rows' own spread.
+CODE_MOVE_FLOOR_PCT = 2.0
+UNKNOWN_CODE = "(commit unknown)"  # rows from before rows named their commit
+FAMILIES = (
+    "CNN training",
+    "CNN inference",
+    "transformers",
+    "LLM training",
+    "LLM decode",
+    "batch-1 latency",
+)
+# Where a row has no attention_backend (an older row): models known to run attention.
+_ATTENTION_MODELS = ("vit", "swin", "deit", "bert")
+
+
+def code_labels(rows: pd.DataFrame) -> pd.Series:
+    """The code that measured each row: `0.2.0 1a2b3c4` (`+dirty` with changes), or the release
+    alone with `(commit unknown)` for rows from before rows named their commit."""
+    version = _text(rows, "dlbench")
+    commit = _text(rows, "dlbench_commit")
+    dirty = _text(rows, "dlbench_dirty") == "True"
+    known = (commit != "") & (commit != "unknown")
+    label = version + " " + commit.str[:7] + dirty.map({True: "+dirty", False: ""})
+    return label.where(known, version + " " + UNKNOWN_CODE)
+
+
+def _text(rows: pd.DataFrame, column: str) -> pd.Series:
+    return rows.get(column, pd.Series("", index=rows.index)).fillna("").astype(str)
+
+
+def workload_family(row: pd.Series) -> str:
+    """Which of FAMILIES a row's workload belongs to."""
+    if row.get("mode") == "infer" and str(row.get("batch_size")) in ("1", "1.0"):
+        return "batch-1 latency"
+    if row.get("family") == "llm":
+        return "LLM training" if row.get("mode") == "train" else "LLM decode"
+    attention = row.get("attention_backend")
+    has_attention = isinstance(attention, str) and attention != ""
+    if has_attention or row.get("family") == "text" or row["model"] in _ATTENTION_MODELS:
+        return "transformers"
+    return "CNN training" if row.get("mode") == "train" else "CNN inference"
+
+
+def _spread_pct(values: pd.Series) -> float:
+    """(largest - smallest) / median of repeated rows, in %; NaN for a single row."""
+    if len(values) < 2:
+        return math.nan
+    return 100.0 * (values.max() - values.min()) / values.median()
+
+
+def machine_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """One line per workload and machine other than `baseline`: the median samples/s of each
+    side over its repeated rows, their spreads, both sides' code, the speed-up, its uncertainty
+    (the two spreads combined; NaN without repeats) and whether the speed-up lies inside it.
+    `runs`: valid benchmark rows with `machine` and `code` columns."""
+    key = [c for c in (*RUN_KEY, "world_size") if c in runs]
+    runs = runs.assign(
+        bound=flag_column(runs, "host_bound"), family=runs.apply(workload_family, axis=1)
+    )
+    grouped = runs.groupby([*key, "machine"], dropna=False)
+    sides = grouped.agg(
+        samples_per_s=("samples_per_s", "median"),
+        spread_pct=("samples_per_s", _spread_pct),
+        rows=("samples_per_s", "size"),
+        code=("code", lambda c: ", ".join(sorted(set(c)))),
+        bound=("bound", "any"),
+        family=("family", "first"),
+    ).reset_index()
+    base = sides[sides["machine"] == baseline].drop(columns=["machine", "family"])
+    pairs = sides[sides["machine"] != baseline].merge(base, on=key, suffixes=("", "_baseline"))
+    pairs["speedup"] = pairs["samples_per_s"] / pairs["samples_per_s_baseline"]
+    spreads = pairs[["spread_pct", "spread_pct_baseline"]]
+    pairs["noise_pct"] = spreads.pow(2).sum(axis=1, min_count=1).pow(0.5)
+    pairs["within_noise"] = 100.0 * (pairs["speedup"] - 1).abs() <= pairs["noise_pct"]
+    # one known commit on both sides; rows that name no commit may come from any code
+    pairs["same_code"] = (
+        (pairs["code"] == pairs["code_baseline"])
+        & ~pairs["code"].str.contains(",")
+        & ~pairs["code"].str.contains(UNKNOWN_CODE, regex=False)
+    )
+    pairs["workload"] = [_workload(r) for _, r in pairs.iterrows()]
+    return pairs.reset_index(drop=True)
+
+
+def _workload(row: pd.Series) -> str:
+    size = f" {row['width']:.0f}x{row['height']:.0f}" if not pd.isna(row.get("width")) else ""
+    return f"{row['model']} {row['mode']} {row['precision']} bs{row['batch_size']}{size}"
+
+
+def family_summary(pairs: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, list[str]]:
+    """Per machine and workload family: how many workloads, the median speed-up over
+    `baseline` and its range, from pairs measured by the same code on both sides and not
+    host-bound; and a line per kind of pair left out, with how many."""
+    fair = pairs["same_code"] & ~pairs["bound"] & ~pairs["bound_baseline"]
+    lines = []
+    for (machine, family), group in pairs[fair].groupby(["machine", "family"]):
+        within = int(group["within_noise"].sum())
+        lines.append(
+            {
+                "machine": machine,
+                "family": family,
+                "workloads": len(group),
+                f"median speed-up vs {baseline}": group["speedup"].median(),
+                "range": f"{group['speedup'].min():.2f}-{group['speedup'].max():.2f}",
+                "within noise": f"{within} of {len(group)}"
+                if group["noise_pct"].notna().any()
+                else "",
+            }
+        )
+    table = pd.DataFrame(lines)
+    if not table.empty:
+        order = {f: i for i, f in enumerate(FAMILIES)}
+        table = table.sort_values(["machine", "family"], key=lambda c: c.map(order).fillna(c))
+    left_out = []
+    other_code = int((~pairs["same_code"]).sum())
+    if other_code:
+        left_out.append(
+            f"{other_code} pair(s) measured by different code on the two machines, or by code "
+            "that names no commit"
+        )
+    bound = int((pairs["same_code"] & ~fair).sum())
+    if bound:
+        left_out.append(f"{bound} pair(s) host-bound on either machine (they measure the host)")
+    return table.reset_index(drop=True), left_out
+
+
+def code_moves(runs: pd.DataFrame) -> pd.DataFrame:
+    """Configurations on one GPU model measured by two or more versions of the code whose
+    median figures differ by more than their rows' spread and CODE_MOVE_FLOOR_PCT: one line per
+    version, so the rows are read together, not as a difference between GPUs."""
+    key = [c for c in (*RUN_KEY, "world_size", "machine") if c in runs]
+    runs = runs.assign(**{k: runs[k].map(canonical) for k in key})
+    lines = []
+    for _, group in runs.groupby(key, dropna=False):
+        if group["code"].nunique() < 2:
+            continue
+        by_code = group.groupby("code")["samples_per_s"]
+        medians, spreads = by_code.median(), by_code.agg(_spread_pct).fillna(0.0)
+        moved = 100.0 * (medians.max() / medians.min() - 1)
+        if moved <= max(CODE_MOVE_FLOOR_PCT, spreads.max()):
+            continue
+        first = group.iloc[0]
+        for code, median in medians.items():
+            lines.append(
+                {
+                    "workload": _workload(first),
+                    "machine": first["machine"],
+                    "code": code,
+                    "rows": int(by_code.size()[code]),
+                    "samples_per_s": median,
+                    "moved %": moved,
+                }
+            )
+    return pd.DataFrame(lines)
+
+
+def speedup_matrix(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Workload x machine: the speed-up over the baseline, same-code pairs only."""
+    same = pairs[pairs["same_code"]]
+    if same.empty:
+        return pd.DataFrame()
+    return same.pivot_table(index="workload", columns="machine", values="speedup", aggfunc="first")

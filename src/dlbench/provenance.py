@@ -1,0 +1,99 @@
+"""Which code measured a row: the release, the commit and whether the tree had changes.
+
+A checkout answers from git; a wheel or an image, which have no `.git`, from BUILD_INFO.json,
+written beside this module when the package is built (setup.py, from git) or when the image is
+built (its DLBENCH_COMMIT build argument). Standard library only: setup.py loads this file
+before anything is installed."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+BUILD_INFO = Path(__file__).with_name("BUILD_INFO.json")
+UNKNOWN = "unknown"
+GIT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class CodeIdentity:
+    """The code that runs: `commit` is a full git hash or UNKNOWN; `dirty` whether the tree
+    differed from it (None where nobody could tell)."""
+
+    commit: str = UNKNOWN
+    dirty: bool | None = None
+
+    @property
+    def short(self) -> str:
+        """`1a2b3c4`, `1a2b3c4+dirty`, or `unknown`: what a person reads beside a number."""
+        if self.commit == UNKNOWN:
+            return UNKNOWN
+        return self.commit[:7] + ("+dirty" if self.dirty else "")
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(folder), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def from_git(folder: Path) -> CodeIdentity | None:
+    """The identity of the git work tree holding `folder`, where this module is tracked there
+    (a virtual environment inside a checkout is not the checkout's code)."""
+    if _git(folder, "ls-files", "--error-unmatch", Path(__file__).name) is None:
+        return None
+    commit = _git(folder, "rev-parse", "HEAD")
+    if not commit:
+        return None
+    status = _git(folder, "status", "--porcelain")
+    return CodeIdentity(commit, None if status is None else bool(status))
+
+
+def from_build_info(path: Path = BUILD_INFO) -> CodeIdentity | None:
+    """The identity baked in at build time, None where there is none or it is unreadable."""
+    try:
+        data = json.loads(path.read_text())
+        dirty = data.get("dirty")
+        return CodeIdentity(
+            str(data["commit"]) or UNKNOWN, dirty if isinstance(dirty, bool) else None
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+@functools.cache
+def code_identity() -> CodeIdentity:
+    """This process's code: git where it runs from a checkout, else the build's record."""
+    return from_git(Path(__file__).parent) or from_build_info() or CodeIdentity()
+
+
+def write_build_info(path: Path, identity: CodeIdentity) -> None:
+    """BUILD_INFO.json for a build that will have no `.git`."""
+    path.write_text(json.dumps(asdict(identity)) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    """`python src/dlbench/provenance.py [PATH]`: write this checkout's identity to PATH
+    (default: BUILD_INFO.json beside this file), for a tree copied without `.git`."""
+    identity = from_git(Path(__file__).parent)
+    if identity is None:
+        print("error: not a git checkout of dlbench", file=sys.stderr)
+        return 2
+    write_build_info(Path(argv[0]) if argv else BUILD_INFO, identity)
+    print(identity.short)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
