@@ -33,7 +33,7 @@ decode() {  # the 8B model at batch 1: decode reads its 16 GB of weights per tok
 }
 
 jpeg() {  # 12,000 JPEGs of 500x375 at q90, made here; resnet50 fed by them against synthetic
-    [[ -d $JPEG_DIR/images ]] || run make-data "$JPEG_DIR" --images 12000 --size 500x375
+    [[ -d $JPEG_DIR/images ]] || run make-data "$JPEG_DIR" --images 12000 --size 500x375 --quality 90
     local common=(--model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60
         --warmup-steps 5 --output "$(csv jpeg)")
     run train "${common[@]}"
