@@ -19,7 +19,7 @@ JPEG_DIR=${JPEG_DIR:-/tmp/dlbench-jpeg}
 mkdir -p "$OUT"
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//')
-software=$(python3 -c 'import torch; print(f"pt{torch.__version__.split(\"+\")[0].rsplit(\".\", 1)[0]}-cu{torch.version.cuda}")')
+software=$(python3 -c 'import torch; v = torch.__version__.split("+")[0].rsplit(".", 1)[0]; print(f"pt{v}-cu{torch.version.cuda}")')
 csv() { echo "$OUT/$1-$software-$gpu.csv"; }
 run() { echo "+ dlbench $*" >&2; "${DLBENCH[@]}" "$@"; }
 
