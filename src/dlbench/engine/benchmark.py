@@ -28,6 +28,7 @@ from dlbench.engine.profiled_pass import (
     issue_columns,
     pass_steps,
     run_profiled_pass,
+    window_busy_pct,
 )
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session, optimizer_impl
@@ -109,6 +110,8 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
             session.feed.close()
     if session.feed:
         busy = columns.get("gpu_busy_pct")
+        if busy is not None:
+            busy = window_busy_pct(busy, loop.stats.median_s, loop.steps, loop.window_s)
         gpu_idle = None if busy is None else busy < HOST_BOUND_BUSY_PCT
         columns.update(session.feed.columns(gpu_idle))
         columns["host_bound"] = bool(columns.get("host_bound") or columns.get("input_bound"))

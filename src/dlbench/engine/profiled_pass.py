@@ -55,6 +55,14 @@ def busy_columns(kernel_us: float, steps: int, median_step_s: float) -> dict[str
     return {"gpu_busy_pct": busy, "host_bound": busy < HOST_BOUND_BUSY_PCT}
 
 
+def window_busy_pct(busy_pct: float, median_step_s: float, steps: int, window_s: float) -> float:
+    """How busy the GPU was over the whole window, in %: the median step's busy share times the
+    median step's share of the window. Steps that waited for input (a loader behind now and
+    then) stretch the window past steps x median; a host that waits while the device stays
+    busy (inside nvJPEG's device synchronisation) does not."""
+    return busy_pct * median_step_s * steps / window_s if window_s > 0 else math.nan
+
+
 def attention_backend(names: Iterable[str]) -> str:
     """Which attention ran ('flash', 'efficient', 'cudnn', 'flash_cpu', 'triton_decode';
     several joined by '+'),

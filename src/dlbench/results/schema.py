@@ -170,8 +170,9 @@ COLUMNS: dict[str, str] = {
     "host_issue_ms": "CUDA-graph steps: host time to launch one step (timed after the window)",
     "host_issue_pct": "CUDA-graph steps: host_issue_ms / the window's median step, in %: under "
     "90 the host keeps ahead and the GPU never waits for it",
-    "input_bound": "--data: True when data_wait_pct > 10 and the GPU waited (gpu_busy_pct < "
-    "90; on a CPU the host's wait alone): the number measures the loader",
+    "input_bound": "--data: True when data_wait_pct > 10 and the GPU waited (busy under 90 % "
+    "of the window: gpu_busy_pct x median step x steps / window; on a CPU the host's wait "
+    "alone): the number measures the loader",
     "attention_backend": "fused attention that ran: flash, efficient, cudnn, flash_cpu, math "
     "or triton_decode (dlbench's batch-1 LLM decode kernel)",
     "isolation": "sweeps: worker (points back to back in one process) or process (one each)",
