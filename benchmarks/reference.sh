@@ -29,7 +29,7 @@ default() {
 
 decode() {  # the 8B model at batch 1: decode reads its 16 GB of weights per token
     run infer --model llm_8b --batch-size 1 --precision bf16-true --prompt-len 128 \
-        --new-tokens 128 --n-iters 5 --warmup-steps 2 --output "$(csv decode)"
+        --new-tokens 128 --n-iters 12 --warmup-steps 2 --output "$(csv decode)"
 }
 
 jpeg() {  # 12,000 JPEGs of 500x375 at q90, made here; resnet50 fed by them against synthetic

@@ -1,42 +1,74 @@
-"""The README's reference table from a plan's CSV (the newest ok row per point), so the figures
-on the front page are the CSV's, not retyped (tests/test_readme.py checks). Usage:
-PYTHONPATH=src python3 benchmarks/reference_table.py benchmarks/reference/h100-default-verdict.csv
-"""
+"""The README's reference table from the default plan's reference CSVs (benchmarks/reference.sh),
+one column of figures per GPU, so the front page's figures are the CSVs', never retyped; the
+line under it names the code and the files (tests/test_readme.py checks both). Usage:
+PYTHONPATH=src python3 benchmarks/reference_table.py [DEFAULT_CSV ...]
+(default: every benchmarks/reference/default-*.csv, the first one's GPU the baseline)."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pandas as pd
 
-from dlbench.analysis.load import verdict_labels
+from dlbench.analysis.load import load_rows, verdict_labels
+from dlbench.analysis.machines import code_labels
 from dlbench.workloads import get_workload
 
+REFERENCE = Path(__file__).resolve().parent / "reference"
+POINT = ["model", "mode", "batch_size", "precision"]
 
-def table(path: str) -> str:
-    rows = pd.read_csv(path)
-    rows = rows[rows["status"] == "ok"].drop_duplicates(
-        ["model", "mode", "batch_size", "precision"], keep="last"
-    )
-    rows = rows.assign(verdict_label=verdict_labels(rows))
-    gpu = rows["gpu_name"].dropna().iloc[0]
-    lines = [
-        f"| model | mode | batch | precision | purpose | unit | {gpu} /s | p50 ms | MFU "
-        "| GPU busy % | graphs | verdict |",
-        "|---|---|--:|---|---|---|--:|--:|--:|--:|---|---|",
-    ]
-    for r in rows.itertuples():
-        unit = get_workload(r.model).sample_unit
-        p50 = f"{r.latency_p50_ms:.3f}" if r.batch_size == 1 and pd.notna(r.latency_p50_ms) else ""
-        mfu = f"{r.mfu:.3f}" if pd.notna(r.mfu) else ""
-        graphs = "yes" if str(r.cuda_graphs) == "True" else ""
-        lines.append(
-            f"| {r.model} | {r.mode} | {r.batch_size} | {r.precision} | {r.purpose} | {unit} "
-            f"| {r.samples_per_s:,.1f} | {p50} | {mfu} | {r.gpu_busy_pct:.0f} | {graphs} "
-            f"| {r.verdict_label} |"
-        )
+
+def _rows(path: Path) -> pd.DataFrame:
+    rows = load_rows([path])
+    rows = rows[rows["status"] == "ok"].drop_duplicates(POINT, keep="last")
+    return rows.assign(verdict_label=verdict_labels(rows), code=code_labels(rows))
+
+
+def table(paths: list[Path]) -> str:
+    """The Markdown table and the line that says where its figures come from."""
+    sides = [_rows(p) for p in paths]
+    gpus = [str(s["gpu_name"].iloc[0]).removeprefix("NVIDIA ") for s in sides]
+    base = sides[0]
+    merged = base
+    for i, side in enumerate(sides[1:], 1):
+        merged = merged.merge(side[[*POINT, "samples_per_s", "verdict_label"]], on=POINT,
+                              how="left", suffixes=("", f"_{i}"))  # fmt: skip
+    head = ["model", "mode", "batch", "precision", "purpose", "unit", *(f"{g} /s" for g in gpus)]
+    head += [f"{g} / {gpus[0]}" for g in gpus[1:]]
+    head += [f"p50 ms ({gpus[0]})", "MFU", "GPU busy %", "graphs", "verdict"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(_align(h) for h in head) + "|"]
+    for r in merged.to_dict("records"):
+        figures = [r["samples_per_s"], *(r[f"samples_per_s_{i}"] for i in range(1, len(sides)))]
+        verdicts = [r["verdict_label"], *(r[f"verdict_label_{i}"] for i in range(1, len(sides)))]
+        latency = r["batch_size"] == 1 and pd.notna(r.get("latency_p50_ms"))
+        cells = [
+            r["model"], r["mode"], str(r["batch_size"]), r["precision"], r["purpose"],
+            get_workload(r["model"]).sample_unit,
+            *(f"{f:,.1f}" for f in figures),
+            *(f"{f / figures[0]:.2f}" for f in figures[1:]),
+            f"{r['latency_p50_ms']:.3f}" if latency else "",
+            f"{r['mfu']:.3f}" if pd.notna(r.get("mfu")) else "",
+            f"{r['gpu_busy_pct']:.0f}",
+            "yes" if str(r["cuda_graphs"]) == "True" else "",
+            " / ".join(dict.fromkeys(verdicts)),
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    codes = sorted({c for s in sides for c in s["code"]})
+    files = ", ".join(f"`{p.name}`" for p in paths)
+    lines += ["", f"Measured by dlbench {' and '.join(codes)} ({files})."]
     return "\n".join(lines)
 
 
+def _align(header: str) -> str:
+    return "--:" if header.endswith(("/s", "%", ")", "MFU")) or " / " in header else "---"
+
+
+def default_paths() -> list[Path]:
+    """The default plan's reference CSVs, the H100's first where there is one."""
+    paths = sorted(REFERENCE.glob("default-*.csv"))
+    return sorted(paths, key=lambda p: "h100" not in p.name)
+
+
 if __name__ == "__main__":
-    print(table(sys.argv[1]))
+    print(table([Path(p) for p in sys.argv[1:]] or default_paths()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 
 import pytest
 
@@ -49,7 +50,8 @@ def test_recommend_power_cli_and_its_errors(tmp_path):
 
 
 def test_report_embeds_every_plot_and_says_where_environments_differ(tmp_path):
-    sources = sorted((ROOT / "benchmarks" / "reference").glob("h*-*.csv"))
+    sources = sorted((ROOT / "benchmarks" / "reference").glob("*.csv"))
+    sources.append(Path(__file__).parent / "data" / "scaling-h200.csv")
     sources.append(_power_csv(tmp_path / "power.csv"))
     out_dir = tmp_path / "report"
     out = run_cli("report", *map(str, sources), "-o", str(out_dir), "--baseline", "H100")
@@ -192,7 +194,7 @@ def test_a_report_on_a_real_plan_says_nothing_but_where_it_wrote(tmp_path):
     by converting the columns one by one, once reached the user's terminal."""
     from pathlib import Path
 
-    rows = Path(__file__).parents[2] / "benchmarks" / "reference" / "h100-default-r5.csv"
+    rows = Path(__file__).parents[2] / "benchmarks/reference/default-pt2.11-cu13.0-h200.csv"
     out = run_cli("report", str(rows), "-o", str(tmp_path / "r"))
     assert out.returncode == 0, out.stderr
     assert "Warning" not in out.stderr, out.stderr

@@ -266,7 +266,7 @@ WHOLE_NUMBER_COLUMNS = {
 def markdown_text(text: str) -> str:
     """Text from rows (names, tags, run ids) as Markdown shows it: no HTML a viewer would
     render, no `|` that would split a table cell."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 1) -> str:

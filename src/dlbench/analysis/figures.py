@@ -42,7 +42,8 @@ def speedup_heatmap(matrix: pd.DataFrame, baseline: str) -> Figure | None:
 
     values = matrix.to_numpy(dtype=float)
     spread = max(0.05, float(np.nanmax(np.abs(np.log2(values)))))
-    fig, ax = plt.subplots(figsize=(2.5 + 1.6 * matrix.shape[1], 1.2 + 0.32 * len(matrix)))
+    size = (max(7.0, 4 + 1.6 * matrix.shape[1]), 1.2 + 0.32 * len(matrix))
+    fig, ax = plt.subplots(figsize=size, layout="constrained")
     image = ax.imshow(np.log2(values), cmap="RdYlGn", vmin=-spread, vmax=spread, aspect="auto")
     for (i, j), value in np.ndenumerate(values):
         if not np.isnan(value):
@@ -51,7 +52,6 @@ def speedup_heatmap(matrix: pd.DataFrame, baseline: str) -> Figure | None:
     ax.set_yticks(range(len(matrix)), matrix.index, fontsize=8)
     ax.set_title(f"speed-up over {baseline} (green: faster)", fontsize=9)
     fig.colorbar(image, ax=ax, label="log2 speed-up", shrink=0.8)
-    fig.tight_layout()
     return fig
 
 

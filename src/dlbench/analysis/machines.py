@@ -44,10 +44,10 @@ def _text(rows: pd.DataFrame, column: str) -> pd.Series:
 
 def workload_family(row: pd.Series) -> str:
     """Which of FAMILIES a row's workload belongs to."""
+    if row.get("family") == "llm":  # generation is decode at any batch
+        return "LLM training" if row.get("mode") == "train" else "LLM decode"
     if row.get("mode") == "infer" and str(row.get("batch_size")) in ("1", "1.0"):
         return "batch-1 latency"
-    if row.get("family") == "llm":
-        return "LLM training" if row.get("mode") == "train" else "LLM decode"
     attention = row.get("attention_backend")
     has_attention = isinstance(attention, str) and attention != ""
     if has_attention or row.get("family") == "text" or row["model"] in _ATTENTION_MODELS:
@@ -97,8 +97,12 @@ def machine_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 
 def _workload(row: pd.Series) -> str:
-    size = f" {row['width']:.0f}x{row['height']:.0f}" if not pd.isna(row.get("width")) else ""
-    return f"{row['model']} {row['mode']} {row['precision']} bs{row['batch_size']}{size}"
+    size = ""
+    if row.get("width") not in (None, "") and not pd.isna(row.get("width")):
+        size = f" {float(row['width']):.0f}x{float(row['height']):.0f}"
+    data = str(row.get("data") or "synthetic").split(":")[0]
+    fed = "" if data in ("synthetic", "nan", "") else f" ({data}, {row.get('data_decode')} decode)"
+    return f"{row['model']} {row['mode']} {row['precision']} bs{row['batch_size']}{size}{fed}"
 
 
 def family_summary(pairs: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, list[str]]:
@@ -108,7 +112,7 @@ def family_summary(pairs: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, li
     fair = pairs["same_code"] & ~pairs["bound"] & ~pairs["bound_baseline"]
     lines = []
     for (machine, family), group in pairs[fair].groupby(["machine", "family"]):
-        within = int(group["within_noise"].sum())
+        within, known = int(group["within_noise"].sum()), int(group["noise_pct"].notna().sum())
         lines.append(
             {
                 "machine": machine,
@@ -116,9 +120,7 @@ def family_summary(pairs: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, li
                 "workloads": len(group),
                 f"median speed-up vs {baseline}": group["speedup"].median(),
                 "range": f"{group['speedup'].min():.2f}-{group['speedup'].max():.2f}",
-                "within noise": f"{within} of {len(group)}"
-                if group["noise_pct"].notna().any()
-                else "",
+                "within noise": f"{within} of {known}" if known else "",
             }
         )
     table = pd.DataFrame(lines)
@@ -173,4 +175,5 @@ def speedup_matrix(pairs: pd.DataFrame) -> pd.DataFrame:
     same = pairs[pairs["same_code"]]
     if same.empty:
         return pd.DataFrame()
-    return same.pivot_table(index="workload", columns="machine", values="speedup", aggfunc="first")
+    matrix = same.pivot_table(index="workload", columns="machine", values="speedup")
+    return matrix.rename_axis(index=None, columns=None)

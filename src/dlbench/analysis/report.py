@@ -213,7 +213,7 @@ def _comparison_sections(runs: pd.DataFrame, pairs: pd.DataFrame, baseline: str,
             "Speed-up per workload",
             f"Each machine's samples/s over {baseline}'s on the same workload (same code on both "
             "sides); a cell is empty where a machine has no such row.",
-            matrix.reset_index() if not matrix.empty else None,
+            matrix.rename_axis("workload").reset_index() if not matrix.empty else None,
         ),
         figures.speedup_heatmap(matrix, baseline),
     )

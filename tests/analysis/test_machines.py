@@ -1,0 +1,103 @@
+"""How machines compare (issue 44): the report answers first, per workload family, from rows of
+one code; a pair of rows from different code is marked wherever it is shown, and a
+configuration that moved between two versions of the code on one GPU is shown together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from dlbench.analysis.machines import code_labels, workload_family
+from tests.analysis.rows import benchmark_row, write_rows
+from tests.conftest import ROOT, run_cli
+
+REFERENCE = ROOT / "benchmarks" / "reference"
+OLD, NEW = "a" * 40, "b" * 40
+
+
+def _report(tmp_path: Path, *csvs: Path, extra: tuple[str, ...] = ()) -> str:
+    out = run_cli("report", *csvs, "-o", tmp_path / "report", "--baseline", "H100", *extra)
+    assert out.returncode == 0, out.stderr
+    return (tmp_path / "report" / "report.md").read_text()
+
+
+def _section(markdown: str, title: str) -> str:
+    return markdown.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_report_on_the_reference_opens_with_the_h200_against_the_h100_per_family(tmp_path):
+    markdown = _report(tmp_path, *sorted(REFERENCE.glob("default-*.csv")))
+    assert markdown.split("\n## ")[1].startswith("How these machines compare")
+    summary = _section(markdown, "How these machines compare")
+    families = [
+        line.split("|")[2].strip() for line in summary.splitlines() if "NVIDIA H200" in line
+    ]
+    expected = ["CNN training", "CNN inference", "transformers", "LLM training", "LLM decode",
+                "batch-1 latency"]  # fmt: skip
+    assert families == expected
+    assert markdown.rstrip().split("\n## ")[-1].startswith("Runs")  # the raw rows last
+    assert "Left out" not in summary  # one commit measured both GPUs
+
+
+def _row(code: str, rate: float, gpu: str = "NVIDIA H100 80GB HBM3", **more) -> dict:
+    return benchmark_row(dlbench="0.2.0", dlbench_commit=code, dlbench_dirty=False,
+                         samples_per_s=rate, gpu_name=gpu, verdict="valid", **more)  # fmt: skip
+
+
+def test_a_pair_of_rows_from_different_code_is_marked_and_a_move_by_the_code_shown(tmp_path):
+    before = write_rows(tmp_path / "before.csv", [_row(OLD, 1000.0), _row(OLD, 1300.0, "B")])
+    after = write_rows(tmp_path / "after.csv", [_row(NEW, 1400.0), _row(NEW, 1820.0, "B")])
+    h200 = write_rows(tmp_path / "h200.csv", [_row(NEW, 1500.0, "NVIDIA H200")])
+    markdown = _report(tmp_path, before, h200)
+    pair = _section(markdown, "Speed-up against the baseline, pair by pair")
+    line = next(row for row in pair.splitlines() if "NVIDIA H200" in row)
+    assert "0.2.0 bbbbbbb vs 0.2.0 aaaaaaa" in line
+    assert "different code" in _section(markdown, "How these machines compare")
+
+    markdown = _report(tmp_path, before, after)
+    moved = _section(markdown, "Moved by the code, not the GPU")
+    assert "aaaaaaa" in moved and "bbbbbbb" in moved and "40.0" in moved
+
+    markdown = _report(tmp_path, before, h200, extra=("--same-code",))
+    assert "NVIDIA H200" not in _section(markdown, "Speed-up against the baseline, pair by pair")
+
+
+def test_a_speedup_inside_the_spread_of_repeated_rows_is_said_to_be_within_noise(tmp_path):
+    h100 = [_row(NEW, r, run_id=f"a{i}") for i, r in enumerate((1000.0, 1080.0, 1040.0))]
+    h200 = [_row(NEW, r, "NVIDIA H200", run_id=f"b{i}") for i, r in enumerate((1050.0, 1060.0))]
+    markdown = _report(tmp_path, write_rows(tmp_path / "rows.csv", h100 + h200))
+    pair = _section(markdown, "Speed-up against the baseline, pair by pair")
+    assert "(within noise)" in pair
+    assert "1 of 1" in _section(markdown, "How these machines compare")
+
+
+def test_compare_notes_other_code_and_same_code_leaves_the_pair_out(tmp_path):
+    base = write_rows(tmp_path / "base.csv", [_row(OLD, 1000.0)])
+    cand = write_rows(tmp_path / "cand.csv", [_row(NEW, 700.0)])
+    out = run_cli("compare", base, cand, "--markdown")
+    assert out.returncode == 1 and "code 0.2.0 aaaaaaa -> 0.2.0 bbbbbbb" in out.stdout
+    out = run_cli("compare", base, cand, "--same-code", "--markdown")
+    assert out.returncode == 0, out.stdout
+    assert "other code" in out.stdout and "left out: measured by other code" in out.stdout
+
+
+def test_each_row_names_its_code_and_its_workload_family():
+    rows = pd.DataFrame([
+        {"dlbench": "0.2.0", "dlbench_commit": OLD, "dlbench_dirty": "True"},
+        {"dlbench": "0.1.0", "dlbench_commit": "", "dlbench_dirty": ""},
+    ])  # fmt: skip
+    assert code_labels(rows).tolist() == ["0.2.0 aaaaaaa+dirty", "0.1.0 (commit unknown)"]
+    cases = [
+        ({"model": "resnet50", "mode": "train", "family": "vision"}, "CNN training"),
+        ({"model": "resnet50", "mode": "infer", "family": "vision"}, "CNN inference"),
+        ({"model": "vit", "mode": "train", "family": "vision", "attention_backend": "flash"},
+         "transformers"),
+        ({"model": "distilbert", "mode": "infer", "family": "text"}, "transformers"),
+        ({"model": "llm_1b", "mode": "train", "family": "llm"}, "LLM training"),
+        ({"model": "llm_1b", "mode": "infer", "family": "llm", "batch_size": 1}, "LLM decode"),
+        ({"model": "vit", "mode": "infer", "family": "vision", "batch_size": 1},
+         "batch-1 latency"),
+    ]  # fmt: skip
+    for row, family in cases:
+        assert workload_family(pd.Series(row)) == family, row
