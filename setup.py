@@ -3,6 +3,7 @@ or an image has no `.git` to ask at run time (dlbench.provenance). Everything el
 package is in pyproject.toml."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -11,6 +12,7 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("provenance", ROOT / "src/dlbench/provenance.py")
 provenance = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = provenance  # its dataclass looks its module up while it is made
 _spec.loader.exec_module(provenance)
 
 

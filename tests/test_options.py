@@ -9,7 +9,7 @@ import pytest
 import typer.main
 
 from dlbench.cli import app
-from dlbench.cli.bench import NOT_VALIDATED
+from dlbench.cli.bench import GENERATION_ONLY, NOT_VALIDATED
 from dlbench.cli.sweeps import SCALED
 from dlbench.config import RunConfig, flag_name
 from tests.conftest import cli_env, run_cli
@@ -26,7 +26,7 @@ def _options(command: str) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("command", "fields"),
     [
-        ("train", set(FIELDS) - {"mode"}),
+        ("train", set(FIELDS) - {"mode", *GENERATION_ONLY}),
         ("infer", set(FIELDS) - {"mode"}),
         ("validate", set(FIELDS) - set(NOT_VALIDATED)),
         ("scaling", set(SCALED)),
@@ -49,9 +49,11 @@ def test_run_commands_take_their_options_from_run_config(command, fields):
 
 
 def test_help_lists_every_run_flag():
-    out = run_cli("train", "--help", env={**cli_env(), "COLUMNS": "250", "TERM": "dumb"})
-    assert out.returncode == 0
+    env = {**cli_env(), "COLUMNS": "250", "TERM": "dumb"}
+    out, infer = (run_cli(command, "--help", env=env) for command in ("train", "infer"))
+    assert out.returncode == 0 and infer.returncode == 0
     for name in set(FIELDS) - {"mode"}:
-        assert flag_name(name) in out.stdout, name
+        assert flag_name(name) in infer.stdout, name
+        assert (flag_name(name) in out.stdout) is (name not in GENERATION_ONLY), name
     assert "--workers" in out.stdout and "--data-workers" in out.stdout
     assert "--no-compile" in out.stdout and "--json" in out.stdout and "--tag" in out.stdout

@@ -211,7 +211,7 @@ def test_repeats_and_block_tags_label_the_points():
 def test_a_repeated_sweep_feeds_compare_its_between_run_spread(tmp_path):
     plan_file = tmp_path / "rep.yaml"
     plan_file.write_text(
-        "name: rep\nfixed: {accelerator: cpu, n_iters: 5, warmup_steps: 1, max_noise: 50}\n"
+        "name: rep\nfixed: {accelerator: cpu, n_iters: 10, warmup_steps: 1, max_noise: 50}\n"
         "runs: [{models: [steady], modes: [infer], batch_sizes: [2]}]\n"
     )
     csv_path = tmp_path / "rep.csv"

@@ -49,12 +49,13 @@ def make_plan(config: RunConfig) -> Plan:
     workload = get_workload(config.model)
     devices = plan_devices(config.accelerator, config.devices, config.num_nodes)
     ignored = ignored_flags(config, workload)
-    if ignored:
+    resolved = _resolve_defaults(config, workload, devices)
+    shape = workload.shape(resolved.width, resolved.height, resolved.seq_len)
+    precision = plan_precision(resolved.precision, devices.device_type)
+    ddp = DdpSettings.parse(resolved.ddp)
+    if ignored:  # once the config is known to run: a refused one gets its one error line only
         stderr.print(f"[yellow]warning:[/yellow] this run ignores {'; '.join(ignored)}")
-    config = _resolve_defaults(config, workload, devices)
-    shape = workload.shape(config.width, config.height, config.seq_len)
-    precision = plan_precision(config.precision, devices.device_type)
-    return Plan(config, workload, shape, devices, precision, DdpSettings.parse(config.ddp))
+    return Plan(resolved, workload, shape, devices, precision, ddp)
 
 
 def ignored_flags(config: RunConfig, workload: Workload) -> list[str]:
