@@ -17,7 +17,6 @@ from dlbench.analysis.documents import write_pdf, write_pptx
 from dlbench.analysis.latency import latency_table
 from dlbench.analysis.load import (
     benchmark_rows,
-    flag_column,
     load_rows,
     machine_labels,
     split_invalid,
@@ -115,11 +114,6 @@ def pick_baseline(runs: pd.DataFrame, wanted: str | None) -> str:
     raise UserError(
         f"--baseline: {wanted!r} matches no GPU, file or run; machines: {', '.join(machines)}"
     )
-
-
-def host_bound(rows: pd.DataFrame) -> pd.Series:
-    """The rows' host_bound flag as booleans (absent or empty: False)."""
-    return flag_column(rows, "host_bound")
 
 
 def environment_notes(runs: pd.DataFrame, baseline: str) -> str:
