@@ -55,6 +55,12 @@ def workload_family(row: pd.Series) -> str:
     return "CNN training" if row.get("mode") == "train" else "CNN inference"
 
 
+def _keyed(runs: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """The key columns as text that compares equal across files (64 and 64.0, True and
+    "True"), so rows from two CSVs of one configuration group together."""
+    return runs.assign(**{k: runs[k].map(canonical) for k in key})
+
+
 def _spread_pct(values: pd.Series) -> float:
     """(largest - smallest) / median of repeated rows, in %; NaN for a single row."""
     if len(values) < 2:
@@ -68,7 +74,7 @@ def machine_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     (the two spreads combined; NaN without repeats) and whether the speed-up lies inside it.
     `runs`: valid benchmark rows with `machine` and `code` columns."""
     key = [c for c in (*RUN_KEY, "world_size") if c in runs]
-    runs = runs.assign(
+    runs = _keyed(runs, key).assign(
         bound=flag_column(runs, "host_bound"), family=runs.apply(workload_family, axis=1)
     )
     grouped = runs.groupby([*key, "machine"], dropna=False)
@@ -145,7 +151,7 @@ def code_moves(runs: pd.DataFrame) -> pd.DataFrame:
     median figures differ by more than their rows' spread and CODE_MOVE_FLOOR_PCT: one line per
     version, so the rows are read together, not as a difference between GPUs."""
     key = [c for c in (*RUN_KEY, "world_size", "machine") if c in runs]
-    runs = runs.assign(**{k: runs[k].map(canonical) for k in key})
+    runs = _keyed(runs, key)
     lines = []
     for _, group in runs.groupby(key, dropna=False):
         if group["code"].nunique() < 2:
