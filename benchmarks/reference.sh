@@ -5,23 +5,35 @@
 # named by what it measured, as timm names its result files:
 #   benchmarks/reference/<part>-<torch>-<cuda>-<gpu>.csv   e.g. default-pt2.11-cu13.0-h100-80gb-hbm3.csv
 # A part that is cut short resumes where it stopped when run again (sweeps skip points with an ok
-# row). The README table: PYTHONPATH=src python3 benchmarks/reference_table.py; provenance:
-# docs/reference.md. Every GPU setting is only read.
-# Usage: benchmarks/reference.sh [default] [decode] [jpeg] [validate]   (all four by default)
+# row). `docs` (on any machine, once the CSVs are here) regenerates what is made from them: the
+# README's table (benchmarks/readme_table.py) and the example report (benchmarks/example_report.sh);
+# provenance: docs/reference.md. Every GPU setting is only read.
+# Usage: benchmarks/reference.sh [default] [decode] [jpeg] [validate] [docs]
+#   (the four GPU parts by default)
 #   DLBENCH (default: python3 -m dlbench, from this tree)   REFERENCE_DIR (benchmarks/reference)
 #   JPEG_DIR (where the JPEG set is made; default /tmp/dlbench-jpeg)
+#   DRY_RUN=1: print each dlbench command instead of running it (tests/test_reference_script.py
+#   parses every one with dlbench's own options)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=${PYTHONPATH:-src} PYTHONUNBUFFERED=1
 read -r -a DLBENCH <<< "${DLBENCH:-python3 -m dlbench}"
 OUT=${REFERENCE_DIR:-benchmarks/reference}
 JPEG_DIR=${JPEG_DIR:-/tmp/dlbench-jpeg}
-mkdir -p "$OUT"
+[[ $DRY_RUN == 1 ]] || mkdir -p "$OUT"
 
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//')
-software=$(python3 -c 'import torch; v = torch.__version__.split("+")[0].rsplit(".", 1)[0]; print(f"pt{v}-cu{torch.version.cuda}")')
+DRY_RUN=${DRY_RUN:-0}
+if [[ $DRY_RUN == 1 ]]; then
+    gpu=dry-run software=dry-run
+else
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//')
+    software=$(python3 -c 'import torch; v = torch.__version__.split("+")[0].rsplit(".", 1)[0]; print(f"pt{v}-cu{torch.version.cuda}")')
+fi
 csv() { echo "$OUT/$1-$software-$gpu.csv"; }
-run() { echo "+ dlbench $*" >&2; "${DLBENCH[@]}" "$@"; }
+run() {
+    echo "+ dlbench $*" >&2
+    [[ $DRY_RUN == 1 ]] || "${DLBENCH[@]}" "$@"
+}
 
 default() {
     run sweep default --output "$(csv default)"
@@ -33,7 +45,7 @@ decode() {  # the 8B model at batch 1: decode reads its 16 GB of weights per tok
 }
 
 jpeg() {  # 12,000 JPEGs of 500x375 at q90, made here; resnet50 fed by them against synthetic
-    [[ -d $JPEG_DIR/images ]] || run make-data "$JPEG_DIR" --images 12000 --size 500x375 --quality 90
+    [[ -d $JPEG_DIR/images && $DRY_RUN != 1 ]] || run make-data "$JPEG_DIR" --images 12000 --size 500x375 --quality 90
     local common=(--model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60
         --warmup-steps 5 --output "$(csv jpeg)")
     run train "${common[@]}"
@@ -50,11 +62,18 @@ validate() {  # the harness against a hand-written loop on the same inputs
         --output "$(csv validate)"
 }
 
+docs() {  # what is made from the CSVs: the README's table and the example report
+    echo "+ python3 benchmarks/readme_table.py --write" >&2
+    [[ $DRY_RUN == 1 ]] || python3 benchmarks/readme_table.py --write
+    echo "+ bash benchmarks/example_report.sh" >&2
+    [[ $DRY_RUN == 1 ]] || bash benchmarks/example_report.sh
+}
+
 parts=("$@")
 ((${#parts[@]})) || parts=(default decode jpeg validate)
 for part in "${parts[@]}"; do
     case $part in
-    default | decode | jpeg | validate) "$part" ;;
-    *) echo "usage: $0 [default] [decode] [jpeg] [validate]" >&2 && exit 2 ;;
+    default | decode | jpeg | validate | docs) "$part" ;;
+    *) echo "usage: $0 [default] [decode] [jpeg] [validate] [docs]" >&2 && exit 2 ;;
     esac
 done

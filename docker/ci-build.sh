@@ -162,7 +162,7 @@ smoke() {
     out=$(mktemp -d)
     chown 1000:1000 "$out"
     if podman run --rm --pull=never --network none --user 1000:1000 \
-        -v "$out:/workdir/benchmarks" "$IMAGE" src.train --accelerator cpu --model mobilenet_v3 \
+        -v "$out:/workdir/results" "$IMAGE" src.train --accelerator cpu --model mobilenet_v3 \
         --batch-size 2 --width 64 --height 64 --n-iters 2 --warmup-steps 1 \
         > "$STATE/smoke.log" 2>&1 && grep -q ',ok,' "$out/benchmark.csv"; then
         rm -rf "$out"

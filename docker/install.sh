@@ -28,9 +28,9 @@ app)
     rm -rf /opt/dlbench/build
     # uid 1000 is the image user (some bases, e.g. Ubuntu 24.04, already have one)
     id 1000 > /dev/null 2>&1 || useradd --uid 1000 --create-home --shell /usr/sbin/nologin dlbench
-    mkdir -p /workdir/benchmarks
-    # Any uid may write here (the mounted ./benchmarks replaces it, owned by the host user).
-    chmod 1777 /workdir /workdir/benchmarks
+    mkdir -p /workdir/results
+    # Any uid may write here (the mounted ./results replaces it, owned by the host user).
+    chmod 1777 /workdir /workdir/results
     dlbench --help > /dev/null
     ;;
 *)

@@ -87,7 +87,7 @@ def test_compose_file_validates_with_gpu_reservation_and_results_volume():
         assert "video" in device["capabilities"]  # nvJPEG's hardware decoders (--decode gpu)
         assert service["ipc"] == "host" and service["ulimits"]["memlock"] == -1
     for service in services.values():
-        assert [v["target"] for v in service["volumes"]] == ["/workdir/benchmarks"]
+        assert [v["target"] for v in service["volumes"]] == ["/workdir/results"]
         assert service["user"] == "1000:1000"
     assert services["sweep"]["command"][:2] == ["sweep", "default"]
 
@@ -141,17 +141,17 @@ COMMAND_LINES = {
 def test_each_documented_command_line_runs_as_the_image_would(name, tmp_path):
     args = COMMAND_LINES[name]()
     assert args[0] in ("src.train", "src.inference", "train", "infer")
-    (tmp_path / "benchmarks").mkdir()  # the image's WORKDIR holds the mounted results folder
+    (tmp_path / "results").mkdir()  # the image's WORKDIR holds the mounted results folder
     out = run_cli(*args, *TINY_RUN, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    [csv] = (tmp_path / "benchmarks").glob("*.csv")
+    [csv] = (tmp_path / "results").glob("*.csv")
     [row] = read_rows(csv)
     assert row["status"] == "ok" and row["mode"] == ("train" if "train" in args[0] else "infer")
 
 
 def test_compose_sweep_and_report_services_run_as_the_image_would(tmp_path):
     services = _compose("docker-compose.yml")
-    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "results").mkdir()
     sweep = run_cli(*services["sweep"]["command"], "--dry-run", cwd=tmp_path)
     assert sweep.returncode == 0, sweep.stderr
     assert len(sweep.stdout.splitlines()) == 27  # the default plan, listed
@@ -159,7 +159,7 @@ def test_compose_sweep_and_report_services_run_as_the_image_would(tmp_path):
     assert run.returncode == 0, run.stderr
     report = run_cli(*services["report"]["command"], cwd=tmp_path)
     assert report.returncode == 0, report.stderr
-    assert (tmp_path / "benchmarks" / "report" / "report.html").is_file()
+    assert (tmp_path / "results" / "report" / "report.html").is_file()
 
 
 def test_workflows_run_the_readme_command_and_gate_on_compare():
@@ -175,7 +175,7 @@ def test_workflows_run_the_readme_command_and_gate_on_compare():
         "compare",
         "--markdown",
         "GITHUB_STEP_SUMMARY",
-        "report benchmarks",
+        "report results",
     ):
         assert needed in runs
     assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in job["steps"])

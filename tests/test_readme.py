@@ -35,7 +35,7 @@ def test_quick_start_installs_with_the_pinned_torch_and_runs_a_real_cpu_benchmar
     assert dlbench[0].endswith("/dlbench")
     out = run_cli(*dlbench[1:], cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    [row] = read_rows(tmp_path / "benchmarks" / "benchmark.csv")
+    [row] = read_rows(tmp_path / "results" / "benchmark.csv")
     assert row["model"] == "mobilenet_v3" and float(row["images_per_s"]) > 0
     # enough steps for a spread: only the host's noise may make the first row invalid
     assert set(row["verdict_reasons"].split(";")) <= {"", "noisy"}, row["verdict_reasons"]
@@ -54,7 +54,7 @@ def test_reference_table_numbers_come_from_the_committed_csvs():
     """The front page's table is the generator's output for the committed CSVs, verbatim: a
     stale table (a CSV regenerated, the README not) fails here."""
     out = subprocess.run(
-        [sys.executable, "benchmarks/reference_table.py"],
+        [sys.executable, "benchmarks/readme_table.py"],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": "src"},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

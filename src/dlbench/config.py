@@ -18,16 +18,18 @@ OPTIMIZERS = ("sgd", "adamw", "adam")
 DATA_LOCATIONS = ("device", "host")
 ATTENTION_KERNELS = ("flash", "efficient", "cudnn", "math")  # SDPA's backends, by name
 LLM_IMPLS = ("native", "hf")  # native: fused projections, written for the GPU; hf: transformers
-DEFAULT_OUTPUT = Path("benchmarks/benchmark.csv")
+DEFAULT_OUTPUT = Path("results/benchmark.csv")
 MAX_COUNT = 2**31 - 1  # sizes and counts: beyond a C int they overflow below with a traceback
 MAX_STEPS = 10**6  # measured or warm-up steps: the step timer holds one slot per step
 MAX_WORKERS = 256  # loader processes: more is a fork bomb, not a setting
 MAX_REPEATS = 1000  # repeats of a validation or a sweep point: more is a typo, not a plan
 # With GPU telemetry on, the window lasts at least this long: NVML's energy counter moves in
-# steps (tens of ms), and a 0.3 s window read 0.3-0.67x or 1.4x of the true energy.
+# steps, and a short window reads a multiple or a fraction of the energy
+# (docs/decisions.md#energy-window).
 DEFAULT_MIN_TIME_S = 5.0
 # ... and the warm-up keeps the GPU busy this long first: NVML's power reading is a trailing
-# ~1 s average, so a window opening on an idle GPU integrates 5 % too little over 5 s.
+# average, so a window opening on an idle GPU integrates too little
+# (docs/decisions.md#power-warmup).
 POWER_AVERAGING_S = 1.0
 
 # The fields that decide what was measured: two rows with equal keys are the same experiment.
@@ -95,8 +97,8 @@ STRATEGIES = ("auto", "ddp")  # auto: DDP when more than one process runs; ddp: 
 class DdpSettings:
     """What DistributedDataParallel gets (--ddp KEY=VALUE changes any of it). Gradients as
     bucket views (no copy of every gradient into its bucket) and a static graph (every
-    workload here uses all its parameters every step) ran resnet50 bs256 on 2 H200s 0.8 %
-    faster, for the bare loop and dlbench alike; the rest are torch's defaults."""
+    workload here uses all its parameters every step) ran faster, for the bare loop and
+    dlbench alike (docs/decisions.md#ddp-settings); the rest are torch's defaults."""
 
     bucket_cap_mb: float = 25.0
     gradient_as_bucket_view: bool = True

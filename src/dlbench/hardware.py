@@ -8,8 +8,7 @@ Sources (vendor datasheets, dense figures, i.e. half the 'with sparsity' numbers
 - L4: NVIDIA L4 datasheet (2023). L40S: NVIDIA L40S datasheet (2023).
 - RTX 4090: NVIDIA Ada Lovelace architecture whitepaper v1.03, FP32-accumulate tensor rates.
 - MI300X: AMD Instinct MI300X data sheet (2023).
-Bandwidth: the same datasheets (H100 SXM 3.35 TB/s, PCIe 2.0, NVL 3.9; H200 4.8; A100 80GB SXM
-2.039, 40GB 1.555, 80GB PCIe 1.935; L4 0.3; L40S 0.864; RTX 4090 1.008; MI300X 5.3).
+Bandwidth: the same datasheets (the tables below state each figure once).
 An unknown GPU gets no peak, so its MFU and bandwidth share stay empty rather than wrong."""
 
 from __future__ import annotations

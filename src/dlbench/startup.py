@@ -33,10 +33,9 @@ def since_command_start() -> float | None:
     return None if started is None else time.monotonic() - started
 
 
-# CUDA multiplexes streams onto this many hardware work queues (default 8): with fewer, the
-# step's stream can share one with a stream that waits (nvJPEG's, for its JPEG engines) and
-# queue behind it. On an H100, resnet50 bs256 with GPU decode: 0.956 and 0.969 of synthetic
-# with 8, 0.971 and 0.972 with 32; synthetic alone the same with either.
+# CUDA multiplexes streams onto this many hardware work queues (fewer by default): with fewer,
+# the step's stream can share one with a stream that waits (nvJPEG's, for its JPEG engines)
+# and queue behind it (docs/decisions.md#work-queues).
 WORK_QUEUES_VARIABLE, WORK_QUEUES = "CUDA_DEVICE_MAX_CONNECTIONS", "32"
 
 

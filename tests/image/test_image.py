@@ -50,8 +50,8 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    """The host folder mounted at /workdir/benchmarks, owned by the calling (non-root) user."""
-    folder = tmp_path / "benchmarks"
+    """The host folder mounted at /workdir/results, owned by the calling (non-root) user."""
+    folder = tmp_path / "results"
     folder.mkdir()
     os.chown(folder, *USER)
     return folder
@@ -69,7 +69,7 @@ def podman_run(results: Path, *args: str, image: str = IMAGE) -> subprocess.Comp
         "--user",
         f"{USER[0]}:{USER[1]}",
         "-v",
-        f"{results}:/workdir/benchmarks",
+        f"{results}:/workdir/results",
         image,
         *args,
     ]
@@ -106,10 +106,10 @@ def test_a_two_point_sweep_and_a_report_run_in_the_image(results):
         " resolutions: [[64, 64]]}]\n"
     )
     os.chown(plan, *USER)
-    out = podman_run(results, "sweep", "benchmarks/two.yaml", "--output", "benchmarks/sweep.csv")
+    out = podman_run(results, "sweep", "results/two.yaml", "--output", "results/sweep.csv")
     assert out.returncode == 0, out.stderr[-2000:]
     assert [r["status"] for r in _rows(results / "sweep.csv")] == ["ok", "ok"]
-    out = podman_run(results, "report", "benchmarks/sweep.csv", "--out", "benchmarks/report")
+    out = podman_run(results, "report", "results/sweep.csv", "--out", "results/report")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "mobilenet_v3" in (results / "report" / "report.html").read_text()
     _owned_by_user(results)
@@ -118,7 +118,7 @@ def test_a_two_point_sweep_and_a_report_run_in_the_image(results):
 def test_the_image_holds_no_output_and_no_root_owned_files_where_runs_write():
     out = subprocess.run(
         ["podman", "run", "--rm", "--pull=never", "--network", "none", "--entrypoint", "find",
-         IMAGE, "/workdir", "-mindepth", "1", "-not", "-path", "/workdir/benchmarks"],
+         IMAGE, "/workdir", "-mindepth", "1", "-not", "-path", "/workdir/results"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0 and out.stdout == "", out.stdout + out.stderr
@@ -145,7 +145,7 @@ def _readme_docker_runs() -> list[list[str]]:
 def test_the_readme_docker_run_lines_run_with_the_engine_swapped(results):
     for words in _readme_docker_runs():
         image = next(i for i, w in enumerate(words) if w.startswith("dlbench:"))
-        words = [w.replace("$PWD/benchmarks", str(results)) for w in words]
+        words = [w.replace("$PWD/results", str(results)) for w in words]
         command = [*words[:2], "--pull=never", "--network", "none", *words[2:image]]
         command += [IMAGE, *words[image + 1 :], *TINY, "--precision", "32"]
         out = subprocess.run(command, capture_output=True, text=True, timeout=900)
@@ -164,8 +164,8 @@ def test_compose_sweep_and_report_services_run_with_the_cpu_override(tmp_path):
     project.mkdir()
     for name in ("docker-compose.yml", "docker-compose.cpu.yml"):
         shutil.copy(ROOT / name, project / name)
-    (project / "benchmarks").mkdir()
-    os.chown(project / "benchmarks", *USER)
+    (project / "results").mkdir()
+    os.chown(project / "results", *USER)
     compose = [
         str(Path(sys.executable).parent / "podman-compose"),
         "-f",
@@ -180,10 +180,10 @@ def test_compose_sweep_and_report_services_run_with_the_cpu_override(tmp_path):
             cwd=project, env=env, capture_output=True, text=True, timeout=1200,
         )  # fmt: skip
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    rows = _rows(project / "benchmarks" / "sweep.csv")
+    rows = _rows(project / "results" / "sweep.csv")
     assert len(rows) == 5 and {r["status"] for r in rows} == {"ok"}  # the quick plan
-    assert (project / "benchmarks" / "report" / "report.html").is_file()
-    _owned_by_user(project / "benchmarks")
+    assert (project / "results" / "report" / "report.html").is_file()
+    _owned_by_user(project / "results")
 
 
 @pytest.mark.parametrize(

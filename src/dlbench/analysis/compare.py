@@ -161,10 +161,10 @@ def compare_runs(
     same_code: bool = False,
 ) -> Comparison:
     """change = candidate / baseline - 1 per configuration. The noise band is twice the combined
-    uncertainty of the two means (about 95 %), at least NOISE_FLOOR_PCT: inside it the verdict
-    is `same`; a slowdown outside it is `slower`, and `regression` beyond the threshold too.
-    A pair measured by different code says so in its note; with `same_code` its verdict is
-    `other code` and it neither passes nor fails the gate."""
+    uncertainty of the two means (two standard errors), at least NOISE_FLOOR_PCT: inside it the
+    verdict is `same`; a slowdown outside it is `slower`, and `regression` beyond the threshold too.
+    A pair measured by different code says so in its note; with `same_code` its verdict is `other
+    code` and it neither passes nor fails the gate."""
     key = resolve_key(baseline, candidate, key)
     baseline, candidate = (rows.assign(code=code_labels(rows)) for rows in (baseline, candidate))
     if benchmark_rows(baseline).empty:

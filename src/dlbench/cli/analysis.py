@@ -31,7 +31,7 @@ SameCode = Annotated[
 def report(
     csv: Csvs,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the report.")] = Path(
-        "benchmarks/report"
+        "results/report"
     ),
     baseline: Baseline = None,
     max_slowdown: MaxSlowdown = 10.0,

@@ -73,7 +73,7 @@ def _u16(data: bytes, at: int) -> int:
 
 
 # PIL's decompression-bomb limit: a header that claims more is a bad file, not a photograph
-# (60,000 x 60,000 in a 2 kB JPEG once made a worker allocate 10.8 GB before decoding failed).
+# (docs/decisions.md#input-limits).
 MAX_IMAGE_PIXELS = 2 * 89_478_485
 
 
@@ -150,8 +150,8 @@ def _padded(images: list[torch.Tensor], height: int, width: int, dtype) -> torch
     return padded
 
 
-# Tensor-core matrix products want rows in whole 16-byte steps (8 halves): with unaligned
-# 375- and 500-pixel rows the crop took 3.4 ms for 256 images on an H100
+# Tensor-core matrix products want rows in whole 16-byte steps (8 halves); unaligned rows made
+# the crop slow (docs/decisions.md#crop-kernel)
 ALIGN = 8
 
 

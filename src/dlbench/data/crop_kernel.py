@@ -7,7 +7,7 @@ shrinking; data.crop) is evaluated per output pixel from its box: the weights of
 output pixel's taps are computed in the kernel, not stored, and the result is rounded to
 whole grey levels as the CPU path's uint8 resize rounds it. Before, the same crop took a
 padding kernel, two dense weight matrices, four batched matrix products and a normalising
-kernel (on an H100 about 2.3 ms of each 64 ms resnet50 step at batch 256). Imported only
+kernel (docs/decisions.md#crop-kernel). Imported only
 where Triton and a CUDA device are there."""
 
 from __future__ import annotations

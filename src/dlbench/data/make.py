@@ -91,7 +91,8 @@ class ImageSpec:
     fmt: str = "jpeg"
 
 
-MAX_SIDE = 8192  # pixels a side: larger images are no benchmark input, and one takes 200 MB
+# Pixels a side: larger images are no benchmark input (docs/decisions.md#input-limits).
+MAX_SIDE = 8192
 
 
 def parse_size(text: str) -> tuple[int, int]:

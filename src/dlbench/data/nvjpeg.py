@@ -1,15 +1,12 @@
 """nvJPEG's hardware batched decode, called directly (ctypes) for the GPU decode path.
 
 torchvision's batched call decodes on its own stream at default priority, allocates a tensor per
-image, and holds the GIL for parts of the call (a Python thread beside it stalled up to 13-32
-ms on an H100). Here a batch decodes into one buffer, laid out as interleaved RGB (what the crop
-kernel reads), and ctypes releases the GIL for the call (longest stall 1.7-4 ms). The call
-returns only when the batch is decoded: the hardware path runs its 256 copies and colour
-conversions on streams of its own (a profile on an H100: 256 files of 500x375 take 8-11 ms on
-the host, against 13-17 ms for torchvision's call). It synchronises the device once a call,
-so it waits for all work queued before it, the step's included (on an H100, 12-21 ms behind
-eager resnet50 steps, 2.8 s behind 45 queued CUDA-graph replays of one): a step replayed as
-a graph, far ahead of the host, leaves no decode beside it.
+image, and holds the GIL for parts of the call, stalling a Python thread beside it. Here a batch
+decodes into one buffer, laid out as interleaved RGB (what the crop kernel reads), and ctypes
+releases the GIL for the call. The call returns only when the batch is decoded: the hardware
+path runs its copies and colour conversions on streams of its own. It synchronises the device
+once a call, so it waits for all work queued before it, the step's included: a step replayed as
+a graph, far ahead of the host, leaves no decode beside it (docs/decisions.md#nvjpeg-direct).
 
 Only for GPUs with JPEG engines (A100, H100, ...): elsewhere `HardwareJpeg` raises
 `Unavailable` and torchvision's call decodes."""

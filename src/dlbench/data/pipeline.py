@@ -31,25 +31,22 @@ from dlbench.workloads import InputShape, Workload
 
 PREFETCH_BATCHES = 4  # batches each worker prepares ahead
 # Batches staged on the device ahead of the step (decoded, cropped). nvJPEG's call waits for
-# its small kernels behind the step's, now and then for two steps' time: on one H100, GPU-decode
-# training (resnet50 bs256) reached 0.939 and 0.942 of synthetic with 3 ahead, 0.948 and 0.952
-# with 8 (the same process); 8 ahead on other machines 0.905-0.960 (docs/reference.md).
+# its small kernels behind the step's, now and then for two steps' time
+# (docs/decisions.md#staging-depth).
 STAGED_AHEAD = 8
 QUEUE_POLL_S = 0.2  # how often a wait for the staging thread looks for an interrupt
 CLOSE_WAIT_S = 5.0  # the longest close waits for the staging thread's batch in progress
 # The side stream's priority (lower is sooner; CUDA maps it into the device's range): its few
-# short kernels are not queued behind the blocks of a step that fills every SM. (On an H100 its
-# effect on GPU-decode training was within the runs' spread; nvJPEG's own stream, torchvision's,
-# keeps the default priority.)
+# short kernels are not queued behind the blocks of a step that fills every SM; nvJPEG's own
+# stream, torchvision's, keeps the default priority (docs/decisions.md#stream-priority).
 SIDE_STREAM_PRIORITY = -1
 # The step's own stream with GPU decode (engine.session.own_stream): above every other, so that
-# nvJPEG's 256 small colour-conversion kernels a batch (default priority, streams of its own)
-# take SMs only where the step's kernels leave them free (CUDA clamps it to the device's range).
+# nvJPEG's small colour-conversion kernels (default priority, streams of its own) take SMs only
+# where the step's kernels leave them free (CUDA clamps it to the device's range).
 STEP_STREAM_PRIORITY = -5
 # Python's thread switch interval while a GPU-decode feed runs. torchvision's batched nvJPEG
-# call takes the GIL back many times, each time waiting up to the interval (5 ms by default)
-# for a thread that runs Python, here the step's: on an H100 one call of 256 files took 22 ms
-# alone and 317 ms beside a thread spinning in Python, 70 ms at this interval.
+# call takes the GIL back many times, each time waiting up to the interval for a thread that
+# runs Python, here the step's (docs/decisions.md#gil-switch-interval).
 GPU_DECODE_SWITCH_S = 0.0002
 # A window whose host waited longer than this share for batches measures the loader, not the GPU.
 INPUT_BOUND_WAIT_PCT = 10.0

@@ -16,7 +16,7 @@ from dlbench.errors import UserError
 
 MAX_TOKENIZER_VOCAB = 32000  # a tokenizer trained on one file needs no more
 # Text goes to the tokenizer in pieces of at most this many characters: it keeps a map entry
-# per character of what it is given, and one 25 MB line exhausted 8 GB.
+# per character of what it is given (docs/decisions.md#input-limits).
 PIECE_CHARS = 1 << 16
 PAD_ID = 0
 

@@ -1,8 +1,8 @@
 """--attention: which fused kernel scaled_dot_product_attention runs, held for a whole run.
 
 PyTorch picks the kernel from the shapes and the GPU; on an H100 it picks cuDNN's for ViT-B at
-batch 1, whose memset before each call left the GPU idle ~5 us a layer inside a CUDA graph
-(`benchmarks/graph_gap_probe.py`). The choice holds from model build to profiled pass, so that
+batch 1, whose memset before each call leaves the GPU idle inside a CUDA graph
+(docs/decisions.md#attention-default). The choice holds from model build to profiled pass, so that
 compilation traces the kernel asked for, and it is part of the compile caches' key: a cached
 compile made under another choice would otherwise be reused as it was traced."""
 

@@ -99,14 +99,15 @@ class NativeDecoder:
         return self.cache.bytes_per_token()
 
 
-GREEDY_BLOCK = 256  # logits per first-stage maximum in greedy_token
+# Logits per first-stage maximum in greedy_token (docs/decisions.md#greedy-block).
+GREEDY_BLOCK = 256
 
 
 def greedy_token(logits: torch.Tensor) -> torch.Tensor:
     """The greedy token of each row of [batch, vocab] logits, [batch, 1]: the first index of
     the maximum, as argmax gives it, in two stages (the maximum of each block of GREEDY_BLOCK,
-    then of the blocks), since one row of 128k logits is one long serial reduction for inductor
-    (22 us of llm_1b's 1.23 ms decode step on an H100)."""
+    then of the blocks), since one row of a large vocabulary's logits is one long serial
+    reduction for inductor."""
     batch, vocab = logits.shape
     if vocab % GREEDY_BLOCK:
         return logits.argmax(-1, keepdim=True)
@@ -233,9 +234,9 @@ def _autocast(precision: PrecisionPlan, device: torch.device) -> Callable[[], An
 
 
 # inductor's coordinate-descent tuning of its kernels' launch shapes, for the native decode step
-# up to this batch: on an H100 it gave llm_1b at batch 1 732.6 tokens/s (703.3 without) and cost
-# it at batch 32 33 s of warm-up and 2.4 % of tokens/s (measured before the Triton decode
-# kernels; it still applies where a batch-1 step compiles: --attention, fp32, autocast)
+# up to this batch: faster at batch 1, slower to warm up and to run at larger batches; it still
+# applies where a batch-1 step compiles (--attention, fp32, autocast)
+# (docs/decisions.md#coordinate-descent)
 COORDINATE_DESCENT_MAX_BATCH = 1
 
 

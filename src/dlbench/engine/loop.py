@@ -67,7 +67,7 @@ class LoopSettings:
     min_time_s: float = 0.0
     steps_per_unit: int = 1
     nvtx: bool = False
-    min_warmup_s: float = 0.0  # busy time before the window (power readings lag by ~1 s)
+    min_warmup_s: float = 0.0  # busy time before the window (docs/decisions.md#power-warmup)
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ def run_measured_loop(
                 next_step += chunk
                 spread = _spread(window.times, settings)
                 # the device's clock, which the row reports; the host's also counts reading each
-                # chunk's events (H100 batch-1 rows stopped at 5 s of it with 4.92 s of device time)
+                # chunk's events (docs/decisions.md#event-chunks)
                 spread, elapsed = agree([spread, window.device_s])
                 if settings.max_noise_pct is not None:
                     noise_met = spread <= settings.max_noise_pct

@@ -17,7 +17,7 @@ import torch
 
 from dlbench.engine.timer import synchronize
 
-HOST_BOUND_BUSY_PCT = 90.0  # below this the GPU waits for the host more than 10 % of each step
+HOST_BOUND_BUSY_PCT = 90.0  # below this share busy, the GPU waits for the host a tenth of each step
 TARGET_PASS_S = 0.25  # profile about this long (a few steps at least, 200 at most)
 MIN_STEPS, MAX_STEPS = 3, 200
 ISSUE_BURST = 8  # launches timed back to back: fewer than a launch queue holds
@@ -108,8 +108,8 @@ def run_profiled_pass(
             step(i)
         synchronize(device)
     # kineto's own records, not the profiler's event tree built from them: only names and
-    # device intervals are needed (with this and fewer kernels a step, profile_s of the H100's
-    # batch-1 rows went from 4.0-5.5 s to 0.8-1.4 s for 200 graphed steps)
+    # device intervals are needed, and building the tree took most of the pass
+    # (docs/decisions.md#profile-pass)
     events = prof.profiler.kineto_results.events()
     kernels = [
         (e.start_ns() / 1e3, e.end_ns() / 1e3)
@@ -130,7 +130,7 @@ def issue_columns(
     kernels are the GPU's and do not count. Launches are timed in bursts of ISSUE_BURST from a
     drained queue (median burst): a longer run fills the launch queue, and the host's wait for
     the GPU is not its cost (vit's batch-1 graph, whose memset nodes take queue space, read
-    0.46 ms a replay over 200 back-to-back launches on an H100 and 0.02-0.04 ms in bursts)."""
+    many times its burst figure back to back; docs/decisions.md#profile-pass)."""
     indices = list(steps)[:MAX_STEPS]
     bursts = [indices[k : k + ISSUE_BURST] for k in range(0, len(indices), ISSUE_BURST)]
     per_launch = []

@@ -231,11 +231,10 @@ def needs_own_stream(feed: DataFeed | None, device: torch.device) -> bool:
 @contextmanager
 def own_stream(device: torch.device) -> Iterator[None]:
     """The step (and its timing events) on a stream of its own, at the highest priority.
-    nvJPEG's hardware decode puts 256 copies and 256 small kernels a batch on streams of its
-    own at default priority, and they cost the step more than their own time (on an H100,
-    resnet50 bs256: GPU-decode training 0.94-0.95 of synthetic, 0.97-0.99 with nvJPEG's calls
-    left out); at the highest priority 0.959-0.962 against 0.932-0.944 on the default stream
-    in the same process. Without nvJPEG beside it the stream makes no difference."""
+    nvJPEG's hardware decode puts a copy and a small kernel per image on streams of its own at
+    default priority, and they cost the step more than their own time; at the highest
+    priority they take SMs only where the step leaves them free
+    (docs/decisions.md#stream-priority)."""
     default = torch.cuda.current_stream(device)
     stream = torch.cuda.Stream(device, priority=STEP_STREAM_PRIORITY)
     stream.wait_stream(default)  # the model and its weights, made on the default stream
@@ -257,8 +256,7 @@ def _with_own_stream(
 
 def compiled(model: nn.Module, loss: Callable) -> tuple[nn.Module, Callable]:
     """`--compile`: the model and its loss, each compiled. The loss counts: an LLM's over a
-    128k vocabulary is its largest pointwise work (eager, 51 ms of llm_1b's 313 ms step on an
-    H100)."""
+    large vocabulary is its largest pointwise work (docs/decisions.md#compile-loss)."""
     return torch.compile(model), torch.compile(loss)
 
 

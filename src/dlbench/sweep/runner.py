@@ -39,7 +39,7 @@ class PointOutcome:
     status: str
     seconds: float = 0.0
     window_s: float | None = None
-    figure: str = ""  # e.g. "3,987.5 images/s"
+    figure: str = ""  # the throughput with its unit
 
 
 @dataclass

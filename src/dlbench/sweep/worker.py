@@ -1,12 +1,12 @@
 """Worker mode: one `dlbench` process runs sweep points back to back, replaced after any failure.
 
-Each point costs a fresh process 20-25 s outside its window (imports, CUDA start, cuDNN's first
-autotune) for a window of seconds. A worker pays the imports and the CUDA start once. A point is
-a RunConfig and goes through `run.execute`, as a command line does after parsing, so rows are
-the same; only `isolation` says `worker`. Whatever goes wrong in a point (OOM, error, a crash,
-a timeout) ends the worker: the next point starts in a new process with a clean allocator.
-Points that start processes of their own (DDP ranks re-run their command line) and
-`--isolation process` run `dlbench` with the config's command line instead.
+Each point costs a fresh process far more time outside its window (imports, CUDA start, cuDNN's
+first autotune) than the window itself (docs/decisions.md#worker-mode). A worker pays the imports
+and the CUDA start once. A point is a RunConfig and goes through `run.execute`, as a command line
+does after parsing, so rows are the same; only `isolation` says `worker`. Whatever goes wrong in a
+point (OOM, error, a crash, a timeout) ends the worker: the next point starts in a new process with
+a clean allocator. Points that start processes of their own (DDP ranks re-run their command line)
+and `--isolation process` run `dlbench` with the config's command line instead.
 
 Protocol: the parent writes one JSON line {"config": {...}, "auto_batch": bool} to the worker's
 stdin; the worker answers one JSON line {"code": N, "last": "..."} on its stdout and prints

@@ -2,9 +2,9 @@
 
 Energy is only as good as its window. NVML's energy counter moves in steps (its update period,
 measured here once before any window), so each edge can be off by one step: a window of at least
-COUNTER_PERIODS steps keeps that under 5 %. NVML's power reading is a trailing 1 s average on
-recent GPUs, so integrating it needs a window of seconds. A row whose window is shorter says so in
-`energy_quality` and carries no energy figure, only the raw readings."""
+COUNTER_PERIODS steps keeps that small. NVML's power reading is a trailing average on recent GPUs,
+so integrating it needs a window of seconds (docs/decisions.md#energy-window). A row whose window is
+shorter says so in `energy_quality` and carries no energy figure, only the raw readings."""
 
 from __future__ import annotations
 
@@ -24,16 +24,18 @@ from dlbench.telemetry.base import GpuBackend, Reading, throttle_names
 from dlbench.telemetry.nvml import NvmlBackend, provided_nvml
 from dlbench.telemetry.rapl import RaplReader
 
-COUNTER_PERIODS = 40  # edge error <= 2 periods: <= 5 % of the window
-MIN_INTEGRAL_WINDOW_S = 5.0  # NVML power is a trailing ~1 s average on Ampere and newer
+# Each edge of a window can be off by one counter period: the window lasts this many periods
+# at least (docs/decisions.md#energy-window).
+COUNTER_PERIODS = 40
+MIN_INTEGRAL_WINDOW_S = 5.0  # NVML's power is a trailing average: integrate over seconds
 PERIOD_PROBE_S = 0.5  # longest time spent finding the counter's update period (before the window)
 PERIOD_POLL_S = 0.001
 IDLE_BASELINE_S = 2.0  # power sampled on a quiet GPU before warm-up: the run's idle baseline
 IDLE_REUSE_S = 600.0  # a process's idle sample of a GPU serves its later runs this long
 
-# Per process, by GPU: what a sweep worker's later points need not measure again (2.5 s a point,
-# a tenth of the default plan's time outside its windows): the energy counter's update period,
-# and the idle baseline with the monotonic time it was sampled.
+# Per process, by GPU: what a sweep worker's later points need not measure again
+# (docs/decisions.md#idle-baseline-reuse): the energy counter's update period, and the idle
+# baseline with the monotonic time it was sampled.
 _counter_periods: dict[tuple, float | None] = {}
 _idle_baselines: dict[tuple, tuple[float, float]] = {}
 

@@ -1,19 +1,18 @@
 """Triton kernels for batch-1 LLM decode: matrix-vector products and cached attention.
 
-At batch 1 every decode projection reads a whole weight matrix to make a few thousand outputs,
-so a token's time is how fast the weights stream from memory. cuBLAS and inductor's own
-reduction for `x @ W.T` with one row leave the smaller matrices well under the bandwidth on an
-H100 (llm_1b's down projection 1.7 TB/s, q/k/v 1.5 TB/s; `h100-decode-profile-native.txt`):
-each output row's program re-reads the input vector, and inductor recomputes a fused SiLU for
-every row. Here one program makes `BLOCK_N` outputs from one pass over the input, and the gated
-form applies SiLU(gate) * up to each input chunk once for all of its rows. Launch shapes are
-tuned per matrix shape on first use (warm-up), and the kernel is a `torch.library` op, so
-inductor compiles around it and a CUDA graph captures it. The GEMV also takes the RMSNorm
-before it and the residual add after it, which would otherwise be a kernel each.
+At batch 1 every decode projection reads a whole weight matrix to make a few thousand outputs, so a
+token's time is how fast the weights stream from memory. cuBLAS and inductor's own reduction for `x
+@ W.T` with one row leave the smaller matrices well under the bandwidth
+(docs/decisions.md#decode-kernels): each output row's program re-reads the input vector, and
+inductor recomputes a fused SiLU for every row. Here one program makes `BLOCK_N` outputs from one
+pass over the input, and the gated form applies SiLU(gate) * up to each input chunk once for all of
+its rows. Launch shapes are tuned per matrix shape on first use (warm-up), and the kernel is a
+`torch.library` op, so inductor compiles around it and a CUDA graph captures it. The GEMV also takes
+the RMSNorm before it and the residual add after it, which would otherwise be a kernel each.
 
 Attention of the one new query to the static cache: PyTorch picks cuDNN's kernel for these
-shapes (6.8 us a layer on an H100 for 256 cached positions of llm_1b), which reads the whole
-cache under a mask, after inductor's kernels for RoPE and the cache writes (another 3.9 us);
+shapes, which reads the whole cache under a mask, after inductor's kernels for RoPE and the
+cache writes;
 here one kernel rotates the new query and key, writes the cache and attends, one program per
 query head reading its kv head's cache up to the position only, with the softmax online; RoPE
 is formed in the kernel from the model's frequencies. The greedy token and the position's

@@ -40,7 +40,7 @@ def conv_backward_flops(
     """Backward of a (grouped) convolution: each gradient costs what the forward costs.
 
     torch's own formula counts grad-weight as if every input channel met every output channel,
-    which overstates a grouped conv by `groups` (27x for depthwise-heavy MobileNetV3). Here:
+    which overstates a grouped conv by `groups` (depthwise layers by their channel count). Here:
     grad-input is a convolution of grad-out with the weight over the input's positions, and
     grad-weight a reduction over batch and output positions, both with C_in / groups channels
     per output channel, i.e. exactly the forward's multiply-adds."""

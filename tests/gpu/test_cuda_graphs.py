@@ -1,13 +1,11 @@
-"""On a GPU: a step replayed as a CUDA graph computes what the eager step computes, and a step
-that syncs with the host falls back to eager (and still runs). Prints one line per check and
-exits 1 if any fails. Also: inference's weights held in the autocast dtype give, on the GPU,
-the outputs autocast gives from fp32 weights.
-Usage: PYTHONPATH=src python3 benchmarks/graph_check.py"""
+"""On a GPU (skipped elsewhere; run by the device script): a step replayed as a CUDA graph
+computes what the eager step computes, a step that syncs with the host falls back to eager
+(and still runs), and inference's weights held in the autocast dtype give the outputs autocast
+gives from fp32 weights."""
 
 from __future__ import annotations
 
-import sys
-
+import pytest
 import torch
 
 from dlbench.engine.graphs import graphed_step
@@ -93,14 +91,22 @@ def held_weights_equal_autocast(model_name: str, batch: int) -> bool:
     return same
 
 
-if __name__ == "__main__":
-    checks = [
-        replay_equals_eager("timm:test_resnet", 2, torch.float32),
-        replay_equals_eager("resnet50", 1, torch.bfloat16),
-        host_sync_falls_back(),
-        replay_equals_eager("timm:test_vit", 2, torch.bfloat16),  # after a failed capture
-        held_weights_equal_autocast("resnet50", 1),
-        held_weights_equal_autocast("vit", 1),
-        held_weights_equal_autocast("distilbert", 1),
-    ]
-    sys.exit(0 if all(checks) else 1)
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize(
+    ("model_name", "batch", "dtype"),
+    [("timm:test_resnet", 2, torch.float32), ("resnet50", 1, torch.bfloat16)],
+)
+def test_replay_equals_eager(model_name: str, batch: int, dtype: torch.dtype) -> None:
+    assert replay_equals_eager(model_name, batch, dtype)
+
+
+def test_host_sync_falls_back_then_graphs_still_capture() -> None:
+    assert host_sync_falls_back()
+    assert replay_equals_eager("timm:test_vit", 2, torch.bfloat16)
+
+
+@pytest.mark.parametrize("model_name", ["resnet50", "vit", "distilbert"])
+def test_held_weights_equal_autocast(model_name: str) -> None:
+    assert held_weights_equal_autocast(model_name, 1)

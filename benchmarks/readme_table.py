@@ -1,11 +1,13 @@
 """The README's reference table from the default plan's reference CSVs (benchmarks/reference.sh),
 one column of figures per GPU, so the front page's figures are the CSVs', never retyped; the
 line under it names the code and the files (tests/test_readme.py checks both). Usage:
-PYTHONPATH=src python3 benchmarks/reference_table.py [DEFAULT_CSV ...]
-(default: every benchmarks/reference/default-*.csv, the first one's GPU the baseline)."""
+PYTHONPATH=src python3 benchmarks/readme_table.py [--write] [DEFAULT_CSV ...]
+(default: every benchmarks/reference/default-*.csv, the first one's GPU the baseline; --write
+replaces the README's generated block, as `benchmarks/reference.sh docs` does)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from dlbench.analysis.machines import code_labels
 from dlbench.workloads import get_workload
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
+README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCK = re.compile(r"(<!-- generated: [^>]*-->\n)(.*?)(\n<!-- end generated -->)", re.S)
 POINT = ["model", "mode", "batch_size", "precision"]
 
 
@@ -70,5 +74,16 @@ def default_paths() -> list[Path]:
     return sorted(paths, key=lambda p: "h100" not in p.name)
 
 
+def write_readme(text: str) -> None:
+    """The README with its generated block replaced by `text`."""
+    readme = README.read_text()
+    if not BLOCK.search(readme):
+        raise SystemExit(f"{README}: no generated block")
+    README.write_text(BLOCK.sub(lambda m: m.group(1) + text + m.group(3), readme, count=1))
+
+
 if __name__ == "__main__":
-    print(table([Path(p) for p in sys.argv[1:]] or default_paths()))
+    args = sys.argv[1:]
+    write = "--write" in args
+    text = table([Path(p) for p in args if p != "--write"] or default_paths())
+    write_readme(text) if write else print(text)

@@ -1,0 +1,102 @@
+"""The reference command (benchmarks/reference.sh) in a dry run on the CPU: every dlbench command
+it would run on a GPU parses with dlbench's own options and validates into a config (nothing is
+measured), so a renamed flag or a plan that no longer loads fails here, not on a lent GPU."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dlbench.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("default", "decode", "jpeg", "validate", "docs")
+
+
+def _dry_run(*parts: str, jpeg: Path = Path("/nonexistent/jpeg")) -> list[str]:
+    out = subprocess.run(
+        ["bash", "benchmarks/reference.sh", *parts],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        env={**os.environ, "DRY_RUN": "1", "REFERENCE_DIR": "/nonexistent/reference",
+             "JPEG_DIR": str(jpeg)},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ""
+    return [line.removeprefix("+ ") for line in out.stderr.splitlines()]
+
+
+@pytest.fixture
+def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
+    """What each command would have run, instead of running it."""
+    import dlbench.data.loader_rows
+    import dlbench.data.make
+    import dlbench.engine.validate
+    import dlbench.run
+
+    calls: list[tuple[str, object]] = []
+
+    def record(name: str, value: int = 0):
+        return lambda first, *args, **kwargs: calls.append((name, first)) or value
+
+    monkeypatch.setattr(dlbench.run, "execute", record("execute"))
+    monkeypatch.setattr(dlbench.engine.validate, "execute_validate", record("validate"))
+    monkeypatch.setattr(dlbench.data.loader_rows, "run_loader_sweep", record("data"))
+
+    def make_images(folder: Path, spec: object) -> int:  # the folder, not 12,000 files
+        folder.mkdir(parents=True)
+        calls.append(("make-data", spec))
+        return 0
+
+    monkeypatch.setattr(dlbench.data.make, "make_images", make_images)
+    return calls
+
+
+def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path: Path) -> None:
+    lines = _dry_run(*PARTS, jpeg=tmp_path / "jpeg")
+    commands = [shlex.split(line)[1:] for line in lines if line.startswith("dlbench ")]
+    assert [c[0] for c in commands] == [
+        "sweep", "infer", "make-data", "train", "train", "train", "data", "validate", "validate"
+    ]  # fmt: skip
+    assert lines[-2:] == [
+        "python3 benchmarks/readme_table.py --write",
+        "bash benchmarks/example_report.sh",
+    ]
+    runner = CliRunner()
+    for words in commands:
+        if words[0] == "sweep":
+            words = [*words, "--dry-run"]  # the plan loads and its points validate
+        result = runner.invoke(app, words)
+        assert result.exit_code == 0, (words, result.output)
+    models = [getattr(first, "model", first) for name, first in executed if name != "make-data"]
+    assert models == ["llm_8b", "resnet50", "resnet50", "resnet50",
+                      f"folder:{tmp_path}/jpeg/images", "resnet50", "vit"]  # fmt: skip
+    decodes = [first.data_decode for name, first in executed if name == "execute"]
+    assert decodes[-2:] == ["gpu", "cpu"]
+
+
+def test_the_default_parts_are_the_gpu_ones_and_a_wrong_part_exits_2() -> None:
+    lines = _dry_run()
+    assert not any("readme_table" in line for line in lines)
+    assert lines[0].startswith("dlbench sweep default")
+    out = subprocess.run(["bash", "benchmarks/reference.sh", "nonsense"], capture_output=True,
+                         text=True, cwd=ROOT, env={**os.environ, "DRY_RUN": "1"})  # fmt: skip
+    assert out.returncode == 2 and "usage:" in out.stderr
+
+
+def test_the_example_report_builds_from_the_reference_rows(tmp_path: Path) -> None:
+    out = subprocess.run(
+        ["bash", "benchmarks/example_report.sh"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "REPORT_DIR": str(tmp_path / "report"), "SCREENSHOT": "0",
+             "PYTHON": sys.executable, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "How these machines compare" in text
+    assert (tmp_path / "report" / "report.pdf").stat().st_size > 0
