@@ -66,6 +66,6 @@ def csv_path(tmp_path: Path) -> Path:
 def _fresh_gpu_baselines():
     """Each test measures its (fake) GPU's idle power and counter period itself: the process
     keeps them per GPU, and pytest runs many tests in one process."""
-    from dlbench.telemetry.monitor import forget_baselines
+    from dlbench.telemetry.monitor import PROCESS_GPU_FACTS
 
-    forget_baselines()
+    PROCESS_GPU_FACTS.forget()

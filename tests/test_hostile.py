@@ -13,7 +13,7 @@ import pytest
 
 from dlbench.cli import run_command
 from dlbench.errors import UserError
-from dlbench.sweep.plan import parse_plan
+from dlbench.sweep.plan_file import parse_plan
 from tests.analysis.rows import benchmark_row, write_rows
 from tests.conftest import read_rows, tiny_run
 
@@ -434,7 +434,7 @@ def test_repeats_that_grow_a_plan_past_its_limit_are_refused(dlbench, kept, tmp_
 
 
 def test_a_plan_that_is_a_device_or_huge_is_refused_unread(dlbench, kept, tmp_path):
-    from dlbench.sweep.plan import PLAN_MAX_BYTES
+    from dlbench.sweep.plan_file import PLAN_MAX_BYTES
 
     refused(dlbench("sweep", "/dev/zero", "--output", kept), "PLAN", "not a regular file")
     huge = tmp_path / "huge.yaml"

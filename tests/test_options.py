@@ -11,7 +11,8 @@ import typer.main
 from dlbench.cli import app
 from dlbench.cli.bench import GENERATION_ONLY, NOT_VALIDATED
 from dlbench.cli.sweeps import SCALED
-from dlbench.config import RunConfig, flag_name
+from dlbench.config import RunConfig
+from dlbench.config.flags import flag_name
 from tests.conftest import cli_env, run_cli
 
 FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}

@@ -84,3 +84,17 @@ def test_every_decision_link_resolves_and_every_entry_is_linked() -> None:
 def test_no_probe_or_round_named_file_in_the_tree() -> None:
     lab = [str(p) for p in _tree_files() if LAB_NAME.search(str(p).lower())]
     assert lab == []
+
+
+def test_modules_and_functions_stay_small() -> None:
+    too_long = []
+    for path in _source_files():
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    too_long.append(f"{path.relative_to(ROOT)}:{node.name}: {lines} lines")
+    assert too_long == []

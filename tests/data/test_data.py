@@ -14,9 +14,10 @@ import torch
 from torch.nn import functional as F
 
 from dlbench.config import DataSource
+from dlbench.data.feed import AsLoaded, DataFeed
 from dlbench.data.images import scan_images
 from dlbench.data.make import ImageSpec, make_images, make_text
-from dlbench.data.pipeline import AsLoaded, DataFeed, Pipeline
+from dlbench.data.pipeline import Pipeline
 from dlbench.data.throughput import worker_counts
 from dlbench.engine.loop import LoopSettings, run_measured_loop
 from dlbench.errors import UserError
@@ -227,7 +228,7 @@ def test_a_gpu_decode_feed_shortens_the_switch_interval_while_it_runs():
     running Python (the step's) hands it over sooner; closing the feed restores the setting."""
     import sys
 
-    from dlbench.data.pipeline import GPU_DECODE_SWITCH_S
+    from dlbench.data.feed import GPU_DECODE_SWITCH_S
 
     class DecodingOnGpu(AsLoaded):
         gpu_decode = True
@@ -246,9 +247,9 @@ def test_a_gpu_decode_feed_shortens_the_switch_interval_while_it_runs():
 
 
 def test_closing_the_feed_does_not_wait_for_a_loader_that_hangs(monkeypatch):
-    from dlbench.data import pipeline
+    from dlbench.data import feed
 
-    monkeypatch.setattr(pipeline, "CLOSE_WAIT_S", 0.5)
+    monkeypatch.setattr(feed, "CLOSE_WAIT_S", 0.5)
     hung = _feed(_Slow(2.0))  # its first batch is still coming when the run ends
     hung.start()
     began = time.monotonic()

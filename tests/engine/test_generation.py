@@ -112,7 +112,7 @@ def test_the_two_stage_greedy_token_is_argmax_ties_included():
     """The greedy token in two stages is argmax's first index of the maximum, eager and
     compiled, with many tied maxima across and inside blocks (logits in a few levels), and
     a vocabulary that is no multiple of the block."""
-    from dlbench.engine.generation import GREEDY_BLOCK, greedy_token
+    from dlbench.engine.decoders import GREEDY_BLOCK, greedy_token
 
     torch.manual_seed(0)
     tied = torch.randint(0, 4, (6, 4 * GREEDY_BLOCK)).float()

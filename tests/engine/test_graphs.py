@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dlbench.config import RunConfig
-from dlbench.engine import benchmark, graphs
+from dlbench.engine import graph_policy, graphs
 from dlbench.run import execute
 from tests import fake_graphs
 from tests.conftest import read_rows
@@ -42,7 +42,7 @@ def test_a_capturable_step_is_captured_per_batch_inside_the_warm_up(
 ):
     # the fake's replay is the eager step itself: only a loaded host could time it slower
     # (it did once under the parallel suite), and that comparison has tests of its own
-    monkeypatch.setattr(benchmark, "GRAPH_SLOWER_PCT", 1000.0)
+    monkeypatch.setattr(graph_policy, "GRAPH_SLOWER_PCT", 1000.0)
     row = _run(tmp_path, "timm:test_resnet", mode)
     assert row["cuda_graphs"] == "True" and row["graph_fallback"] == ""
     assert len(fake_graphs.captured) == 2  # one graph per synthetic batch the loop rotates
@@ -109,7 +109,7 @@ def test_a_burst_of_contention_on_the_replays_keeps_the_graph(stalled):
 
     import torch
 
-    from dlbench.engine import benchmark
+    from dlbench.engine import graph_policy
     from dlbench.engine.graphs import GraphedStep
 
     stalled = iter(stalled)  # the first replay is untimed
@@ -118,5 +118,5 @@ def test_a_burst_of_contention_on_the_replays_keeps_the_graph(stalled):
         time.sleep(0.004 + (0.02 if next(stalled, False) else 0.0))
 
     session = SimpleNamespace(device=torch.device("cpu"), step=lambda _: time.sleep(0.004))
-    kept, _ = benchmark._faster_of(session, GraphedStep(replay, True), first=0)
+    kept, _ = graph_policy.faster_of(session, GraphedStep(replay, True), first=0)
     assert kept.graphed and kept.step is replay

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from dlbench.errors import UserError
-from dlbench.sweep.plan import parse_plan
+from dlbench.sweep.plan_file import parse_plan
 from dlbench.sweep.power import PowerLimiter, has_admin_rights
 from dlbench.sweep.runner import SweepRunner
 from tests import fake_nvml

@@ -18,7 +18,7 @@ from dlbench.engine.autobatch import (
     search_batch_size,
 )
 from dlbench.errors import UserError
-from dlbench.sweep.plan import load_plan, parse_plan
+from dlbench.sweep.plan_file import load_plan, parse_plan
 from tests.conftest import cli_env, read_rows, run_cli
 
 FAULT_ENV = {"DLBENCH_FAULT_MAX_BATCH": "16"}

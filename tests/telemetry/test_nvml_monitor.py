@@ -26,6 +26,14 @@ def fake_gpus(tmp_path, monkeypatch):
     return make
 
 
+def _count_reads(gpu: NvmlBackend) -> list[int]:
+    """The devices `gpu.read` is asked for from now on, one entry a read."""
+    reads: list[int] = []
+    read = gpu.read
+    gpu.read = lambda device, t: reads.append(device) or read(device, t)
+    return reads
+
+
 def _window(monitor: TelemetryMonitor, seconds: float) -> dict:
     monitor.begin_window()
     time.sleep(seconds)
@@ -251,15 +259,15 @@ def test_min_time_stretches_the_window_until_the_counter_can_be_trusted(fake_gpu
 
 def test_a_later_run_in_the_process_reuses_the_idle_baseline_and_says_how_old(fake_gpus):
     state = fake_gpus({"power_w": 100.0})
-    first = TelemetryMonitor(NvmlBackend([0]), None)
-    began = time.monotonic()
+    first = TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.05)
+    reads = _count_reads(first.gpu)
     first.measure_idle(seconds=0.3)
-    assert time.monotonic() - began >= 0.3 and first.idle_power_age_s == 0.0
+    assert len(reads) >= 3 and first.idle_power_age_s == 0.0
     fake_nvml.write_state(state, [{"power_w": 400.0}])  # the GPU is warm now, not idle
-    second = TelemetryMonitor(NvmlBackend([0]), None)
-    began = time.monotonic()
+    second = TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.05)
+    reads = _count_reads(second.gpu)
     second.measure_idle(seconds=0.3)
-    assert time.monotonic() - began < 0.1  # not sampled again
+    assert reads == []  # not sampled again
     assert second.idle_power_w == pytest.approx(100.0) and second.idle_power_age_s > 0
     assert second.counter_period_s == first.counter_period_s
 
@@ -274,3 +282,27 @@ def test_an_old_idle_baseline_is_sampled_again(fake_gpus, monkeypatch):
     later = TelemetryMonitor(NvmlBackend([0]), None)
     later.measure_idle(seconds=0.2)
     assert later.idle_power_w == pytest.approx(150.0) and later.idle_power_age_s == 0.0
+
+
+def test_end_window_returns_a_typed_measurement_whose_columns_are_the_rows(fake_gpus):
+    fake_gpus({"power_w": 300.0, "energy_period_s": 0.05})
+    monitor = TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02)
+    monitor.begin_window()
+    time.sleep(0.3)
+    measured = monitor.end_window()
+    assert measured.backend == "nvml" and measured.samples.count >= 10
+    assert measured.energy.source == "nvml_counter" and measured.energy.counter_j > 0
+    assert measured.energy.quality.startswith("short window") and measured.energy.trusted_j is None
+    assert measured.columns() == monitor.summary()
+
+
+def test_gpu_facts_are_state_a_monitor_is_given_not_a_hidden_cache(fake_gpus):
+    from dlbench.telemetry.monitor import PROCESS_GPU_FACTS, GpuFacts
+
+    fake_gpus({"power_w": 100.0})
+    own = GpuFacts()
+    TelemetryMonitor(NvmlBackend([0]), None, facts=own).measure_idle(seconds=0.1)
+    assert len(own.idle_baselines) == 1 and len(own.counter_periods) == 1
+    assert PROCESS_GPU_FACTS.idle_baselines == {}  # the process's own facts untouched
+    fresh = TelemetryMonitor(NvmlBackend([0]), None)  # the process's facts: not measured yet
+    assert fresh.facts is PROCESS_GPU_FACTS and fresh.idle_power_w is None

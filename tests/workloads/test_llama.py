@@ -12,8 +12,9 @@ from dlbench.config import RunConfig
 from dlbench.engine.generation import open_generator, prepare_steps
 from dlbench.engine.plan import make_plan
 from dlbench.engine.session import create_fabric
-from dlbench.workloads import InputShape, get_workload, llama
-from dlbench.workloads.llama import Hidden, NativeLlama, chunked_cross_entropy
+from dlbench.workloads import InputShape, get_workload, llm_loss
+from dlbench.workloads.llama import NativeLlama
+from dlbench.workloads.llm_loss import Hidden, chunked_cross_entropy
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ def test_both_implementations_generate_the_same_greedy_tokens(batch):
 
 
 def test_the_chunked_loss_equals_cross_entropy_in_value_and_gradients(monkeypatch):
-    monkeypatch.setattr(llama, "LOSS_CHUNK_TOKENS", 7)  # chunks that do not divide the tokens
+    monkeypatch.setattr(llm_loss, "LOSS_CHUNK_TOKENS", 7)  # chunks that do not divide the tokens
     torch.manual_seed(1)
     hidden = torch.randn(3, 10, 16, dtype=torch.float64, requires_grad=True)
     head = torch.randn(50, 16, dtype=torch.float64, requires_grad=True)
@@ -91,7 +92,7 @@ def test_llm_impl_is_refused_for_other_workloads():
 def test_the_chunked_loss_compiles_to_the_same_value_and_gradients(monkeypatch):
     """`--compile` compiles the loss (inductor, one graph): the chunk's softmax-minus-one-hot
     gradient must survive the compiler unchanged."""
-    monkeypatch.setattr(llama, "LOSS_CHUNK_TOKENS", 8)
+    monkeypatch.setattr(llm_loss, "LOSS_CHUNK_TOKENS", 8)
     torch._dynamo.reset()
     torch.manual_seed(2)
     hidden = torch.randn(2, 12, 16, requires_grad=True)

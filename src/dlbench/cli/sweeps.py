@@ -50,7 +50,8 @@ def sweep(
 ) -> None:
     from rich.console import Console
 
-    from dlbench.sweep.plan import load_plan, parse_shard, shard_points
+    from dlbench.sweep.plan import parse_shard, shard_points
+    from dlbench.sweep.plan_file import load_plan
     from dlbench.sweep.runner import SweepRunner, finish, summary_table
 
     sweep_plan = load_plan(plan)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-from dlbench.data.pipeline import AsLoaded, DataFeed, Pipeline, Preparer
+from dlbench.data.feed import AsLoaded, DataFeed, Preparer
+from dlbench.data.pipeline import Pipeline
 
 MIN_WARMUP_BATCHES = 2
 

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import torch
 
-from dlbench.config import RunConfig, config_args
+from dlbench.config import RunConfig
+from dlbench.config.flags import config_args
 from dlbench.console import stderr
 from dlbench.engine.attention import attention_kernel
 from dlbench.engine.child import run_child

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -13,15 +12,15 @@ import torch
 from dlbench.console import stderr
 from dlbench.engine.attention import attention_kernel
 from dlbench.engine.breakdown import run_breakdown
-from dlbench.engine.efficiency import bandwidth_columns, mfu_columns
+from dlbench.engine.efficiency import bandwidth_columns, energy_columns, mfu_columns
 from dlbench.engine.generation import (
     decode_bytes_per_step,
     kv_bytes_per_token,
     measure_generation,
     open_generator,
 )
-from dlbench.engine.graphs import GraphedStep
-from dlbench.engine.loop import LoopResult, LoopSettings, WindowObservers, run_measured_loop
+from dlbench.engine.graph_policy import prepare_step
+from dlbench.engine.loop import LoopResult, WindowObservers, run_measured_loop
 from dlbench.engine.plan import Plan, loop_settings
 from dlbench.engine.profiled_pass import (
     HOST_BOUND_BUSY_PCT,
@@ -32,9 +31,7 @@ from dlbench.engine.profiled_pass import (
 )
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import create_fabric, open_session, optimizer_impl
-from dlbench.engine.timer import StepTimer, synchronize
 from dlbench.results.stats import latency_columns
-from dlbench.signals import raise_if_interrupted
 from dlbench.telemetry.monitor import open_monitor
 from dlbench.workloads.flops import flops_per_sample
 
@@ -117,103 +114,6 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
         columns["host_bound"] = bool(columns.get("host_bound") or columns.get("input_bound"))
     columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
     return loop, session.param_count, columns
-
-
-@dataclass(frozen=True)
-class GraphWarmup:
-    """What capturing the step cost before the loop: eager warm-up and capture, in seconds and
-    steps, added to the loop's warm-up; and what the row says ran."""
-
-    seconds: float = 0.0
-    steps: int = 0
-    graphed: bool | None = None
-    fallback: str = ""
-
-    def merge(self, loop: LoopResult) -> LoopResult:
-        """The loop's result with this warm-up in its warm-up columns."""
-        return dataclasses.replace(
-            loop,
-            warmup_s=loop.warmup_s + self.seconds,
-            warmup_steps=loop.warmup_steps + self.steps,
-        )
-
-    def columns(self) -> dict[str, object]:
-        """`cuda_graphs` as it ran (False after a failed capture) and why capture failed."""
-        if self.graphed is None:
-            return {}
-        return {
-            "cuda_graphs": self.graphed,
-            "graph_fallback": self.fallback,
-            "capture_s": self.seconds,
-        }
-
-
-GRAPHED_LOOP_WARMUP = 2  # replays before the window, after capture (and the power pre-roll)
-GRAPH_CHECK_STEPS = 5  # eager steps and replays timed against each other after capture
-GRAPH_CHECK_ROUNDS = 3  # the replays must lose every round to be dropped
-# Replays slower than the eager step by more than this (a different computation, not noise):
-# the run measures the eager step.
-GRAPH_SLOWER_PCT = 20.0
-
-
-def _seconds_per_step(step, device: torch.device, first: int) -> float:
-    """Fastest of GRAPH_CHECK_STEPS steps on the loop's own step timer (warm-up, never in the
-    window): contention only adds time, a different computation slows every step."""
-    timer = StepTimer(device, GRAPH_CHECK_STEPS)
-    synchronize(device)
-    timer.mark()
-    for i in range(first, first + GRAPH_CHECK_STEPS):
-        step(i)
-        timer.mark()
-    return min(timer.step_times_s())
-
-
-def _faster_of(session, graphed: GraphedStep, first: int) -> tuple[GraphedStep, int]:
-    """The graphed step, unless its replays run slower than the eager step, and how many
-    steps the check ran. A capture can change what a step computes (transformers builds a full
-    attention mask while a stream captures, where eager passes none, and halves distilbert's
-    throughput), and a graph that costs time is no way to measure the GPU. A different
-    computation is slower in every round; a burst of contention on a shared host (two CI
-    cores under a parallel test suite) in one."""
-    if not graphed.graphed:
-        return graphed, 0
-    graphed.step(first)  # the first replay after capture, untimed
-    ran = 1
-    for _ in range(GRAPH_CHECK_ROUNDS):
-        replay = _seconds_per_step(graphed.step, session.device, first + ran)
-        eager = _seconds_per_step(session.step, session.device, first + ran + GRAPH_CHECK_STEPS)
-        ran += 2 * GRAPH_CHECK_STEPS
-        if replay <= eager * (1 + GRAPH_SLOWER_PCT / 100):
-            return graphed, ran
-    reason = (
-        f"the eager step ran faster ({eager * 1e3:.2f} ms against {replay * 1e3:.2f} ms replayed)"
-    )
-    stderr.print(f"[yellow]warning:[/yellow] {reason}; the step runs eager (cuda_graphs=False)")
-    return GraphedStep(session.step, False, reason), ran
-
-
-def prepare_step(session, settings: LoopSettings, cuda_graphs: bool):
-    """The step the loop times: eager, or (--cuda-graphs) captured after the run's warm-up
-    steps ran eager (cuDNN autotuning, lazy optimizer state); capture stays out of the window
-    and its time goes into warm-up."""
-    if not cuda_graphs:
-        return session.step, settings, GraphWarmup()
-    began = time.perf_counter()
-    for i in range(settings.warmup_steps):
-        raise_if_interrupted()
-        session.step(i)
-    synchronize(session.device)
-    captured = session.graphed()
-    graphed, checked = _faster_of(session, captured, settings.warmup_steps)
-    synchronize(session.device)
-    warm = GraphWarmup(
-        time.perf_counter() - began,
-        settings.warmup_steps + checked,
-        graphed.graphed,
-        graphed.fallback,
-    )
-    settings = dataclasses.replace(settings, warmup_steps=GRAPHED_LOOP_WARMUP)
-    return graphed.step, settings, warm
 
 
 def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult, int, dict]:
@@ -317,7 +217,7 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     measurement.extra = {
         "setup_s": setup_s,
         **columns,
-        **_energy_columns(telemetry, energy_all_ranks, plan, loop.steps, columns),
+        **energy_columns(telemetry, energy_all_ranks, plan, loop.steps, columns),
         **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
         **_mfu(measurement, fabric.device),
         **(plan.ddp.columns() if plan.config.strategy == "ddp" else {}),
@@ -361,23 +261,3 @@ def _mfu(m: Measurement, device: torch.device) -> dict[str, object]:
     per_device = m.samples / m.slowest_window_s / m.world_size
     flops = flops_per_sample(plan.workload, plan.shape, plan.config.mode)
     return mfu_columns(flops, per_device, gpu, plan.config.precision)
-
-
-def _energy_columns(
-    telemetry: dict, energy_all_ranks: float, plan: Plan, steps: int, scenario: dict
-) -> dict:
-    """Telemetry columns, with energy summed over every rank's GPU and divided per sample
-    (and per token: generated tokens for generation, sequence tokens otherwise)."""
-    if math.isnan(energy_all_ranks):
-        return telemetry
-    samples = plan.config.batch_size * steps * plan.devices.world_size
-    columns = {**telemetry, "energy_j": energy_all_ranks}
-    columns["energy_per_sample_j"] = energy_all_ranks / samples
-    idle, window = telemetry.get("idle_power_w"), telemetry.get("telemetry_window_s")
-    if idle is not None and window:  # every GPU taken to idle as rank 0's does
-        above = energy_all_ranks - idle * window * plan.devices.world_size
-        columns.update(energy_above_idle_j=above, energy_above_idle_per_sample_j=above / samples)
-    tokens = scenario.get("new_tokens") or plan.workload.tokens_per_sample(plan.shape)
-    if tokens:
-        columns["energy_per_token_j"] = energy_all_ranks / (samples * tokens)
-    return columns

@@ -4,6 +4,9 @@ peak memory bandwidth (decode at small batch is bound by memory, not FLOPs)."""
 
 from __future__ import annotations
 
+import math
+
+from dlbench.engine.plan import Plan
 from dlbench.hardware import peak_bandwidth_tb_s, peak_tflops
 from dlbench.workloads.flops import FlopCount
 
@@ -43,3 +46,23 @@ def bandwidth_columns(
     if peak:
         row.update(peak_hbm_tb_s=peak, hbm_bandwidth_share=achieved / peak)
     return row
+
+
+def energy_columns(
+    telemetry: dict, energy_all_ranks: float, plan: Plan, steps: int, scenario: dict
+) -> dict:
+    """Telemetry columns, with energy summed over every rank's GPU and divided per sample
+    (and per token: generated tokens for generation, sequence tokens otherwise)."""
+    if math.isnan(energy_all_ranks):
+        return telemetry
+    samples = plan.config.batch_size * steps * plan.devices.world_size
+    columns = {**telemetry, "energy_j": energy_all_ranks}
+    columns["energy_per_sample_j"] = energy_all_ranks / samples
+    idle, window = telemetry.get("idle_power_w"), telemetry.get("telemetry_window_s")
+    if idle is not None and window:  # every GPU taken to idle as rank 0's does
+        above = energy_all_ranks - idle * window * plan.devices.world_size
+        columns.update(energy_above_idle_j=above, energy_above_idle_per_sample_j=above / samples)
+    tokens = scenario.get("new_tokens") or plan.workload.tokens_per_sample(plan.shape)
+    if tokens:
+        columns["energy_per_token_j"] = energy_all_ranks / (samples * tokens)
+    return columns

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from dlbench.config import RunConfig
+from dlbench.engine.decoders import HfDecoder, NativeDecoder, greedy_token
 from dlbench.engine.graphs import capture
 from dlbench.engine.loop import (
     Agreement,
@@ -30,90 +31,9 @@ from dlbench.engine.loop import (
 from dlbench.engine.precision import PrecisionPlan
 from dlbench.engine.timer import synchronize
 from dlbench.workloads import InputShape, Workload
-from dlbench.workloads.llama import NativeLlama
 
 PREFILL_SAMPLES = 100  # TTFT percentiles from at least this many prefills (p99 is not a max)
 RESET, PREFILL = 0, 1  # step positions inside a round; decode steps follow
-
-
-class HfDecoder:
-    """transformers' own model and StaticCache (`--llm-impl hf`: benchmarks transformers)."""
-
-    impl = "hf"
-    kernel_decode = False
-
-    def __init__(self, model: Any, max_len: int) -> None:
-        from transformers import StaticCache
-
-        self.model = model
-        self.cache = StaticCache(config=model.config, max_cache_len=max_len)
-
-    def reset(self) -> None:
-        self.cache.reset()
-
-    def prefill(self, prompts: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return self.model(
-            input_ids=prompts,
-            past_key_values=self.cache,
-            cache_position=positions,
-            logits_to_keep=1,
-            use_cache=True,
-        ).logits
-
-    def decode(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
-        return self.model(
-            input_ids=token, past_key_values=self.cache, cache_position=position, use_cache=True
-        ).logits
-
-    def kv_bytes_per_token(self) -> int:
-        return sum(
-            2 * layer.keys.shape[1] * layer.keys.shape[3] * layer.keys.element_size()
-            for layer in self.cache.layers
-        )
-
-
-class NativeDecoder:
-    """The native Llama with fused projections and its static cache (`--llm-impl native`)."""
-
-    impl = "native"
-
-    def __init__(self, model: NativeLlama, batch: int, max_len: int, sdpa_only: bool) -> None:
-        self.model = model
-        self.cache = model.setup_cache(batch, max_len)
-        model.decode_kernels = not sdpa_only  # --attention asks for one of SDPA's kernels
-        # each decode step the Triton kernels end to end (batch 1 on CUDA in half precision):
-        # launched as called, each starts while the one before finishes (programmatic
-        # dependent launch), which inductor's launches of them would forgo
-        self.kernel_decode = model.kernel_decode(batch)
-
-    def reset(self) -> None:
-        self.cache.reset()
-
-    def prefill(self, prompts: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return self.model.logits(prompts, positions)
-
-    def decode(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
-        return self.model.logits(token, position)
-
-    def kv_bytes_per_token(self) -> int:
-        return self.cache.bytes_per_token()
-
-
-# Logits per first-stage maximum in greedy_token (docs/decisions.md#greedy-block).
-GREEDY_BLOCK = 256
-
-
-def greedy_token(logits: torch.Tensor) -> torch.Tensor:
-    """The greedy token of each row of [batch, vocab] logits, [batch, 1]: the first index of
-    the maximum, as argmax gives it, in two stages (the maximum of each block of GREEDY_BLOCK,
-    then of the blocks), since one row of a large vocabulary's logits is one long serial
-    reduction for inductor."""
-    batch, vocab = logits.shape
-    if vocab % GREEDY_BLOCK:
-        return logits.argmax(-1, keepdim=True)
-    values, within = logits.view(batch, -1, GREEDY_BLOCK).max(-1)
-    block = values.argmax(-1, keepdim=True)
-    return block * GREEDY_BLOCK + within.gather(-1, block)
 
 
 @dataclass

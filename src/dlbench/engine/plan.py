@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlbench.config import DdpSettings, RunConfig, flag_name, resolved_strategy
+from dlbench.config import DdpSettings, RunConfig, resolved_strategy
+from dlbench.config.flags import flag_name
 from dlbench.console import stderr
 from dlbench.data.pipeline import check_data
 from dlbench.data.source import default_workers

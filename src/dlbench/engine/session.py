@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -11,12 +12,18 @@ import torch
 from torch import nn
 
 from dlbench.config import RunConfig
-from dlbench.data.pipeline import STEP_STREAM_PRIORITY, DataFeed, OnDevice, open_pipeline
+from dlbench.data.feed import DataFeed
+from dlbench.data.on_device import STEP_STREAM_PRIORITY, OnDevice
+from dlbench.data.pipeline import open_pipeline
 from dlbench.engine.devices import DevicePlan
 from dlbench.engine.graphs import GraphedStep, graphed_step
 from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.workloads import Batch, InputShape, Workload
 
+# Lightning asks for srun wherever SLURM's commands are installed (a login node, a CI runner with
+# a test cluster), though a run without it is what the user asked for: one process, or
+# Lightning's own launcher. Under srun Lightning takes the ranks from SLURM, as it should.
+warnings.filterwarnings("ignore", "The `srun` command is available on your system but is not used")
 DISTINCT_BATCHES = 2  # rotate so that no step reads exactly what the previous one cached
 
 

@@ -13,7 +13,8 @@ from dlbench.config import RunConfig
 from dlbench.console import show_result
 from dlbench.engine.attention import attention_kernel
 from dlbench.engine.bare import BareLoop
-from dlbench.engine.benchmark import Measurement, prepare_step
+from dlbench.engine.benchmark import Measurement
+from dlbench.engine.graph_policy import prepare_step
 from dlbench.engine.loop import LoopResult, run_measured_loop
 from dlbench.engine.plan import loop_settings, make_plan
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values

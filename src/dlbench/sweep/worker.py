@@ -23,7 +23,8 @@ import subprocess
 import sys
 import tempfile
 
-from dlbench.config import RunConfig, config_args, config_from_json, config_to_json
+from dlbench.config import RunConfig
+from dlbench.config.flags import config_args, config_from_json, config_to_json
 from dlbench.engine.child import ChildResult, last_line_of, run_child, stop_group
 from dlbench.signals import Interrupted, child_environment
 from dlbench.startup import mark_command_start

@@ -13,37 +13,61 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
 import torch
 
 from dlbench.console import stderr
-from dlbench.telemetry.base import GpuBackend, Reading, throttle_names
+from dlbench.telemetry.base import GpuBackend, Reading
 from dlbench.telemetry.nvml import NvmlBackend, provided_nvml
 from dlbench.telemetry.rapl import RaplReader
+from dlbench.telemetry.window import (
+    Energy,
+    Samples,
+    WindowMeasurement,
+    below_base_pct,
+    power_integral_j,
+)
 
-# Each edge of a window can be off by one counter period: the window lasts this many periods
-# at least (docs/decisions.md#energy-window).
-COUNTER_PERIODS = 40
 MIN_INTEGRAL_WINDOW_S = 5.0  # NVML's power is a trailing average: integrate over seconds
 PERIOD_PROBE_S = 0.5  # longest time spent finding the counter's update period (before the window)
 PERIOD_POLL_S = 0.001
 IDLE_BASELINE_S = 2.0  # power sampled on a quiet GPU before warm-up: the run's idle baseline
 IDLE_REUSE_S = 600.0  # a process's idle sample of a GPU serves its later runs this long
 
-# Per process, by GPU: what a sweep worker's later points need not measure again
-# (docs/decisions.md#idle-baseline-reuse): the energy counter's update period, and the idle
-# baseline with the monotonic time it was sampled.
-_counter_periods: dict[tuple, float | None] = {}
-_idle_baselines: dict[tuple, tuple[float, float]] = {}
+
+@dataclass
+class GpuFacts:
+    """What one process found out about its GPUs once, by GPU (backend, identity, names), so
+    that a sweep worker's later points need not measure it again
+    (docs/decisions.md#idle-baseline-reuse): the energy counter's update period, and the idle
+    baseline with the monotonic time it was sampled (served for IDLE_REUSE_S)."""
+
+    counter_periods: dict[tuple, float | None] = field(default_factory=dict)
+    idle_baselines: dict[tuple, tuple[float, float]] = field(default_factory=dict)
+
+    def counter_period(self, gpus: tuple, measure: Callable[[], float | None]) -> float | None:
+        if gpus not in self.counter_periods:
+            self.counter_periods[gpus] = measure()
+        return self.counter_periods[gpus]
+
+    def idle_baseline(self, gpus: tuple, now: float) -> tuple[float, float] | None:
+        """(watts, age in seconds) of a baseline young enough to serve, else None."""
+        kept = self.idle_baselines.get(gpus)
+        if kept and now - kept[0] < IDLE_REUSE_S:
+            return kept[1], now - kept[0]
+        return None
+
+    def forget(self) -> None:
+        """Measure the idle power and the counter period again on the next run."""
+        self.counter_periods.clear()
+        self.idle_baselines.clear()
 
 
-def forget_baselines() -> None:
-    """Measure the idle power and the counter period again on the next run in this process."""
-    _counter_periods.clear()
-    _idle_baselines.clear()
+# This process's facts: every monitor shares them unless given its own.
+PROCESS_GPU_FACTS = GpuFacts()
 
 
 def counter_update_period(read: Callable[[], float | None], budget_s: float = PERIOD_PROBE_S):
@@ -65,24 +89,10 @@ def counter_update_period(read: Callable[[], float | None], budget_s: float = PE
     return statistics.median(b - a for a, b in pairwise(changes))
 
 
-def energy_quality(
-    window_s: float, source: str, counter_period_s: float | None, min_integral_s: float
-) -> str:
-    """'ok', or why the window is too short for the energy source to be trusted."""
-    if source == "power_integral":
-        needed = min_integral_s
-    elif counter_period_s is not None:
-        needed = COUNTER_PERIODS * counter_period_s
-    else:
-        return "ok"
-    if window_s >= needed:
-        return "ok"
-    return f"short window: {window_s:.2f} s < {needed:.2f} s needed by {source} (use --min-time)"
-
-
 class TelemetryMonitor:
-    """begin_window / end_window around the measured steps (both after a device sync), then
-    `summary()` gives the row's telemetry columns. Any part may be missing: columns stay empty."""
+    """begin_window / end_window around the measured steps (both after a device sync);
+    end_window returns the window's `WindowMeasurement`, and `summary()` its columns. Any part
+    may be missing: columns stay empty."""
 
     def __init__(
         self,
@@ -91,6 +101,7 @@ class TelemetryMonitor:
         interval_s: float = 0.1,
         log_path: Path | None = None,
         min_integral_s: float = MIN_INTEGRAL_WINDOW_S,
+        facts: GpuFacts = PROCESS_GPU_FACTS,
     ) -> None:
         self.gpu, self.cpu = gpu, cpu
         self.min_integral_s = min_integral_s
@@ -108,13 +119,15 @@ class TelemetryMonitor:
         self.counter_period_s = None
         self.idle_power_w: float | None = None
         self.idle_power_age_s: float | None = None
-        # which GPUs these are, as far as this process can tell (the key of its kept baselines)
+        self.measurement = WindowMeasurement("", 0.0, None, None, None)
+        self.facts = facts
+        # which GPUs these are, as far as this process can tell (the key of its kept facts)
         names = gpu.device_names if gpu else []
         self._gpus = (type(gpu).__name__, getattr(gpu, "identity", None), *names)
         if gpu and self.devices:
-            if self._gpus not in _counter_periods:
-                _counter_periods[self._gpus] = counter_update_period(lambda: gpu.energy_j(0))
-            self.counter_period_s = _counter_periods[self._gpus]
+            self.counter_period_s = facts.counter_period(
+                self._gpus, lambda: counter_update_period(lambda: gpu.energy_j(0))
+            )
 
     def measure_idle(self, seconds: float = IDLE_BASELINE_S) -> None:
         """Sample power for `seconds` while nothing runs (before warm-up): the idle baseline
@@ -122,9 +135,9 @@ class TelemetryMonitor:
         within IDLE_REUSE_S is used again (a sweep worker's later points), its age recorded."""
         if not self.gpu:
             return
-        kept, now = _idle_baselines.get(self._gpus), time.monotonic()
-        if kept and now - kept[0] < IDLE_REUSE_S:
-            self.idle_power_w, self.idle_power_age_s = kept[1], now - kept[0]
+        kept = self.facts.idle_baseline(self._gpus, time.monotonic())
+        if kept:
+            self.idle_power_w, self.idle_power_age_s = kept
             return
         readings = []
         end = time.monotonic() + seconds
@@ -134,7 +147,7 @@ class TelemetryMonitor:
         powers = [p for p in readings if p is not None]
         self.idle_power_w = statistics.fmean(powers) * len(self.devices) if powers else None
         if self.idle_power_w is not None:
-            _idle_baselines[self._gpus] = (time.monotonic(), self.idle_power_w)
+            self.facts.idle_baselines[self._gpus] = (time.monotonic(), self.idle_power_w)
             self.idle_power_age_s = 0.0
 
     def _sample_all(self) -> None:
@@ -162,9 +175,9 @@ class TelemetryMonitor:
             self._energy0 = [self.gpu.energy_j(d) for d in self.devices]
         self._t0 = time.monotonic()
 
-    def end_window(self) -> None:
+    def end_window(self) -> WindowMeasurement:
         """Read the counters first, the window's end time beside them, then stop sampling;
-        called right after the closing synchronize."""
+        called right after the closing synchronize. The window's measurement, also kept."""
         self._t1 = time.monotonic()
         if self.gpu:
             self._energy1 = [self.gpu.energy_j(d) for d in self.devices]
@@ -178,16 +191,8 @@ class TelemetryMonitor:
             self._procs = max(self._procs, *(self.gpu.other_processes(d) for d in self.devices))
         if self.log_path and self.readings:
             self._write_log()
-
-    def _integral_j(self) -> float | None:
-        """Trapezoid over sampled power, per device, summed."""
-        total = 0.0
-        for d in self.devices:
-            points = [(r.t, r.power_w) for r in self.readings if r.device == d and r.power_w]
-            if len(points) < 2:
-                return None
-            total += sum((t2 - t1) * (p1 + p2) / 2 for (t1, p1), (t2, p2) in pairwise(points))
-        return total
+        self.measurement = self._measure()
+        return self.measurement
 
     def _counter_j(self) -> float | None:
         pairs = list(zip(self._energy0, self._energy1))
@@ -195,68 +200,37 @@ class TelemetryMonitor:
             return None
         return sum(b - a for a, b in pairs)
 
-    def summary(self) -> dict[str, object]:
-        """Telemetry columns for the row; empty when nothing could be read."""
-        row: dict[str, object] = {"cpu_energy_j": self._cpu_j}
+    def _measure(self) -> WindowMeasurement:
         if not self.gpu or not self.readings:
-            return row
-        duration = self._t1 - self._t0
-        counter, integral = self._counter_j(), self._integral_j()
-        energy = counter if counter is not None else integral
-        source = (
-            ""
-            if energy is None
-            else f"{self.gpu.name}_counter"
-            if counter is not None
-            else "power_integral"
+            return WindowMeasurement("", self._t1 - self._t0, None, None, self._cpu_j)
+        window_s, base = self._t1 - self._t0, self.gpu.base_sm_clock_mhz(0)
+        energy = Energy.of(
+            self.gpu.name,
+            self._counter_j(),
+            power_integral_j(self.readings, self.devices),
+            window_s,
+            self.counter_period_s,
+            self.min_integral_s,
         )
-
-        def values(field: str) -> list[float]:
-            return [getattr(r, field) for r in self.readings if getattr(r, field) is not None]
-
-        power_by_time: dict[float, float] = {}
-        for r in self.readings:
-            power_by_time[r.t] = power_by_time.get(r.t, 0.0) + (r.power_w or 0.0)
-        throttled = [r for r in self.readings if throttle_names(r.throttle_bits)]
-        reasons = sorted({n for r in throttled for n in throttle_names(r.throttle_bits)})
-        sm = values("sm_clock_mhz")
-        quality = energy_quality(duration, source, self.counter_period_s, self.min_integral_s)
-        trusted = energy if quality == "ok" else None
-        base = self.gpu.base_sm_clock_mhz(0)
-        below = _below_base_pct(self.readings, base)
-        row.update(
-            telemetry_backend=self.gpu.name,
-            telemetry_samples=len(self.readings),
-            telemetry_window_s=duration,
-            energy_j=trusted,
-            energy_source=source,
-            energy_quality=quality if energy is not None else "",
-            energy_counter_j=counter,
-            energy_counter_period_s=self.counter_period_s,
-            energy_integral_j=integral,
-            avg_power_w=trusted / duration if trusted is not None and duration > 0 else None,
-            peak_power_w=max(power_by_time.values()) if power_by_time else None,
+        return WindowMeasurement(
+            backend=self.gpu.name,
+            window_s=window_s,
+            energy=energy,
+            samples=Samples.of(self.readings),
+            cpu_energy_j=self._cpu_j,
             power_limit_w=self.gpu.power_limit_w(0),
-            temp_max_c=max(values("temp_c"), default=None),
-            gpu_util_avg=_mean(values("gpu_util")),
-            mem_util_avg=_mean(values("mem_util")),
-            mem_used_max_mb=max(values("mem_used_mb"), default=None),
-            sm_clock_avg_mhz=_mean(sm),
-            sm_clock_min_mhz=min(sm, default=None),
             sm_clock_base_mhz=base,
-            sm_clock_below_base_pct=below,
+            sm_clock_below_base_pct=below_base_pct(self.readings, base),
             idle_power_w=self.idle_power_w,
             idle_power_age_s=self.idle_power_age_s,
-            energy_scope="gpu_board" + ("+cpu_package" if self._cpu_j is not None else ""),
             gpu_processes_hidden=bool(getattr(self.gpu, "processes_hidden", False)),
-            **(self.gpu.describe(0) if hasattr(self.gpu, "describe") else {}),
-            mem_clock_avg_mhz=_mean(values("mem_clock_mhz")),
-            jpeg_decoder_busy_pct=_mean(values("jpeg_util")),
-            throttle_pct=100.0 * len(throttled) / len(self.readings),
-            throttle_reasons=" ".join(reasons),
             other_gpu_processes=self._procs,
+            device=self.gpu.describe(0) if hasattr(self.gpu, "describe") else {},
         )
-        return row
+
+    def summary(self) -> dict[str, object]:
+        """Telemetry columns for the row, from the last window; empty when nothing was read."""
+        return self.measurement.columns()
 
     def _write_log(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -271,25 +245,6 @@ class TelemetryMonitor:
     def close(self) -> None:
         if self.gpu:
             self.gpu.close()
-
-
-# NVML's default application clock is the boost clock on Hopper (1,980 MHz on an H100): a GPU
-# under it at its power cap, or idling, is where it should be; under it with neither, it is not.
-_EXPLAINED = 0x1 | 0x4  # gpu_idle, sw_power_cap
-
-
-def _below_base_pct(readings: list[Reading], base: float | None) -> float | None:
-    """% of samples with the SM clock under `base` that neither idling nor the power cap
-    explains."""
-    clocked = [r for r in readings if r.sm_clock_mhz is not None]
-    if not base or not clocked:
-        return None
-    low = [r for r in clocked if r.sm_clock_mhz < base and not r.throttle_bits & _EXPLAINED]
-    return 100.0 * len(low) / len(clocked)
-
-
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
 
 
 def open_monitor(

@@ -5,22 +5,21 @@ What makes it fast where the transformers module layout is slow: q, k and v proj
 weight and gate and up by one (concatenated once, at load), fewer and larger GEMVs at batch 1;
 a static KV cache written in place at a position tensor on the device, so a decode step has
 static shapes and compiles (norms, RoPE and residuals fused by inductor) and captures as one
-CUDA graph; and for training, a loss that never materialises the 128k-vocabulary logits of
-the whole batch in fp32 (chunked, with the gradients formed chunk by chunk in the forward).
-At batch-1 decode on CUDA in half precision the whole step runs as Triton kernels
+CUDA graph; and for training, a loss that never materialises the large vocabulary's logits of
+the whole batch in fp32 (workloads.llm_loss). One forward takes one path for all its layers
+(`ForwardPath`): at batch-1 decode on CUDA in half precision the whole step runs as Triton kernels
 (workloads.decode_kernels): the projections with their norms and residual adds, the attention
 with RoPE and the cache write, and the greedy token."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-LOSS_CHUNK_TOKENS = 2048  # logits of this many tokens at a time in the training loss
+from dlbench.workloads.llm_loss import Hidden
 
 
 class RMSNorm(nn.Module):
@@ -74,21 +73,12 @@ class Block(nn.Module):
         self.attention_norm = RMSNorm(hidden, eps)
         self.ffn_norm = RMSNorm(hidden, eps)
 
-    def forward(self, x, rope, cache: tuple[torch.Tensor, torch.Tensor] | None, pos, mask):
-        """`rope`: cos and sin at the positions (torch's attention), or the frequencies
-        (`KernelRope`: batch-1 decode, where the attention kernel forms RoPE itself)."""
-        b, t, _ = x.shape
-        qkv = project(x, self.wqkv.weight, norm=self.attention_norm)
-        if isinstance(rope, KernelRope):
-            from dlbench.workloads.decode_kernels import decode_attention
-
-            rows = qkv.reshape(b, -1)
-            out = decode_attention(rows, *cache, pos, *rope, self.heads).view(b, t, -1)
-        else:
-            out = self.attend(qkv, *rope, cache, pos, mask)
-        x = project(out, self.wo.weight, residual=x)
-        gate_up = project(x, self.w13.weight, norm=self.ffn_norm)
-        return project(gate_up, self.w2.weight, gated=True, residual=x)
+    def forward(self, x, path: ForwardPath, cache: tuple[torch.Tensor, torch.Tensor] | None, pos):
+        qkv = path.project(x, self.wqkv.weight, norm=self.attention_norm)
+        out = path.attend(self, qkv, cache, pos)
+        x = path.project(out, self.wo.weight, residual=x)
+        gate_up = path.project(x, self.w13.weight, norm=self.ffn_norm)
+        return path.project(gate_up, self.w2.weight, gated=True, residual=x)
 
     def attend(self, qkv, cos, sin, cache, pos, mask) -> torch.Tensor:
         """RoPE and SDPA: causal over the sequence (training), or the new positions written to
@@ -110,11 +100,6 @@ class Block(nn.Module):
         return out.transpose(1, 2).reshape(b, t, -1)
 
 
-def _one_vector(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether `x @ weight.T` is one matrix-vector product the Triton kernel takes."""
-    return _kernel_sized(x.shape[:-1].numel(), x.dtype, weight)
-
-
 def _kernel_sized(rows: int, dtype: torch.dtype, weight: torch.Tensor) -> bool:
     """Whether `rows` inputs of `dtype` against `weight` are what the decode kernels take:
     batch-1 decode on CUDA in the weights' own half precision (autocast keeps torch's ops)."""
@@ -134,21 +119,9 @@ def project(
     gated: bool = False,
     residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """residual + f(x) @ weight.T, f: RMSNorm `norm`, silu(gate) * up of the fused gate/up
-    projection's output (`gated`), or nothing. One vector (batch-1 decode) goes through the
-    GEMV kernel with f and the residual fused into it; otherwise torch's ops."""
-    if _one_vector(x, weight):
-        from dlbench.workloads.decode_kernels import gemv
-
-        out = gemv(
-            x.reshape(-1).contiguous(),
-            weight,
-            gated,
-            None if norm is None else norm.weight,
-            1e-6 if norm is None else norm.eps,
-            None if residual is None else residual.reshape(-1).contiguous(),
-        )
-        return out.view(*x.shape[:-1], -1)
+    """residual + f(x) @ weight.T in torch's ops, f: RMSNorm `norm`, silu(gate) * up of the
+    fused gate/up projection's output (`gated`), or nothing (`ForwardPath.project` fuses the
+    same into the GEMV kernel)."""
     if norm is not None:
         x = norm(x)
     if gated:
@@ -158,19 +131,44 @@ def project(
     return out if residual is None else residual + out
 
 
-class KernelRope(NamedTuple):
-    """RoPE as the decode attention kernel takes it: frequencies and scale, not cos and sin."""
+@dataclass(frozen=True)
+class ForwardPath:
+    """How one forward computes, chosen once for all its layers (`NativeLlama.path`): the
+    projections through the GEMV kernel or torch's ops, the attention through the decode
+    kernel (which forms RoPE from `rope` = frequencies and scale, and writes the cache) or
+    torch's SDPA (`rope` = cos and sin at the positions, `mask` over the static cache)."""
 
-    inv_freq: torch.Tensor
-    scaling: float
+    gemv: bool
+    kernel_attention: bool
+    rope: tuple
+    mask: torch.Tensor | None = None
 
+    def project(self, x: torch.Tensor, weight: torch.Tensor, **fused) -> torch.Tensor:
+        """`project`, by the GEMV kernel with its norm, gate and residual fused on this path."""
+        if not self.gemv:
+            return project(x, weight, **fused)
+        from dlbench.workloads.decode_kernels import gemv
 
-class Hidden(NamedTuple):
-    """The last layer's normalised output and the output weight: the training loss forms the
-    logits from these chunk by chunk."""
+        norm, residual = fused.get("norm"), fused.get("residual")
+        out = gemv(
+            x.reshape(-1).contiguous(),
+            weight,
+            fused.get("gated", False),
+            None if norm is None else norm.weight,
+            1e-6 if norm is None else norm.eps,
+            None if residual is None else residual.reshape(-1).contiguous(),
+        )
+        return out.view(*x.shape[:-1], -1)
 
-    hidden: torch.Tensor
-    head: torch.Tensor
+    def attend(self, block: Block, qkv: torch.Tensor, cache, pos) -> torch.Tensor:
+        """The layer's attention output, [b, t, heads * head_dim]."""
+        if not self.kernel_attention:
+            return block.attend(qkv, *self.rope, cache, pos, self.mask)
+        from dlbench.workloads.decode_kernels import decode_attention
+
+        b, t, _ = qkv.shape
+        rows = qkv.reshape(b, -1)
+        return decode_attention(rows, *cache, pos, *self.rope, block.heads).view(b, t, -1)
 
 
 class NativeLlama(nn.Module):
@@ -226,8 +224,28 @@ class NativeLlama(nn.Module):
 
     def kernel_decode(self, batch: int) -> bool:
         """Whether a decode step of `batch` sequences runs the Triton kernels end to end."""
-        weight = self.output.weight
-        return self.decode_kernels and _kernel_sized(batch, weight.dtype, weight)
+        return self._kernels(batch, self.output.weight.dtype, generating=True)[1]
+
+    def _kernels(self, rows: int, dtype: torch.dtype, generating: bool) -> tuple[bool, bool]:
+        """The one choice of path: (GEMV for the projections, the decode attention kernel).
+        Generation of one vector in the weights' half precision on CUDA takes the GEMV; the
+        attention kernel too unless --attention asked for one of SDPA's kernels."""
+        gemv = generating and _kernel_sized(rows, dtype, self.output.weight)
+        return gemv, gemv and self.decode_kernels
+
+    def path(
+        self, rows: int, dtype: torch.dtype, positions: torch.Tensor, generating: bool
+    ) -> ForwardPath:
+        """The path of a forward over `rows` token vectors at `positions`: generation reads
+        and writes the static cache up to them, training attends causally."""
+        gemv, kernel_attention = self._kernels(rows, dtype, generating)
+        if kernel_attention:
+            return ForwardPath(True, True, (self.inv_freq, self.rope_scaling))
+        if not generating:
+            return ForwardPath(gemv, False, self._rope(positions, dtype))
+        span = torch.arange(self.max_len, device=positions.device)
+        mask = (span[None, :] <= positions[:, None])[None, None]  # [1, 1, T, max_len]
+        return ForwardPath(gemv, False, self._rope(positions, dtype), mask)
 
     def get_input_embeddings(self) -> nn.Embedding:
         """The token table (named as transformers names it, for the decode byte count)."""
@@ -260,17 +278,10 @@ class NativeLlama(nn.Module):
         generating = positions is not None
         if not generating:
             positions = torch.arange(ids.shape[1], device=ids.device)
-        mask = None
-        if generating and self.kernel_decode(ids.numel()):
-            rope = KernelRope(self.inv_freq, self.rope_scaling)
-        else:
-            rope = self._rope(positions, x.dtype)
-            if generating:
-                span = torch.arange(self.max_len, device=ids.device)
-                mask = (span[None, :] <= positions[:, None])[None, None]  # [1, 1, T, max_len]
+        path = self.path(ids.numel(), x.dtype, positions, generating)
         for i, block in enumerate(self.layers):
             cache = (self.cache.keys[i], self.cache.values[i]) if generating else None
-            x = block(x, rope, cache, positions, mask)
+            x = block(x, path, cache, positions)
         return x
 
     def forward(self, ids: torch.Tensor) -> Hidden:
@@ -280,51 +291,5 @@ class NativeLlama(nn.Module):
     def logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Generation: logits of the last position only."""
         last = self.hidden_states(ids, positions)[:, -1:]
-        return project(last, self.output.weight, norm=self.norm)
-
-
-def _chunk_loss(h: torch.Tensor, head: torch.Tensor, y: torch.Tensor, count: int, wide):
-    """One chunk's summed cross-entropy and the gradient of the mean loss for its logits
-    (softmax minus the one-hot target, over `count`), in `h`'s dtype. The target's one is
-    taken off after the cast, in place: compiled, the softmax, scale and cast are one pass
-    and the subtraction touches one element a row; eager, no one-hot is ever built."""
-    logits = (h @ head.t()).to(wide)
-    lse = torch.logsumexp(logits, dim=-1)
-    picked = logits.gather(1, y[:, None]).squeeze(1)
-    grad = (torch.exp(logits - lse[:, None]) / count).to(h.dtype)
-    grad[torch.arange(len(y), device=y.device), y] -= 1.0 / count
-    return (lse - picked).sum(), grad
-
-
-class _ChunkedCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of `hidden @ head.T` against `targets`, LOSS_CHUNK_TOKENS tokens at a
-    time: each chunk's logits (fp32 for the softmax) exist only while it is processed, and its
-    gradients for `hidden` and `head` are formed right then (backward only scales them)."""
-
-    @staticmethod
-    def forward(ctx, hidden: torch.Tensor, head: torch.Tensor, targets: torch.Tensor):
-        flat, labels = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
-        count = flat.shape[0]
-        wide = torch.promote_types(flat.dtype, torch.float32)  # softmax and sums: fp32 at least
-        grad_hidden = torch.empty_like(flat)
-        grad_head = torch.zeros(head.shape, dtype=wide, device=head.device)
-        total = torch.zeros((), dtype=wide, device=flat.device)
-        for start in range(0, count, LOSS_CHUNK_TOKENS):
-            h = flat[start : start + LOSS_CHUNK_TOKENS]
-            y = labels[start : start + LOSS_CHUNK_TOKENS]
-            loss, grad = _chunk_loss(h, head, y, count, wide)
-            total += loss
-            grad_hidden[start : start + LOSS_CHUNK_TOKENS] = grad @ head
-            grad_head += (grad.t() @ h).to(wide)
-        ctx.save_for_backward(grad_hidden.view_as(hidden), grad_head.to(head.dtype))
-        return total / count
-
-    @staticmethod
-    def backward(ctx, grad_loss: torch.Tensor):
-        grad_hidden, grad_head = ctx.saved_tensors
-        return grad_hidden * grad_loss, grad_head * grad_loss, None
-
-
-def chunked_cross_entropy(outputs: Hidden, targets: torch.Tensor) -> torch.Tensor:
-    """The native model's training loss (a workload loss: outputs, targets -> scalar)."""
-    return _ChunkedCrossEntropy.apply(outputs.hidden, outputs.head, targets)
+        gemv, _ = self._kernels(last.shape[0], last.dtype, generating=True)
+        return ForwardPath(gemv, False, ()).project(last, self.output.weight, norm=self.norm)

@@ -111,7 +111,7 @@ def native_llama(model: nn.Module) -> nn.Module:
 
 def native_llama_loss(outputs, targets: torch.Tensor) -> torch.Tensor:
     """The native model's loss: cross-entropy over the vocabulary a chunk of tokens at a time."""
-    from dlbench.workloads.llama import chunked_cross_entropy
+    from dlbench.workloads.llm_loss import chunked_cross_entropy
 
     return chunked_cross_entropy(outputs, targets)
 

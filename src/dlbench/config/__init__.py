@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
-import math
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlbench.errors import UserError, check_finite, invalid
+from dlbench.config.sources import (
+    DATA_KINDS,
+    DECODERS,
+    STRATEGIES,
+    DataSource,
+    DdpSettings,
+    resolved_strategy,
+)
+from dlbench.errors import check_finite, invalid
+
+__all__ = [
+    "DATA_KINDS",
+    "DECODERS",
+    "STRATEGIES",
+    "DataSource",
+    "DdpSettings",
+    "resolved_strategy",
+]
 
 MODES = ("train", "infer")
 PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
@@ -55,96 +69,6 @@ CONFIG_KEY = (
     "data_workers",
     "data_decode",
 )
-
-
-DATA_KINDS = ("synthetic", "folder", "text")
-DECODERS = ("cpu", "gpu")
-
-
-@dataclass(frozen=True)
-class DataSource:
-    """synthetic (batches made once, in memory), folder (an ImageFolder-style tree of JPEG/PNG
-    files) or text (a .txt file, a line per sample, or .jsonl with a "text" field)."""
-
-    kind: str
-    path: Path | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> DataSource:
-        """'synthetic', 'folder:PATH' or 'text:PATH'; a UserError naming --data otherwise."""
-        kind, sep, path = text.partition(":")
-        if kind == "synthetic" and not sep:
-            return cls("synthetic")
-        if kind not in DATA_KINDS[1:] or not path:
-            raise invalid("--data", text, "synthetic, folder:PATH or text:PATH")
-        where = Path(path).expanduser()
-        if kind == "folder" and not where.is_dir():
-            raise invalid("--data", text, f"{where} is not a folder")
-        if kind == "text" and not where.is_file():
-            raise invalid("--data", text, f"{where} is not a file")
-        return cls(kind, where)
-
-    @property
-    def synthetic(self) -> bool:
-        """True for the in-memory default."""
-        return self.kind == "synthetic"
-
-
-STRATEGIES = ("auto", "ddp")  # auto: DDP when more than one process runs; ddp: always
-
-
-@dataclass(frozen=True)
-class DdpSettings:
-    """What DistributedDataParallel gets (--ddp KEY=VALUE changes any of it). Gradients as
-    bucket views (no copy of every gradient into its bucket) and a static graph (every
-    workload here uses all its parameters every step) ran faster, for the bare loop and
-    dlbench alike (docs/decisions.md#ddp-settings); the rest are torch's defaults."""
-
-    bucket_cap_mb: float = 25.0
-    gradient_as_bucket_view: bool = True
-    static_graph: bool = True
-    broadcast_buffers: bool = True
-
-    @classmethod
-    def parse(cls, items: tuple[str, ...] | list[str]) -> DdpSettings:
-        """`--ddp KEY=VALUE` pairs, or a UserError naming the flag, value and what is allowed."""
-        fields = {f.name: f.type for f in dataclasses.fields(cls)}
-        changes: dict[str, object] = {}
-        for item in items:
-            key, sep, value = item.partition("=")
-            if not sep or key not in fields:
-                raise UserError(
-                    f"--ddp: invalid value {item!r}; KEY=VALUE with KEY one of {', '.join(fields)}"
-                )
-            changes[key] = _value(key, value, fields[key])
-        return cls(**changes)
-
-    def kwargs(self) -> dict[str, object]:
-        """Keyword arguments for torch's DistributedDataParallel."""
-        return dataclasses.asdict(self)
-
-    def columns(self) -> dict[str, object]:
-        """Row columns `ddp_<setting>`."""
-        return {f"ddp_{k}": v for k, v in self.kwargs().items()}
-
-
-def _value(key: str, text: str, kind: str) -> object:
-    if kind == "bool":
-        if text.lower() not in ("true", "false", "1", "0"):
-            raise UserError(f"--ddp: invalid value {text!r} for {key}; true or false")
-        return text.lower() in ("true", "1")
-    try:
-        number = float(text)
-    except ValueError:
-        raise UserError(f"--ddp: invalid value {text!r} for {key}; a number") from None
-    if not math.isfinite(number) or number <= 0:
-        raise UserError(f"--ddp: invalid value {text!r} for {key}; a positive finite number")
-    return number
-
-
-def resolved_strategy(requested: str, world_size: int) -> str:
-    """What ran: 'ddp' (several processes, or --strategy ddp on one) or 'single'."""
-    return "ddp" if requested == "ddp" or world_size > 1 else "single"
 
 
 # The groups `--help` lists the run flags in, in this order (typer's help panels).
@@ -338,6 +262,8 @@ class RunConfig:
             raise invalid("--sample-interval", self.sample_interval, "must be positive seconds")
         if self.usd_per_hour is not None and not self.usd_per_hour > 0:
             raise invalid("--usd-per-hour", self.usd_per_hour, "a positive price")
+        from dlbench.config.flags import flag_name  # it reads this class's fields
+
         for name in ("max_noise", "max_time", "min_time", "sample_interval", "usd_per_hour"):
             check_finite(flag_name(name), getattr(self, name))
 
@@ -359,112 +285,6 @@ class RunConfig:
     def replace(self, **changes: object) -> RunConfig:
         """A copy with some fields changed, validated again."""
         return dataclasses.replace(self, **changes)
-
-
-# Fields a sweep sets for each point itself; a plan that sets them is refused.
-SWEEP_OWNED = ("mode", "output", "run_id", "extra")
-
-
-def flag_name(field_name: str) -> str:
-    """The command-line flag of a RunConfig field: `--batch-size` for batch_size, `--workers`
-    for data_workers (its first declared name)."""
-    flags = _FIELDS[field_name].metadata.get("flags") if field_name in _FIELDS else None
-    return flags[0] if flags else "--" + field_name.replace("_", "-")
-
-
-def flag_args(field_name: str, value: object) -> list[str]:
-    """The command-line words that set one field: `--batch-size 32`, `--no-compile`, a
-    repeated `--ddp`, `--tag K=V` per extra column; nothing for None or an unset switch."""
-    flag = flag_name(field_name)
-    if value is None:
-        return []
-    if isinstance(value, bool):
-        if _FIELDS[field_name].metadata.get("switch"):
-            return [flag] if value else []
-        return [flag if value else "--no-" + flag[2:]]
-    if isinstance(value, dict):
-        return [word for k, v in value.items() for word in (flag, f"{k}={v}")]
-    if isinstance(value, (list, tuple)):
-        return [word for item in value for word in (flag, str(item))]
-    return [flag, str(value)]
-
-
-def config_args(config: RunConfig, auto_batch: bool = False) -> list[str]:
-    """`MODE --flag value ...`: the `dlbench` command line that runs this config (for the
-    processes a sweep or a batch-size search starts), flags left at their default left out;
-    `--batch-size auto` with `auto_batch`."""
-    if auto_batch:
-        config = config.replace(batch_size=1)  # written out, then replaced by `auto`
-    args = [config.mode]
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-        if f.name != "mode" and (value != default or (auto_batch and f.name == "batch_size")):
-            args += flag_args(f.name, value)
-    if auto_batch:
-        args[args.index("--batch-size") + 1] = "auto"
-    return args
-
-
-def config_to_json(config: RunConfig) -> dict[str, object]:
-    """The config as plain JSON values (a sweep worker receives its points so)."""
-    return {
-        k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
-        for k, v in dataclasses.asdict(config).items()
-    }
-
-
-def config_from_json(data: dict[str, object]) -> RunConfig:
-    """`config_to_json` undone."""
-    values = dict(data)
-    values["output"] = Path(str(values["output"]))
-    values["telemetry_log"] = values["telemetry_log"] and Path(str(values["telemetry_log"]))
-    values["ddp"] = tuple(values["ddp"])  # type: ignore[arg-type]
-    return RunConfig(**values)  # type: ignore[arg-type]
-
-
-def typed_value(name: str, value: object, where: str) -> object:
-    """A plan's value for field `name` in the field's type (YAML gives ints, strings, lists),
-    or a UserError naming where it came from, the field and what is allowed."""
-    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
-    if name not in fields or name in SWEEP_OWNED:
-        known = sorted(set(fields) - set(SWEEP_OWNED))
-        raise UserError(f"{where}: unknown flag {name!r}; known: {', '.join(known)}")
-    kind = typing.get_type_hints(RunConfig)[name]
-    union = typing.get_origin(kind) in (typing.Union, types.UnionType)
-    options = [k for k in typing.get_args(kind) if k is not type(None)] if union else [kind]
-    if value is None and union and type(None) in typing.get_args(kind):
-        return None
-    for option in options:
-        converted = _convert(option, value)
-        if converted is not _NO:
-            return converted
-    wanted = " or ".join(getattr(o, "__name__", str(o)) for o in options)
-    raise UserError(f"{where}: {name}: invalid value {value!r}; expected {wanted}")
-
-
-_NO = object()
-_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
-
-
-def _convert(kind: object, value: object) -> object:
-    """value as `kind` when it plainly is one (no bool for a number, no text for a number)."""
-    if kind is bool:
-        return value if isinstance(value, bool) else _NO
-    if kind is int:
-        return value if isinstance(value, int) and not isinstance(value, bool) else _NO
-    if kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return float(value) if ok else _NO
-    if kind is str:
-        ok = isinstance(value, (str, int, float)) and not isinstance(value, bool)
-        return str(value) if ok else _NO
-    if kind is Path:
-        return Path(value) if isinstance(value, str) else _NO
-    if typing.get_origin(kind) is tuple:
-        items = value if isinstance(value, list) else [value]
-        return tuple(str(v) for v in items) if all(isinstance(v, str) for v in items) else _NO
-    return _NO
 
 
 def _check_choice(flag: str, value: str, allowed: tuple[str, ...]) -> None:
