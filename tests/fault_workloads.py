@@ -3,7 +3,9 @@ in the tests' processes.
 
 fault_oom raises torch's real OutOfMemoryError above DLBENCH_FAULT_MAX_BATCH (default 16), as a
 GPU would; fault_crash kills its process; fault_hang never finishes a step; steady takes 20 ms a
-step, so its throughput is known whichever process runs it."""
+step, so its throughput is known whichever process runs it; fault_lost_rank sends its own
+process DLBENCH_FAULT_SIGNAL (KILL or STOP) on rank DLBENCH_FAULT_RANK (default 1) at forward
+DLBENCH_FAULT_AFTER (default 8: inside the measured window after two warm-up steps)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ class FaultModel(nn.Module):
         super().__init__()
         self.kind = kind
         self.fc = nn.Linear(8, 4)
+        self.calls = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         limit = int(os.environ.get("DLBENCH_FAULT_MAX_BATCH", "16"))
@@ -34,14 +37,25 @@ class FaultModel(nn.Module):
             time.sleep(3600)
         if self.kind == "steady":
             time.sleep(0.02)
+        if self.kind == "lost_rank":
+            self._lose_this_rank()
         return self.fc(x)
+
+    def _lose_this_rank(self) -> None:
+        self.calls += 1
+        time.sleep(0.02)
+        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        target = int(os.environ.get("DLBENCH_FAULT_RANK", "1"))
+        if rank == target and self.calls == int(os.environ.get("DLBENCH_FAULT_AFTER", "8")):
+            sent = getattr(signal, "SIG" + os.environ.get("DLBENCH_FAULT_SIGNAL", "KILL"))
+            os.kill(os.getpid(), sent)
 
 
 def _batch(batch_size: int, shape: InputShape, gen: torch.Generator) -> Batch:
     return Batch(torch.randn(batch_size, 8, generator=gen), torch.zeros(batch_size).long())
 
 
-for _kind in ("oom", "crash", "hang", "steady"):
+for _kind in ("oom", "crash", "hang", "steady", "lost_rank"):
     register_workload(
         Workload(
             name=_kind if _kind == "steady" else f"fault_{_kind}",

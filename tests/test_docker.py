@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, read_rows, run_cli
+from tests.conftest import ROOT, cli_env, read_rows, run_cli
 
 DOCKERFILES = ["Dockerfile.cuda12", "Dockerfile.cuda118", "Dockerfile.rocm"]
 BIN = Path(sys.executable).parent
@@ -111,10 +111,10 @@ def _readme_docker_runs() -> list[list[str]]:
 
 
 def _sbatch_run() -> list[str]:
+    """What the sbatch script runs: the cluster files' arguments, then the scheduler's counts."""
     text = (ROOT / "docker" / "slurm" / "dlbench.sbatch").read_text()
-    command = text[text.index("dlbench train") :].replace("\\\n", " ")
-    command = re.sub(r'"\$\w+"', "1", command).replace('"slurm_job=$SLURM_JOB_ID"', "slurm_job=1")
-    return shlex.split(command)[1:]
+    assert "mapfile -t run_args < docker/cluster/run.args" in text
+    return (ROOT / "docker" / "cluster" / "run.args").read_text().split()
 
 
 def _pytorchjob_run() -> list[str]:
@@ -124,7 +124,7 @@ def _pytorchjob_run() -> list[str]:
     [container] = specs["Master"]["template"]["spec"]["containers"]
     assert container["command"] == ["torchrun"] and "--rdzv-backend=c10d" in container["args"]
     args = container["args"]
-    return args[args.index("dlbench") + 1 :]
+    return args[args.index("dlbench") + 1 :]  # TINY_RUN's device counts come later and win
 
 
 COMMAND_LINES = {
@@ -169,16 +169,44 @@ def test_workflows_run_the_readme_command_and_gate_on_compare():
     job = gpu["jobs"]["benchmark"]
     assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
     runs = "\n".join(s.get("run", "") for s in job["steps"])
-    for needed in (
-        "docker build -f Dockerfile.cuda12",
-        "sweep quick",
-        "compare",
-        "--markdown",
-        "GITHUB_STEP_SUMMARY",
-        "report results",
-    ):
+    for needed in ("docker build -f Dockerfile.cuda12", "docker/regression-gate.sh",
+                   'DLBENCH="$RUN $IMAGE"', "GITHUB_STEP_SUMMARY"):  # fmt: skip
         assert needed in runs
     assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in job["steps"])
+
+
+GATE_PLAN = """
+name: gate
+fixed: {accelerator: cpu, n_iters: 12, warmup_steps: 1}
+runs:
+  - {models: [steady], modes: [train], batch_sizes: [4]}
+"""
+
+
+def _gate(tmp_path: Path, plan: str, *baseline: str) -> subprocess.CompletedProcess:
+    """docker/regression-gate.sh as the GPU workflow runs it, with dlbench from this tree."""
+    (tmp_path / "plan.yaml").write_text(plan)
+    env = {**cli_env(), "DLBENCH": f"{sys.executable} -m dlbench"}
+    env.update(RESULTS=str(tmp_path / "r"), PLAN=str(tmp_path / "plan.yaml"),
+               SUMMARY=str(tmp_path / "summary.md"))  # fmt: skip
+    return subprocess.run(["bash", "docker/regression-gate.sh", *baseline], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=300)  # fmt: skip
+
+
+def test_the_regression_gate_script_runs_the_plan_compares_and_reports(tmp_path):
+    first = _gate(tmp_path, GATE_PLAN)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "r" / "report" / "report.html").is_file()
+    again = _gate(tmp_path, GATE_PLAN, str(tmp_path / "r" / "plan.csv"))  # its own baseline
+    assert again.returncode == 0, again.stderr
+    assert "steady" in (tmp_path / "summary.md").read_text()  # the step summary's table
+
+
+def test_the_regression_gate_fails_when_a_point_fails_and_still_reports(tmp_path):
+    plan = GATE_PLAN + "  - {models: [fault_crash], modes: [train], batch_sizes: [4]}\n"
+    out = _gate(tmp_path, plan)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert (tmp_path / "r" / "report" / "report.html").is_file()
 
 
 def test_cpu_override_drops_the_gpu_reservation_and_runs_the_quick_plan():

@@ -13,6 +13,7 @@ from dlbench.config import RunConfig
 from dlbench.console import show_result, stderr
 from dlbench.engine.autobatch import choose_batch_size
 from dlbench.engine.benchmark import run_benchmark
+from dlbench.engine.lost_ranks import RankLost
 from dlbench.engine.plan import make_plan
 from dlbench.engine.rows import measurement_row, per_rank_rows
 from dlbench.errors import (
@@ -28,7 +29,7 @@ from dlbench.results.environment import collect_environment
 from dlbench.results.row import config_columns, failure_row
 from dlbench.results.store import CsvStore
 from dlbench.results.verdict import advice
-from dlbench.signals import Interrupted, interruptible
+from dlbench.signals import Interrupted, hold_signals, interruptible, release_signals
 from dlbench.startup import since_command_start
 
 
@@ -66,6 +67,21 @@ def out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and HOST_OOM_MESSAGE in str(exc)
 
 
+def _record_lost_rank(lost: RankLost, config: RunConfig, store: CsvStore, env: dict) -> int:
+    """Rank 0 records the run as failed, naming the lost rank: one row, written whole (a
+    launcher's SIGTERM waits until it is); every surviving rank exits non-zero."""
+    held = lost.held_signals if lost.held_signals is not None else hold_signals()
+    try:
+        if lost.global_rank == 0:
+            columns = {**config_columns(config), "run_id": config.run_id}
+            columns["world_size"] = lost.world_size
+            store.append(failure_row(columns, "failed", str(lost), env))
+        lost.end_started_ranks()
+        return report(str(lost), lost.exit_code)
+    finally:
+        release_signals(held)
+
+
 def per_rank_path(output: Path) -> Path:
     """The side file beside the results CSV: `bench.csv` -> `bench.per_rank.csv`."""
     return output.with_name(f"{output.stem}.per_rank.csv")
@@ -87,6 +103,8 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
             plan, fabric, search = choose_batch_size(plan)
             config = plan.config
         measurement = run_benchmark(plan, fabric)
+    except RankLost as lost:
+        return _record_lost_rank(lost, config, store, env)
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         if not out_of_memory(exc):
             raise

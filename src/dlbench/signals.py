@@ -62,6 +62,17 @@ def interruptible() -> Iterator[None]:
         _pending.clear()  # handled here: the next run in this process starts clean
 
 
+def hold_signals() -> set[int]:
+    """From now on STOPPING_SIGNALS wait (in this thread) until `release_signals`; returns
+    what to hand it."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING_SIGNALS)
+
+
+def release_signals(held: set[int]) -> None:
+    """The mask before `hold_signals`: a signal that arrived meanwhile is delivered now."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def child_environment() -> dict[str, str]:
     """The environment for a process that must die with this one (see `die_with_parent`)."""
     return {**os.environ, PARENT_PID_VARIABLE: str(os.getpid())}

@@ -8,6 +8,7 @@ import torch
 
 from dlbench.config import RunConfig
 from dlbench.engine import generation
+from dlbench.engine.fabric import create_fabric
 from dlbench.engine.generation import (
     PREFILL_SAMPLES,
     measure_generation,
@@ -17,7 +18,6 @@ from dlbench.engine.generation import (
 )
 from dlbench.engine.loop import LoopResult
 from dlbench.engine.plan import loop_settings, make_plan
-from dlbench.engine.session import create_fabric
 from tests.conftest import read_rows, run_cli
 
 

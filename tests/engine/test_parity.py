@@ -8,8 +8,9 @@ import torch
 
 from dlbench.config import RunConfig
 from dlbench.engine.bare import BareLoop
+from dlbench.engine.fabric import create_fabric
 from dlbench.engine.plan import make_plan
-from dlbench.engine.session import create_fabric, open_session
+from dlbench.engine.session import open_session
 
 
 def _optimizer_settings(optimizer: torch.optim.Optimizer) -> tuple:

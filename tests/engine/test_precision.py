@@ -64,8 +64,9 @@ def test_inference_holds_autocast_weights_and_training_keeps_fp32_masters(mode):
     compares like with like; training keeps fp32 weights for its optimizer."""
     from dlbench.config import RunConfig
     from dlbench.engine.bare import BareLoop
+    from dlbench.engine.fabric import create_fabric
     from dlbench.engine.plan import make_plan
-    from dlbench.engine.session import create_fabric, open_session
+    from dlbench.engine.session import open_session
 
     config = RunConfig(model="timm:test_resnet", mode=mode, accelerator="cpu", batch_size=2,
                        precision="bf16-mixed", width=32, height=32)  # fmt: skip

@@ -69,6 +69,20 @@ def test_plan_expands_axes_and_blocks():
     assert load_plan("quick").points() and load_plan("default").points()
 
 
+def test_a_fixed_flag_is_not_undone_by_the_default_of_an_axis_the_block_leaves_out():
+    plan = parse_plan(
+        "fixed: {devices: 2, precision: bf16-mixed, batch_size: 8, width: 64, height: 48}\n"
+        "runs:\n"
+        "  - {models: [resnet50]}\n"
+        "  - {models: [vit], devices: [1], batch_sizes: [4], resolutions: [[32, 32]]}\n"
+    )
+    first, second = (p.config() for p in plan.points())
+    assert (first.devices, first.precision, first.batch_size) == ("2", "bf16-mixed", 8)
+    assert (first.width, first.height) == (64, 48)
+    assert (second.devices, second.precision, second.batch_size) == ("1", "bf16-mixed", 4)
+    assert (second.width, second.height) == (32, 32)
+
+
 def test_shards_split_a_plan_into_disjoint_parts_that_cover_it():
     listed = []
     for k in range(3):

@@ -9,9 +9,9 @@ import torch
 from torch.nn import functional as F
 
 from dlbench.config import RunConfig
+from dlbench.engine.fabric import create_fabric
 from dlbench.engine.generation import open_generator, prepare_steps
 from dlbench.engine.plan import make_plan
-from dlbench.engine.session import create_fabric
 from dlbench.workloads import InputShape, get_workload, llm_loss
 from dlbench.workloads.llama import NativeLlama
 from dlbench.workloads.llm_loss import Hidden, chunked_cross_entropy

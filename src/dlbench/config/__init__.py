@@ -45,6 +45,9 @@ DEFAULT_MIN_TIME_S = 5.0
 # average, so a window opening on an idle GPU integrates too little
 # (docs/decisions.md#power-warmup).
 POWER_AVERAGING_S = 1.0
+# A rank that waits longer than this in a collective ends the run (--collective-timeout):
+# longer than any step or compilation a rank may run alone, far shorter than PyTorch's default.
+DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0
 
 # The fields that decide what was measured: two rows with equal keys are the same experiment.
 CONFIG_KEY = (
@@ -118,6 +121,12 @@ class RunConfig:
         (),
         "KEY=VALUE for DistributedDataParallel: bucket_cap_mb, gradient_as_bucket_view, "
         "static_graph, broadcast_buffers.",
+        panel="Devices",
+    )
+    collective_timeout: float = option(
+        DEFAULT_COLLECTIVE_TIMEOUT_S,
+        "Seconds a rank waits for the others in a collective before the run fails and names "
+        "the rank that stopped answering (several processes).",
         panel="Devices",
     )
     channels_last: bool = option(
@@ -256,6 +265,8 @@ class RunConfig:
             raise invalid("--max-noise", self.max_noise, "must be a percentage between 0 and 100")
         if self.max_time <= 0:
             raise invalid("--max-time", self.max_time, "must be a positive number of seconds")
+        if not self.collective_timeout > 0:
+            raise invalid("--collective-timeout", self.collective_timeout, "positive seconds")
         if self.min_time is not None and self.min_time < 0:
             raise invalid("--min-time", self.min_time, "must be 0 or more seconds")
         if self.sample_interval <= 0:
@@ -264,7 +275,8 @@ class RunConfig:
             raise invalid("--usd-per-hour", self.usd_per_hour, "a positive price")
         from dlbench.config.flags import flag_name  # it reads this class's fields
 
-        for name in ("max_noise", "max_time", "min_time", "sample_interval", "usd_per_hour"):
+        finite = ("max_noise", "max_time", "min_time", "sample_interval", "usd_per_hour")
+        for name in (*finite, "collective_timeout"):
             check_finite(flag_name(name), getattr(self, name))
 
     def min_time_s(self, device_type: str) -> float:

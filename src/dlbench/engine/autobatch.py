@@ -26,8 +26,9 @@ from dlbench.config.flags import config_args
 from dlbench.console import stderr
 from dlbench.engine.attention import attention_kernel
 from dlbench.engine.child import run_child
+from dlbench.engine.fabric import fabric_for
 from dlbench.engine.plan import Plan, make_plan
-from dlbench.engine.session import create_fabric, open_session
+from dlbench.engine.session import open_session
 from dlbench.engine.timer import synchronize
 from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
 
@@ -269,7 +270,7 @@ def choose_batch_size(plan: Plan):
 
 def search_in_process(plan: Plan):
     """The search in this process and its Fabric, which the measured run then uses."""
-    fabric = create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
+    fabric = fabric_for(plan)
     budget = memory_budget(fabric.device)
     search = search_batch_size(in_process_probe(plan, fabric), budget)
     if search.batch_size and fabric.device.type == "cuda":  # cuDNN's autotuned algorithms

@@ -13,6 +13,7 @@ from dlbench.console import stderr
 from dlbench.engine.attention import attention_kernel
 from dlbench.engine.breakdown import run_breakdown
 from dlbench.engine.efficiency import bandwidth_columns, energy_columns, mfu_columns
+from dlbench.engine.fabric import fabric_for, launcher, started_ranks
 from dlbench.engine.generation import (
     decode_bytes_per_step,
     kv_bytes_per_token,
@@ -21,6 +22,7 @@ from dlbench.engine.generation import (
 )
 from dlbench.engine.graph_policy import prepare_step
 from dlbench.engine.loop import LoopResult, WindowObservers, run_measured_loop
+from dlbench.engine.lost_ranks import RankLost, RankWatch
 from dlbench.engine.plan import Plan, loop_settings
 from dlbench.engine.profiled_pass import (
     HOST_BOUND_BUSY_PCT,
@@ -30,8 +32,9 @@ from dlbench.engine.profiled_pass import (
     window_busy_pct,
 )
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
-from dlbench.engine.session import create_fabric, open_session, optimizer_impl
+from dlbench.engine.session import open_session, optimizer_impl
 from dlbench.results.stats import latency_columns
+from dlbench.signals import Interrupted, hold_signals, release_signals
 from dlbench.telemetry.monitor import open_monitor
 from dlbench.workloads.flops import flops_per_sample
 
@@ -178,10 +181,26 @@ def _quiet_baseline(device: torch.device, monitor) -> None:
 
 
 def run_benchmark(plan: Plan, fabric=None) -> Measurement:
-    """Run the plan; every rank measures, and the slowest rank decides the global throughput."""
-    config = plan.config
+    """Run the plan; every rank measures, and the slowest rank decides the global throughput.
+    A rank lost on the way ends the run with RankLost (engine.lost_ranks)."""
     began = time.perf_counter()
-    fabric = fabric or create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
+    fabric = fabric or fabric_for(plan)
+    watch = RankWatch.open(fabric.world_size, started_ranks(fabric))
+    try:
+        return _run_on(plan, fabric, began)
+    except (Exception, Interrupted) as exc:  # a failed collective, or a launcher's SIGTERM
+        held = hold_signals()  # a launcher's SIGTERM now waits until the row is written
+        try:
+            watch.check(exc)
+        except RankLost as lost:
+            lost.held_signals = held  # released by whoever records it
+            raise
+        release_signals(held)
+        raise
+
+
+def _run_on(plan: Plan, fabric, began: float) -> Measurement:
+    config = plan.config
     # The GPU this rank uses; CPU ranks (tests against the fake NVML) count by local rank.
     device_index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
     monitor = None
@@ -210,7 +229,7 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
         per_rank=per_rank,
         peak_allocated_mb=allocated,
         peak_reserved_mb=reserved,
-        launcher=_launcher(fabric),
+        launcher=launcher(fabric),
     )
     energies = [r["energy_j"] for r in per_rank]
     energy_all_ranks = math.nan if any(math.isnan(e) for e in energies) else sum(energies)
@@ -235,14 +254,6 @@ def decoder_column(decode: str | None, jpeg_busy_pct: float | None) -> dict[str,
     if jpeg_busy_pct is None:
         return {"data_decoder": "nvjpeg"}
     return {"data_decoder": "nvjpeg-hardware" if jpeg_busy_pct > 0 else "nvjpeg-cuda"}
-
-
-def _launcher(fabric) -> str:
-    """Who set the ranks: Lightning's own launcher, torchrun (TorchElastic) or SLURM."""
-    environment = getattr(fabric.strategy, "cluster_environment", None)
-    if environment is None:
-        return "single"
-    return type(environment).__name__.removesuffix("Environment")
 
 
 def _rank_log(path: Path | None, rank: int, world_size: int) -> Path | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -15,15 +14,10 @@ from dlbench.config import RunConfig
 from dlbench.data.feed import DataFeed
 from dlbench.data.on_device import STEP_STREAM_PRIORITY, OnDevice
 from dlbench.data.pipeline import open_pipeline
-from dlbench.engine.devices import DevicePlan
 from dlbench.engine.graphs import GraphedStep, graphed_step
 from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.workloads import Batch, InputShape, Workload
 
-# Lightning asks for srun wherever SLURM's commands are installed (a login node, a CI runner with
-# a test cluster), though a run without it is what the user asked for: one process, or
-# Lightning's own launcher. Under srun Lightning takes the ranks from SLURM, as it should.
-warnings.filterwarnings("ignore", "The `srun` command is available on your system but is not used")
 DISTINCT_BATCHES = 2  # rotate so that no step reads exactly what the previous one cached
 
 
@@ -154,30 +148,6 @@ def make_batches(
     if fmt is torch.channels_last:
         batches = [Batch(b.inputs.contiguous(memory_format=fmt), b.targets) for b in batches]
     return batches
-
-
-def create_fabric(
-    devices: DevicePlan, precision: PrecisionPlan, strategy: str = "single", ddp=None
-):
-    """Lightning Fabric for the device plan: DDP with the given settings (DdpSettings) when the
-    strategy is 'ddp' (several processes, or a DDP-wrapped single one for scaling baselines)."""
-    from lightning.fabric import Fabric
-    from lightning.fabric.strategies import DDPStrategy
-
-    from dlbench.config import DdpSettings
-
-    chosen = "auto"
-    if strategy == "ddp":
-        chosen = DDPStrategy(**(ddp or DdpSettings()).kwargs())
-    fabric = Fabric(
-        accelerator=devices.accelerator,
-        devices=devices.count,
-        num_nodes=devices.num_nodes,
-        precision=precision.lightning,
-        strategy=chosen,
-    )
-    fabric.launch()
-    return fabric
 
 
 def open_session(

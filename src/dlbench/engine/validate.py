@@ -14,12 +14,13 @@ from dlbench.console import show_result
 from dlbench.engine.attention import attention_kernel
 from dlbench.engine.bare import BareLoop
 from dlbench.engine.benchmark import Measurement
+from dlbench.engine.fabric import fabric_for
 from dlbench.engine.graph_policy import prepare_step
 from dlbench.engine.loop import LoopResult, run_measured_loop
 from dlbench.engine.plan import loop_settings, make_plan
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.rows import measurement_row
-from dlbench.engine.session import create_fabric, open_session
+from dlbench.engine.session import open_session
 from dlbench.results.environment import collect_environment
 from dlbench.results.store import CsvStore
 
@@ -34,7 +35,7 @@ def compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[fl
 
 def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[float], list[float]]:
     plan = make_plan(config.replace(min_time=0.0, telemetry=False))
-    fabric = create_fabric(plan.devices, plan.precision, plan.config.strategy, plan.ddp)
+    fabric = fabric_for(plan)
     session = open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)
     ddp = plan.ddp if plan.config.strategy == "ddp" else None
     bare = BareLoop(plan.workload, plan.shape, plan.config, plan.precision, session.device, ddp)

@@ -110,6 +110,7 @@ def collect_environment(device_type: str) -> dict[str, object]:
         "nccl": _nccl_version() if cuda else "",
         "nccl_env": " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k[:5] == "NCCL_"),
         "cuda_env": " ".join(f"{k}={os.environ[k]}" for k in CUDA_VARIABLES if k in os.environ),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
         **container(),
     }
     for package in _PACKAGES:

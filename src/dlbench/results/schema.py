@@ -15,7 +15,8 @@ COLUMNS: dict[str, str] = {
     "schema_version": "version of this column layout",
     "run_id": "unique id of the run (sweeps pass their own)",
     "timestamp": "ISO-8601 UTC time the row was written",
-    "status": "ok, oom, error, timeout or interrupted",
+    "status": "ok, oom, failed (a rank of a multi-process run was lost: error names it), error, "
+    "timeout or interrupted",
     "error": "last error line when status is not ok",
     "run_kind": "benchmark, validate, scaling, loader (dlbench data), or per_rank (side file)",
     "model": "workload name (dlbench models)",
@@ -37,6 +38,7 @@ COLUMNS: dict[str, str] = {
     "ddp_static_graph": "DDP: static_graph (the same parameters used every step)",
     "ddp_broadcast_buffers": "DDP: buffers (batch-norm statistics) broadcast from rank 0 each step",
     "launcher": "Lightning cluster environment that set the ranks (Lightning, TorchElastic, SLURM)",
+    "slurm_job_id": "the SLURM job the run belongs to (SLURM_JOB_ID), empty outside SLURM",
     "channels_last": "image tensors and weights in channels_last layout",
     "compile": "torch.compile on: the model and its loss (generation: the decode step, default "
     "on a GPU, except a batch-1 step run by the Triton decode kernels; generation_path says "

@@ -117,10 +117,28 @@ class SweepPlan:
                 if res:
                     flags["width"], flags["height"] = res
                 flags["devices"] = str(devices)
+                flags = {k: v for k, v in flags.items() if _from_axis(k, block, fixed)}
                 for k in range(self.repeats):
                     repeat = {"repeat": str(k)} if self.repeats > 1 else {}
                     points.append(SweepPoint(mode, {**fixed, **flags}, limit, {**tags, **repeat}))
         return points
+
+
+# The flag each axis sets; a flag the plan fixes wins over an axis the block leaves out.
+_AXIS_OF = {
+    "model": "models",
+    "batch_size": "batch_sizes",
+    "precision": "precisions",
+    "width": "resolutions",
+    "height": "resolutions",
+    "devices": "devices",
+}
+
+
+def _from_axis(flag: str, block: dict, fixed: dict) -> bool:
+    """Whether the axis sets `flag`: the block gives the axis, or nothing fixes the flag (the
+    axis's default then), so `fixed: {devices: 2}` is not undone by the default of 1."""
+    return _AXIS_OF[flag] in block or flag not in fixed
 
 
 def _axes(block: dict) -> list[list]:
