@@ -13,6 +13,7 @@ from dlbench.config import RunConfig
 from dlbench.console import show_result, stderr
 from dlbench.engine.autobatch import choose_batch_size
 from dlbench.engine.benchmark import run_benchmark
+from dlbench.engine.compile_cache import open_caches
 from dlbench.engine.lost_ranks import RankLost
 from dlbench.engine.plan import make_plan
 from dlbench.engine.rows import measurement_row, per_rank_rows
@@ -97,6 +98,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
         config = config.replace(extra={**config.extra, "batch_size_mode": "auto"})
     plan = make_plan(config)
     env = collect_environment(plan.devices.device_type)
+    cache = open_caches(config, env)
     fabric = search = None
     try:
         if auto_batch:
@@ -118,6 +120,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     if measurement.global_rank != 0:
         return EXIT_OK
     measurement.extra["startup_s"] = startup_s
+    measurement.extra["cache_dir"] = str(cache or "")
     if search is not None:
         measurement.extra.update(search.columns())
     row = measurement_row(measurement, env)

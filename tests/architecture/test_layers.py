@@ -9,7 +9,7 @@ import ast
 from tests.conftest import ROOT
 
 SRC = ROOT / "src" / "dlbench"
-BASE = {"errors", "console", "hardware", "signals", "startup", "plugins", "provenance"}
+BASE = {"errors", "console", "hardware", "signals", "startup", "plugins", "provenance", "caches"}
 # What each part may import (besides itself and BASE).
 ALLOWED: dict[str, set[str]] = {
     "__main__": {"cli"},

@@ -137,6 +137,17 @@ class RunConfig:
         "torch.compile the model and its loss (default: on for LLM generation on a GPU, else off).",
         panel="Precision and compilation",
     )
+    cache_dir: Path | None = option(
+        None,
+        "Where compiled kernels and tuned choices are kept between runs, in a subfolder per "
+        "GPU, driver, torch and dlbench (default: $DLBENCH_CACHE_DIR, else ~/.cache/dlbench).",
+        panel="Precision and compilation",
+    )
+    cache: bool = option(
+        True,
+        "Use the cache (--no-cache: a cold run, compiling and tuning everything anew).",
+        panel="Precision and compilation",
+    )
     cuda_graphs: bool | None = option(
         None,
         "Replay each step as a CUDA graph, captured in warm-up (default on a GPU for inference "

@@ -12,6 +12,7 @@ import torch
 from dlbench.console import stderr
 from dlbench.engine.attention import attention_kernel
 from dlbench.engine.breakdown import run_breakdown
+from dlbench.engine.compile_cache import compile_cache_column, compile_counts
 from dlbench.engine.efficiency import bandwidth_columns, energy_columns, mfu_columns
 from dlbench.engine.fabric import fabric_for, launcher, started_ranks
 from dlbench.engine.generation import (
@@ -208,6 +209,7 @@ def _run_on(plan: Plan, fabric, began: float) -> Measurement:
         log = _rank_log(config.telemetry_log, fabric.global_rank, fabric.world_size)
         monitor = open_monitor(fabric.device, config.sample_interval, log, device_index)
     setup_s = time.perf_counter() - began
+    compiled_before = compile_counts()
     try:
         with attention_kernel(config.attention):
             loop, param_count, columns = _measure(plan, fabric, monitor)
@@ -235,6 +237,7 @@ def _run_on(plan: Plan, fabric, began: float) -> Measurement:
     energy_all_ranks = math.nan if any(math.isnan(e) for e in energies) else sum(energies)
     measurement.extra = {
         "setup_s": setup_s,
+        **compile_cache_column(compiled_before),
         **columns,
         **energy_columns(telemetry, energy_all_ranks, plan, loop.steps, columns),
         **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),

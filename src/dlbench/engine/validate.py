@@ -14,6 +14,8 @@ from dlbench.console import show_result
 from dlbench.engine.attention import attention_kernel
 from dlbench.engine.bare import BareLoop
 from dlbench.engine.benchmark import Measurement
+from dlbench.engine.compile_cache import open_caches
+from dlbench.engine.devices import plan_devices
 from dlbench.engine.fabric import fabric_for
 from dlbench.engine.graph_policy import prepare_step
 from dlbench.engine.loop import LoopResult, run_measured_loop
@@ -77,13 +79,16 @@ def execute_validate(config: RunConfig, repeats: int) -> int:
     """Run the comparison; rank 0 records one row with the ratios and prints it."""
     store = CsvStore(config.output)
     store.check_writable()
+    devices = plan_devices(config.accelerator, config.devices, config.num_nodes)
+    env = collect_environment(devices.device_type)
+    open_caches(config, env)
     measurement, rates, bare_rates = compare_loops(config, repeats)
     if measurement.global_rank != 0:
         return 0
     ratios = [d / b for d, b in zip(rates, bare_rates)]
     row = measurement_row(
         measurement,
-        collect_environment(measurement.plan.devices.device_type),
+        env,
         {
             "run_kind": "validate",
             "bare_samples_per_s": statistics.median(bare_rates),

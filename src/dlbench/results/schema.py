@@ -115,6 +115,11 @@ COLUMNS: dict[str, str] = {
     "setup_s": "Fabric, CUDA start and telemetry (before the model exists)",
     "build_s": "model, optimizer and synthetic batches built on the device",
     "warmup_s": "wall time of warm-up (includes compilation and autotuning)",
+    "compile_cache": "hit: every compiled graph came from the cache that outlives runs "
+    "(--cache-dir), so warm-up compiled nothing; miss: all compiled here; partial; empty: "
+    "nothing compiled",
+    "cache_dir": "the cache folder this run read and wrote (one per GPU, driver, torch and "
+    "dlbench); empty with --no-cache",
     "profile_s": "the profiled pass after the window (gpu_busy_pct, attention_backend)",
     "first_step_s": "wall time of the first step (time to first step)",
     "param_count": "model parameters",

@@ -1,0 +1,56 @@
+"""Caches that outlive the process and the container: what torch.compile (inductor's graphs and
+kernels, AOTAutograd) and Triton (its kernels and the decode kernels' autotuned launch shapes)
+find once per GPU and software, kept under one folder (--cache-dir, DLBENCH_CACHE_DIR; a volume
+in compose) in a subfolder named by the GPU, driver, torch and dlbench that made it, so that a
+cache from any other is never read. `--no-cache` runs cold: a fresh folder, removed after."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+CACHE_VARIABLE = "DLBENCH_CACHE_DIR"
+
+
+def default_cache_root() -> Path:
+    """DLBENCH_CACHE_DIR, else the user's cache folder (XDG)."""
+    given = os.environ.get(CACHE_VARIABLE)
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dlbench"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+
+
+def cache_key(environment: Mapping[str, object]) -> str:
+    """`<gpu>-<driver>-torch<version>-dlbench<version>-<commit>` from the row's environment
+    columns (results.environment): what a cached kernel or tuned choice depends on."""
+    parts = [environment.get("gpu_name") or "cpu", environment.get("driver"),
+             f"torch{environment.get('torch')}", f"dlbench{environment.get('dlbench')}",
+             str(environment.get("dlbench_commit") or "")[:7]]  # fmt: skip
+    return "-".join(_slug(str(p)) for p in parts if p)
+
+
+def use_caches(root: Path | None, environment: Mapping[str, object], enabled: bool = True) -> Path:
+    """Point torch.compile's and Triton's caches (Triton's autotuning results too) at this
+    GPU's and software's folder under `root` (default: `default_cache_root`), or with
+    `enabled=False` at a fresh folder removed at exit: every later compile in this process and
+    its children reads and writes there. Returns the folder."""
+    if enabled:
+        folder = (root or default_cache_root()) / cache_key(environment)
+        folder.mkdir(parents=True, exist_ok=True)
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="dlbench-cold-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor")
+    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+    os.environ["TRITON_CACHE_AUTOTUNING"] = "1"
+    return folder

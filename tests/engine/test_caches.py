@@ -1,0 +1,91 @@
+"""Caches that outlive the process: a second run of a compiled step is served from the cache
+(compile_cache=hit), a run with another key (GPU, driver, torch, dlbench) or --no-cache is not,
+and a cache folder that cannot be made is one error line."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dlbench.caches import cache_key, use_caches
+from tests.conftest import cli_env, read_rows, run_cli
+
+COMPILED = ["infer", "--accelerator", "cpu", "--model", "steady", "--batch-size", "4",
+            "--n-iters", "5", "--warmup-steps", "1", "--compile"]  # fmt: skip
+ENVIRONMENT = {
+    "gpu_name": "NVIDIA H100 80GB HBM3",
+    "driver": "580.159.04",
+    "torch": "2.11.0+cu130",
+    "dlbench": "0.2.0",
+    "dlbench_commit": "01c63f2" + "0" * 33,
+}
+
+
+def test_a_second_run_is_served_from_the_cache_and_no_cache_is_cold(tmp_path):
+    csv, cache = tmp_path / "rows.csv", tmp_path / "cache"
+    for flags in (["--cache-dir", str(cache)], ["--cache-dir", str(cache)], ["--no-cache"]):
+        out = run_cli(*COMPILED, *flags, "--output", csv)
+        assert out.returncode == 0, out.stderr
+    cold, warm, uncached = read_rows(csv)
+    assert (cold["compile_cache"], warm["compile_cache"], uncached["compile_cache"]) == (
+        "miss", "hit", "miss"
+    )  # fmt: skip
+    [folder] = cache.iterdir()
+    assert cold["cache_dir"] == warm["cache_dir"] == str(folder) and uncached["cache_dir"] == ""
+    assert folder.name.startswith("cpu-torch") and (folder / "inductor").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("column", "other"),
+    [
+        ("gpu_name", "NVIDIA H200"),
+        ("driver", "590.1"),
+        ("torch", "2.12.0"),
+        ("dlbench", "0.3.0"),
+        ("dlbench_commit", "a738ff6" + "0" * 33),
+    ],
+)
+def test_a_cache_from_another_gpu_driver_torch_or_dlbench_is_never_read(column, other):
+    assert cache_key({**ENVIRONMENT, column: other}) != cache_key(ENVIRONMENT)
+
+
+def test_the_key_names_what_made_the_cache():
+    assert cache_key(ENVIRONMENT) == (
+        "nvidia-h100-80gb-hbm3-580.159.04-torch2.11.0-cu130-dlbench0.2.0-01c63f2"
+    )
+    assert cache_key({**ENVIRONMENT, "gpu_name": "", "driver": ""}).startswith("cpu-torch")
+
+
+def test_the_caches_are_where_torch_and_triton_look(tmp_path, monkeypatch):
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING"):
+        monkeypatch.delenv(name, raising=False)
+    folder = use_caches(tmp_path, ENVIRONMENT)
+    assert folder == tmp_path / cache_key(ENVIRONMENT) and folder.is_dir()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(folder / "inductor")
+    assert os.environ["TRITON_CACHE_DIR"] == str(folder / "triton")
+    assert os.environ["TRITON_CACHE_AUTOTUNING"] == "1"  # the decode kernels' tuned shapes too
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    assert cache_dir() == str(folder / "inductor")
+
+
+def test_a_cache_folder_that_cannot_be_made_is_one_error_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    out = run_cli(*COMPILED, "--cache-dir", str(blocker), "--output", tmp_path / "rows.csv")
+    assert out.returncode == 2
+    [line] = out.stderr.strip().splitlines()[-1:]
+    assert line.startswith("error: --cache-dir: cannot use") and "Traceback" not in out.stderr
+    assert not (tmp_path / "rows.csv").exists()
+
+
+def test_a_default_cache_folder_that_cannot_be_made_costs_a_warning_and_a_cold_run(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")  # as a container user whose home is not writable
+    env = {**cli_env(), "DLBENCH_CACHE_DIR": str(blocker / "cache")}
+    out = run_cli(*COMPILED, "--output", tmp_path / "rows.csv", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "warning: no cache folder" in out.stderr
+    [row] = read_rows(tmp_path / "rows.csv")
+    assert (row["compile_cache"], row["cache_dir"]) == ("miss", "")
