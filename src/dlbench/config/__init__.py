@@ -125,8 +125,7 @@ class RunConfig:
     )
     collective_timeout: float = option(
         DEFAULT_COLLECTIVE_TIMEOUT_S,
-        "Seconds a rank waits for the others in a collective before the run fails and names "
-        "the rank that stopped answering (several processes).",
+        "Seconds a rank waits in a collective before the run fails, naming the lost rank.",
         panel="Devices",
     )
     channels_last: bool = option(
@@ -139,13 +138,12 @@ class RunConfig:
     )
     cache_dir: Path | None = option(
         None,
-        "Where compiled kernels and tuned choices are kept between runs, in a subfolder per "
-        "GPU, driver, torch and dlbench (default: $DLBENCH_CACHE_DIR, else ~/.cache/dlbench).",
+        "Compiled kernels kept between runs (default $DLBENCH_CACHE_DIR, ~/.cache/dlbench).",
         panel="Precision and compilation",
     )
     cache: bool = option(
         True,
-        "Use the cache (--no-cache: a cold run, compiling and tuning everything anew).",
+        "--no-cache: compile and tune anew (a cold run).",
         panel="Precision and compilation",
     )
     cuda_graphs: bool | None = option(
