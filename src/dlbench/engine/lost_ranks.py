@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from dlbench.errors import EXIT_FAILED
 from dlbench.signals import Interrupted
 
 # How long rank 0 waits for each survivor to answer the probe: they reach it at about the same
@@ -55,8 +56,8 @@ class RankLost(Exception):
 
     @property
     def exit_code(self) -> int:
-        """The signal's code where a launcher stopped this rank, else 1 (failed)."""
-        return self.cause.exit_code if isinstance(self.cause, Interrupted) else 1
+        """The signal's code where a launcher stopped this rank, else EXIT_FAILED."""
+        return self.cause.exit_code if isinstance(self.cause, Interrupted) else EXIT_FAILED
 
 
 def _first_line(exc: BaseException) -> str:
