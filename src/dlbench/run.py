@@ -30,7 +30,7 @@ from dlbench.results.environment import collect_environment
 from dlbench.results.row import config_columns, failure_row
 from dlbench.results.store import CsvStore
 from dlbench.results.verdict import advice
-from dlbench.signals import Interrupted, hold_signals, interruptible, release_signals
+from dlbench.signals import Interrupted, interruptible, release_signals
 from dlbench.startup import since_command_start
 
 
@@ -71,7 +71,6 @@ def out_of_memory(exc: BaseException) -> bool:
 def _record_lost_rank(lost: RankLost, config: RunConfig, store: CsvStore, env: dict) -> int:
     """Rank 0 records the run as failed, naming the lost rank: one row, written whole (a
     launcher's SIGTERM waits until it is); every surviving rank exits non-zero."""
-    held = lost.held_signals if lost.held_signals is not None else hold_signals()
     try:
         if lost.global_rank == 0:
             columns = {**config_columns(config), "run_id": config.run_id}
@@ -80,7 +79,7 @@ def _record_lost_rank(lost: RankLost, config: RunConfig, store: CsvStore, env: d
         lost.end_started_ranks()
         return report(str(lost), lost.exit_code)
     finally:
-        release_signals(held)
+        release_signals(lost.held_signals)
 
 
 def per_rank_path(output: Path) -> Path:

@@ -23,7 +23,7 @@ from dlbench.engine.generation import (
 )
 from dlbench.engine.graph_policy import prepare_step
 from dlbench.engine.loop import LoopResult, WindowObservers, run_measured_loop
-from dlbench.engine.lost_ranks import RankLost, RankWatch
+from dlbench.engine.lost_ranks import RankWatch
 from dlbench.engine.plan import Plan, loop_settings
 from dlbench.engine.profiled_pass import (
     HOST_BOUND_BUSY_PCT,
@@ -35,7 +35,7 @@ from dlbench.engine.profiled_pass import (
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import open_session, optimizer_impl
 from dlbench.results.stats import latency_columns
-from dlbench.signals import Interrupted, hold_signals, release_signals
+from dlbench.signals import Interrupted
 from dlbench.telemetry.monitor import open_monitor
 from dlbench.workloads.flops import flops_per_sample
 
@@ -190,13 +190,7 @@ def run_benchmark(plan: Plan, fabric=None) -> Measurement:
     try:
         return _run_on(plan, fabric, began)
     except (Exception, Interrupted) as exc:  # a failed collective, or a launcher's SIGTERM
-        held = hold_signals()  # a launcher's SIGTERM now waits until the row is written
-        try:
-            watch.check(exc)
-        except RankLost as lost:
-            lost.held_signals = held  # released by whoever records it
-            raise
-        release_signals(held)
+        watch.check(exc)
         raise
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from dlbench.errors import EXIT_FAILED
-from dlbench.signals import Interrupted
+from dlbench.signals import Interrupted, hold_signals, release_signals
 
 # How long rank 0 waits for each survivor to answer the probe: they reach it at about the same
 # time (the same failed collective, or the same timeout), so seconds are plenty.
@@ -44,7 +44,7 @@ class RankLost(Exception):
         super().__init__(f"{what}: {_first_line(cause)}")
         self.ranks, self.global_rank, self.world_size = ranks, global_rank, world_size
         self.cause, self.started = cause, started or []
-        self.held_signals: set[int] | None = None  # the mask to restore once recorded
+        self.held_signals: set[int] = set()  # the signal mask to restore once recorded
 
     def end_started_ranks(self) -> None:
         """SIGKILL the rank processes this one started (Lightning's launcher), a stopped one
@@ -104,10 +104,16 @@ class RankWatch:
         return lost
 
     def check(self, cause: BaseException) -> None:
-        """Raise RankLost where `cause` came from a lost rank; return where every rank is here
-        (the cause is the run's own, and the caller raises it)."""
+        """Raise RankLost where `cause` came from a lost rank, with stopping signals held until
+        whoever records it releases them (a launcher's SIGTERM waits until the row is
+        written); return where every rank is here (the cause is the run's own, and the caller
+        raises it)."""
         if self.group is None:
             return
+        held = hold_signals()
         ranks = self.lost_ranks()
         if ranks or (self.rank != 0 and not isinstance(cause, Interrupted)):
-            raise RankLost(ranks, self.rank, self.world_size, cause, self.started) from cause
+            lost = RankLost(ranks, self.rank, self.world_size, cause, self.started)
+            lost.held_signals = held
+            raise lost from cause
+        release_signals(held)
