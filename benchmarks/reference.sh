@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Regenerates every published reference figure on this machine's GPU, from one commit: the
-# default plan (throughput, batch-1 latency, llm_1b training and decode), the 8B decode, GPU-decode
-# training against synthetic data, and the harness check (validate). Each part writes one CSV
+# Regenerates every published reference figure on this machine's GPU, from one commit: what the
+# GPU attains (dlbench peak; first, so that the default plan's rows carry mfu_attained), the
+# default plan (throughput, batch-1 latency, llm_1b training and decode), the 8B decode,
+# GPU-decode training against synthetic data, and the harness check (validate). Each part writes one CSV
 # named by what it measured, as timm names its result files:
 #   benchmarks/reference/<part>-<torch>-<cuda>-<gpu>.csv   e.g. default-pt2.11-cu13.0-h100-80gb-hbm3.csv
 # A part that is cut short resumes where it stopped when run again (sweeps skip points with an ok
 # row). `docs` (on any machine, once the CSVs are here) regenerates what is made from them: the
 # README's table (benchmarks/readme_table.py) and the example report (benchmarks/example_report.sh);
 # provenance: docs/reference.md. Every GPU setting is only read.
-# Usage: benchmarks/reference.sh [default] [decode] [jpeg] [validate] [docs]
-#   (the four GPU parts by default)
+# Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [docs]
+#   (the five GPU parts by default)
 #   DLBENCH (default: python3 -m dlbench, from this tree)   REFERENCE_DIR (benchmarks/reference)
 #   JPEG_DIR (where the JPEG set is made; default /tmp/dlbench-jpeg)
 #   DRY_RUN=1: print each dlbench command instead of running it (tests/test_reference_script.py
@@ -33,6 +34,10 @@ csv() { echo "$OUT/$1-$software-$gpu.csv"; }
 run() {
     echo "+ dlbench $*" >&2
     [[ $DRY_RUN == 1 ]] || "${DLBENCH[@]}" "$@"
+}
+
+peak() {  # matmul per dtype, memory, host copies: what MFU against the attained peak divides by
+    run peak --max-time 60 --output "$(csv peak)"
 }
 
 default() {
@@ -70,10 +75,10 @@ docs() {  # what is made from the CSVs: the README's table and the example repor
 }
 
 parts=("$@")
-((${#parts[@]})) || parts=(default decode jpeg validate)
+((${#parts[@]})) || parts=(peak default decode jpeg validate)
 for part in "${parts[@]}"; do
     case $part in
-    default | decode | jpeg | validate | docs) "$part" ;;
-    *) echo "usage: $0 [default] [decode] [jpeg] [validate] [docs]" >&2 && exit 2 ;;
+    peak | default | decode | jpeg | validate | docs) "$part" ;;
+    *) echo "usage: $0 [peak] [default] [decode] [jpeg] [validate] [docs]" >&2 && exit 2 ;;
     esac
 done

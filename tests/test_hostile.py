@@ -73,11 +73,26 @@ def refused(result: tuple[int, str, str], *needles: str, code: int = 2) -> str:
         (["make-data", "x", "--images", "many"], "--images"),
         (["models", "--params", "3", "--bogus"], "--bogus"),
         (["recommend-power"], "csv"),
+        (["peak", "--max-time", "soon"], "--max-time"),
+        (["peak", "--accelerator", "tpu"], "--accelerator"),
+        (["peak", "--accelerator", "cpu", "--max-time", "0"], "--max-time"),
         (["no-such-command"], "no-such-command"),
     ],
 )
 def test_parse_errors_are_one_line_exit_2(dlbench, args, needle):
     refused(dlbench(*args), needle)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--accelerator", "gpu"], "--accelerator"),  # no GPU on this machine
+        (["--accelerator", "cpu", "--devices", "0,x"], "--devices"),
+        (["--accelerator", "cpu", "--cache-dir", "/proc/no/such"], "--cache-dir"),
+    ],
+)
+def test_peak_refuses_what_it_cannot_measure_or_keep(dlbench, kept, args, needle):
+    refused(dlbench("peak", *args, "--output", kept), needle)
 
 
 # Class 9 and the numeric flags of every command: NaN and infinity are refused by name.
@@ -92,6 +107,7 @@ def test_parse_errors_are_one_line_exit_2(dlbench, args, needle):
         (["train", *S, "--sample-interval", "inf"], "--sample-interval"),
         (["train", *S, "--max-noise", "nan"], "--max-noise"),
         (["train", *S, "--collective-timeout", "0"], "--collective-timeout"),
+        (["train", *S, "--cudnn-search", "sometimes"], "--cudnn-search"),
         (["train", *S, "--collective-timeout", "inf"], "--collective-timeout"),
         (["train", *S, "--collective-timeout", "nan"], "--collective-timeout"),
         (["compare", "{kept}", "{kept}", "--threshold", "nan"], "--threshold"),
@@ -100,6 +116,7 @@ def test_parse_errors_are_one_line_exit_2(dlbench, args, needle):
         (["sweep", "quick", "--timeout", "nan"], "--timeout"),
         (["sweep", "quick", "--settle-s", "inf"], "--settle-s"),
         (["data", "{tmp}", "--min-time", "nan"], "--min-time"),
+        (["peak", "--max-time", "inf"], "--max-time"),
     ],
 )
 def test_non_finite_numbers_are_refused(dlbench, kept, tmp_path, args, needle):

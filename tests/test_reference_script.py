@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from dlbench.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("default", "decode", "jpeg", "validate", "docs")
+PARTS = ("peak", "default", "decode", "jpeg", "validate", "docs")
 
 
 def _dry_run(*parts: str, jpeg: Path = Path("/nonexistent/jpeg")) -> list[str]:
@@ -47,6 +47,9 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
     monkeypatch.setattr(dlbench.run, "execute", record("execute"))
     monkeypatch.setattr(dlbench.engine.validate, "execute_validate", record("validate"))
     monkeypatch.setattr(dlbench.data.loader_rows, "run_loader_sweep", record("data"))
+    import dlbench.peak.run
+
+    monkeypatch.setattr(dlbench.peak.run, "run_peak", record("peak", []))
 
     def make_images(folder: Path, spec: object) -> int:  # the folder, not 12,000 files
         folder.mkdir(parents=True)
@@ -61,7 +64,8 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     lines = _dry_run(*PARTS, jpeg=tmp_path / "jpeg")
     commands = [shlex.split(line)[1:] for line in lines if line.startswith("dlbench ")]
     assert [c[0] for c in commands] == [
-        "sweep", "infer", "make-data", "train", "train", "train", "data", "validate", "validate"
+        "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
+        "validate",
     ]  # fmt: skip
     assert lines[-2:] == [
         "python3 benchmarks/readme_table.py --write",
@@ -73,7 +77,8 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
             words = [*words, "--dry-run"]  # the plan loads and its points validate
         result = runner.invoke(app, words)
         assert result.exit_code == 0, (words, result.output)
-    models = [getattr(first, "model", first) for name, first in executed if name != "make-data"]
+    assert executed[0] == ("peak", "auto")  # every GPU, before the plan that divides by it
+    models = [getattr(first, "model", first) for name, first in executed[1:] if name != "make-data"]
     assert models == ["llm_8b", "resnet50", "resnet50", "resnet50",
                       f"folder:{tmp_path}/jpeg/images", "resnet50", "vit"]  # fmt: skip
     decodes = [first.data_decode for name, first in executed if name == "execute"]
@@ -83,7 +88,7 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
 def test_the_default_parts_are_the_gpu_ones_and_a_wrong_part_exits_2() -> None:
     lines = _dry_run()
     assert not any("readme_table" in line for line in lines)
-    assert lines[0].startswith("dlbench sweep default")
+    assert lines[0].startswith("dlbench peak") and lines[1].startswith("dlbench sweep default")
     out = subprocess.run(["bash", "benchmarks/reference.sh", "nonsense"], capture_output=True,
                          text=True, cwd=ROOT, env={**os.environ, "DRY_RUN": "1"})  # fmt: skip
     assert out.returncode == 2 and "usage:" in out.stderr

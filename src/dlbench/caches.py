@@ -7,6 +7,7 @@ cache from any other is never read. `--no-cache` runs cold: a fresh folder, remo
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import shutil
@@ -54,3 +55,12 @@ def use_caches(root: Path | None, environment: Mapping[str, object], enabled: bo
     os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
     os.environ["TRITON_CACHE_AUTOTUNING"] = "1"
     return folder
+
+
+def write_json(path: Path, data: object) -> None:
+    """Write a small record whole, then rename it into place: a killed run leaves the old
+    record or the new one, never half of one."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "w") as out:
+        json.dump(data, out, indent=1, sort_keys=True)
+    os.replace(temporary, path)

@@ -107,12 +107,17 @@ _PRECISION_FIELD = {
 }
 
 
+def precision_field(precision: str) -> str:
+    """The matmul dtype a precision's FLOPs run in: fp32, tf32, fp16 or bf16."""
+    return _PRECISION_FIELD[precision]
+
+
 def peak_tflops(gpu_name: str, precision: str) -> tuple[float, str] | None:
     """(peak TFLOP/s, source) for an exactly known GPU name, else None."""
     spec = PEAKS.get(gpu_name.strip().casefold())
     if spec is None:
         return None
-    return getattr(spec, _PRECISION_FIELD[precision]), spec.source
+    return getattr(spec, precision_field(precision)), spec.source
 
 
 def peak_bandwidth_tb_s(gpu_name: str) -> float | None:

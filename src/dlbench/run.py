@@ -103,7 +103,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
         if auto_batch:
             plan, fabric, search = choose_batch_size(plan)
             config = plan.config
-        measurement = run_benchmark(plan, fabric)
+        measurement = run_benchmark(plan, fabric, cache)
     except RankLost as lost:
         return _record_lost_rank(lost, config, store, env)
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError

@@ -1,6 +1,6 @@
-"""Imports point one way: cli -> sweep -> run -> engine -> workloads, data, telemetry, results ->
-config -> errors and the base utilities; analysis reads results beside them. Every import of a
-dlbench module counts, those inside functions too."""
+"""Imports point one way: cli -> sweep, peak -> run -> engine -> workloads, data, telemetry,
+results -> config -> errors and the base utilities; analysis reads results beside them. Every
+import of a dlbench module counts, those inside functions too."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ BASE = {"errors", "console", "hardware", "signals", "startup", "plugins", "prove
 # What each part may import (besides itself and BASE).
 ALLOWED: dict[str, set[str]] = {
     "__main__": {"cli"},
-    "cli": {"run", "sweep", "analysis", "engine", "data", "workloads", "results", "config"},
+    "cli": {"run", "sweep", "peak", "analysis", "engine", "data", "workloads", "results", "config"},
     "run": {"engine", "data", "workloads", "telemetry", "results", "config"},
     "sweep": {"run", "engine", "workloads", "results", "config", "telemetry"},
+    "peak": {"engine", "telemetry", "results", "config"},
     "analysis": {"results", "telemetry", "config"},
     "engine": {"workloads", "data", "telemetry", "results", "config"},
     "data": {"workloads", "results", "config"},

@@ -185,3 +185,36 @@ def test_a_signal_whose_exception_was_swallowed_still_stops_the_loop():
     with interruptible(), pytest.raises(Interrupted) as stopped:
         run_measured_loop(step, CPU, LoopSettings(1, 1000))
     assert stopped.value.exit_code == 143
+
+
+def test_warmup_runs_on_until_the_steps_settle_and_the_row_says_so():
+    # the first 30 steps run slow and ever faster (a search, an allocator growing); a fixed
+    # count of 2 would open the window on them
+    def step(i: int) -> None:
+        time.sleep(0.004 + (0.02 * (30 - i) / 30 if i < 30 else 0.0))
+
+    settings = LoopSettings(2, 5, steady_pct=10.0)
+    result = run_measured_loop(step, CPU, settings)
+    assert result.warmup_steady is True
+    assert result.warmup_steps >= 30
+    assert max(result.step_times_s) < 0.0045 + 0.004  # no slow step in the window
+
+
+def test_a_point_that_never_settles_is_measured_after_the_bound_and_says_so(monkeypatch):
+    import dlbench.engine.loop as loop
+
+    monkeypatch.setattr(loop, "MAX_STEADY_WARMUP_S", 0.5)
+
+    def step(i: int) -> None:
+        time.sleep(0.002 * (1 + (i // 10) % 3))  # chunks of 2, 4 and 6 ms steps in turn
+
+    settings = LoopSettings(2, 5, steady_pct=1.0)
+    began = time.perf_counter()
+    result = run_measured_loop(step, CPU, settings)
+    assert result.warmup_steady is False
+    assert 0.5 <= time.perf_counter() - began < 2.0
+
+
+def test_warmup_steadiness_is_not_checked_without_a_target():
+    result = run_measured_loop(sleeper(0.002, 0.002, 0), CPU, LoopSettings(4, 2))
+    assert result.warmup_steady is None and result.warmup_steps == 4

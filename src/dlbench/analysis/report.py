@@ -13,9 +13,9 @@ import pandas as pd
 
 from dlbench.analysis.compare import markdown_table, markdown_text
 from dlbench.analysis.documents import write_pdf, write_pptx
-from dlbench.analysis.load import load_rows
+from dlbench.analysis.load import benchmark_rows, load_rows
 from dlbench.analysis.report_rows import ReportRows, Section
-from dlbench.analysis.sections import report_sections
+from dlbench.analysis.sections import fleet_part, report_sections
 from dlbench.errors import UserError
 from dlbench.results.store import writable_folder
 
@@ -65,8 +65,15 @@ def _write_files(
     rows, out_dir, baseline, max_slowdown, timelines, pdf, pptx, prices, same_code
 ) -> Report:
     sections, pngs, empty = [], [], []
-    prepared = ReportRows.prepare(rows, baseline, max_slowdown, timelines, prices or {}, same_code)
-    for section, figure in report_sections(prepared):
+    fleet = fleet_part(rows)
+    if fleet is not None and benchmark_rows(rows).empty:  # peak rows of a fleet, nothing else
+        parts = iter([fleet])
+    else:
+        prepared = ReportRows.prepare(
+            rows, baseline, max_slowdown, timelines, prices or {}, same_code
+        )
+        parts = report_sections(prepared)
+    for section, figure in parts:
         if figure is not None:
             png = out_dir / f"{len(pngs) + 1:02d}-{_slug(section.title)}.png"
             try:

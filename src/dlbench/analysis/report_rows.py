@@ -31,6 +31,7 @@ SUMMARY_COLUMNS = {
     "step_time_stdev_pct": "spread %",
     "energy_per_sample_j": "J/sample",
     "mfu": "MFU",
+    "mfu_attained": "MFU of attained",
     "gpu_busy_pct": "GPU busy %",
     "host_bound": "host-bound",
     "verdict": "verdict",

@@ -16,6 +16,7 @@ DECODE_COLUMNS = {
     "decode_tokens_per_s": "decode tokens/s",
     "decode_hbm_tb_s": "TB/s",
     "hbm_bandwidth_share": "share of peak",
+    "hbm_bandwidth_share_attained": "share of attained",
     "decode_ratio": "decode vs baseline",
     "bandwidth_ratio": "peak bandwidth vs baseline",
 }

@@ -11,6 +11,7 @@ import pandas as pd
 
 from dlbench.analysis import figures
 from dlbench.analysis.cost import cost_table
+from dlbench.analysis.fleet import RULE, fleet_table, named_gpus
 from dlbench.analysis.latency import latency_table
 from dlbench.analysis.load import machine_labels
 from dlbench.analysis.machines import (
@@ -186,6 +187,29 @@ def generation_against_bandwidth(r: ReportRows) -> Part | None:
     )
 
 
+def fleet_check(r: ReportRows) -> Part | None:
+    """Each GPU's measured peak beside its datasheet and its siblings."""
+    return fleet_part(r.rows)
+
+
+def fleet_part(rows: pd.DataFrame) -> Part | None:
+    """The fleet check from any rows (a report of peak rows alone has only this section)."""
+    table = fleet_table(rows)
+    if table.empty:
+        return None
+    named = named_gpus(table)
+    verdict = "Named: " + "; ".join(named) + "." if named else "No GPU is named."
+    return (
+        Section(
+            "Fleet check: measured peaks",
+            "Each GPU's latest dlbench peak row (by UUID): dense bf16 matmul and memory read "
+            f"as measured, beside its datasheet and its siblings. {RULE}\n{verdict}",
+            table,
+        ),
+        None,
+    )
+
+
 def input_pipeline(r: ReportRows) -> Part | None:
     """The loader alone and training fed by it, beside synthetic data."""
     inputs = pipeline_table(r.rows, r.every)
@@ -287,6 +311,7 @@ SECTIONS: tuple[Callable[[ReportRows], Part | None], ...] = (
     cost_per_million_samples,
     latency_at_batch_1,
     generation_against_bandwidth,
+    fleet_check,
     input_pipeline,
     throughput_against_batch_size,
     energy_efficiency,

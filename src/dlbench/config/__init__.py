@@ -30,6 +30,8 @@ PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
 ACCELERATORS = ("auto", "gpu", "cpu")
 OPTIMIZERS = ("sgd", "adamw", "adam")
 DATA_LOCATIONS = ("device", "host")
+CUDNN_SEARCH_CHOICES = ("auto", "on", "off")
+DEFAULT_SAMPLE_INTERVAL_S = 0.1
 ATTENTION_KERNELS = ("flash", "efficient", "cudnn", "math")  # SDPA's backends, by name
 LLM_IMPLS = ("native", "hf")  # native: fused projections, written for the GPU; hf: transformers
 DEFAULT_OUTPUT = Path("results/benchmark.csv")
@@ -146,6 +148,11 @@ class RunConfig:
         "--no-cache: compile and tune anew (a cold run).",
         panel="Precision and compilation",
     )
+    cudnn_search: str = option(
+        "auto",
+        "cuDNN's algorithm search: auto (skip where cached as useless), on or off.",
+        panel="Precision and compilation",
+    )
     cuda_graphs: bool | None = option(
         None,
         "Replay each step as a CUDA graph, captured in warm-up (default on a GPU for inference "
@@ -160,8 +167,7 @@ class RunConfig:
     )
     attention: str | None = option(
         None,
-        "scaled_dot_product_attention's kernel: flash, efficient, cudnn or math (default: "
-        "PyTorch's choice for the shapes and GPU; the row's attention_backend says what ran).",
+        "SDPA kernel: flash, efficient, cudnn or math (default: PyTorch's choice).",
         panel="Precision and compilation",
     )
     optimizer: str | None = option(
@@ -206,7 +212,9 @@ class RunConfig:
     telemetry: bool = option(
         True, "Sample GPU power, clocks, heat; window energy.", panel="Telemetry"
     )
-    sample_interval: float = option(0.1, "Telemetry sampling period in seconds.", panel="Telemetry")
+    sample_interval: float = option(
+        DEFAULT_SAMPLE_INTERVAL_S, "Telemetry sampling period in seconds.", panel="Telemetry"
+    )
     telemetry_log: Path | None = option(
         None, "Write every telemetry sample here.", panel="Telemetry"
     )
@@ -245,6 +253,7 @@ class RunConfig:
         if self.llm_impl is not None:
             _check_choice("--llm-impl", self.llm_impl, LLM_IMPLS)
         _check_choice("--data-on", self.data_on, DATA_LOCATIONS)
+        _check_choice("--cudnn-search", self.cudnn_search, CUDNN_SEARCH_CHOICES)
         self.data_source()  # a UserError for a bad --data
         _check_choice("--decode", self.data_decode, DECODERS)
         if self.data_workers is not None and self.data_workers < 0:

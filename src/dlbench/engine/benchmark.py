@@ -13,7 +13,14 @@ from dlbench.console import stderr
 from dlbench.engine.attention import attention_kernel
 from dlbench.engine.breakdown import run_breakdown
 from dlbench.engine.compile_cache import compile_cache_column, compile_counts
-from dlbench.engine.efficiency import bandwidth_columns, energy_columns, mfu_columns
+from dlbench.engine.cudnn_search import plan_cudnn_search
+from dlbench.engine.devices import gpu_uuid
+from dlbench.engine.efficiency import (
+    attained_columns,
+    bandwidth_columns,
+    energy_columns,
+    mfu_columns,
+)
 from dlbench.engine.fabric import fabric_for, launcher, started_ranks
 from dlbench.engine.generation import (
     decode_bytes_per_step,
@@ -34,6 +41,7 @@ from dlbench.engine.profiled_pass import (
 )
 from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
 from dlbench.engine.session import open_session, optimizer_impl
+from dlbench.results.attained import attained_peaks
 from dlbench.results.stats import latency_columns
 from dlbench.signals import Interrupted
 from dlbench.telemetry.monitor import open_monitor
@@ -76,7 +84,9 @@ class Measurement:
         return self.plan.config.batch_size * self.loop.steps * self.world_size
 
 
-def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, object]]:
+def _measure(
+    plan: Plan, fabric, monitor, cache: Path | None
+) -> tuple[LoopResult, int, dict[str, object]]:
     """Run the scenario the plan asks for: generation for decoder LLM inference, else steps."""
     config = plan.config
     agree = agree_max(fabric)
@@ -85,11 +95,17 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
     began = time.perf_counter()
     session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
     build_s = time.perf_counter() - began
+    cudnn = plan_cudnn_search(
+        config, session.device, session.convolutions, cache, fabric.world_size
+    )
+    cudnn.apply()
     _quiet_baseline(fabric.device, monitor)
     fabric.barrier()
     observer = WindowObservers([o for o in (session.feed, monitor) if o is not None])
     try:
         with session.context():
+            if cudnn.probe:
+                cudnn.time_heuristics(session.step, session.device)
             settings = loop_settings(config, session.device.type)
             step, settings, graph = prepare_step(session, settings, bool(config.cuda_graphs))
             loop = run_measured_loop(step, session.device, settings, observer, agree)
@@ -117,6 +133,7 @@ def _measure(plan: Plan, fabric, monitor) -> tuple[LoopResult, int, dict[str, ob
         columns.update(session.feed.columns(gpu_idle))
         columns["host_bound"] = bool(columns.get("host_bound") or columns.get("input_bound"))
     columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
+    columns.update(cudnn.finish(loop.stats.median_s))
     return loop, session.param_count, columns
 
 
@@ -181,20 +198,21 @@ def _quiet_baseline(device: torch.device, monitor) -> None:
         monitor.measure_idle()
 
 
-def run_benchmark(plan: Plan, fabric=None) -> Measurement:
+def run_benchmark(plan: Plan, fabric=None, cache: Path | None = None) -> Measurement:
     """Run the plan; every rank measures, and the slowest rank decides the global throughput.
-    A rank lost on the way ends the run with RankLost (engine.lost_ranks)."""
+    A rank lost on the way ends the run with RankLost (engine.lost_ranks). `cache` is the
+    folder that outlives the run (dlbench.caches), None for a cold run."""
     began = time.perf_counter()
     fabric = fabric or fabric_for(plan)
     watch = RankWatch.open(fabric.world_size, started_ranks(fabric))
     try:
-        return _run_on(plan, fabric, began)
+        return _run_on(plan, fabric, began, cache)
     except (Exception, Interrupted) as exc:  # a failed collective, or a launcher's SIGTERM
         watch.check(exc)
         raise
 
 
-def _run_on(plan: Plan, fabric, began: float) -> Measurement:
+def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement:
     config = plan.config
     # The GPU this rank uses; CPU ranks (tests against the fake NVML) count by local rank.
     device_index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
@@ -206,7 +224,7 @@ def _run_on(plan: Plan, fabric, began: float) -> Measurement:
     compiled_before = compile_counts()
     try:
         with attention_kernel(config.attention):
-            loop, param_count, columns = _measure(plan, fabric, monitor)
+            loop, param_count, columns = _measure(plan, fabric, monitor, cache)
         telemetry = monitor.summary() if monitor else {}
     finally:
         if monitor:
@@ -237,7 +255,10 @@ def _run_on(plan: Plan, fabric, began: float) -> Measurement:
         **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
         **_mfu(measurement, fabric.device),
         **(plan.ddp.columns() if plan.config.strategy == "ddp" else {}),
+        "gpu_uuid": gpu_uuid(fabric.device),
     }
+    peaks = attained_peaks(cache, gpu_uuid(fabric.device))
+    measurement.extra.update(attained_columns(measurement.extra, config.precision, peaks))
     return measurement
 
 

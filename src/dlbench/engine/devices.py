@@ -46,3 +46,11 @@ def plan_devices(accelerator: str, devices: str, num_nodes: int = 1) -> DevicePl
 def _cpu_ranks_allowed() -> int:
     """CPU DDP ranks (gloo): up to the core count."""
     return os.cpu_count() or 1
+
+
+def gpu_uuid(device: torch.device) -> str:
+    """The GPU's UUID as torch reports it (NVML's without the `GPU-` prefix); `cpu` for the
+    host. Attained peaks are kept by it (results.attained)."""
+    if device.type != "cuda":
+        return "cpu"
+    return str(torch.cuda.get_device_properties(device).uuid)

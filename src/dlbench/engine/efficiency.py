@@ -5,9 +5,10 @@ peak memory bandwidth (decode at small batch is bound by memory, not FLOPs)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from dlbench.engine.plan import Plan
-from dlbench.hardware import peak_bandwidth_tb_s, peak_tflops
+from dlbench.hardware import peak_bandwidth_tb_s, peak_tflops, precision_field
 from dlbench.workloads.flops import FlopCount
 
 
@@ -46,6 +47,23 @@ def bandwidth_columns(
     if peak:
         row.update(peak_hbm_tb_s=peak, hbm_bandwidth_share=achieved / peak)
     return row
+
+
+def attained_columns(
+    row: Mapping[str, object], precision: str, peaks: Mapping[str, object] | None
+) -> dict[str, object]:
+    """MFU and decode's bandwidth share against what this GPU attained (`dlbench peak`, the
+    latest figures for its UUID and software), beside the datasheet's; empty without them."""
+    if not peaks:
+        return {}
+    out: dict[str, object] = {"attained_peak_run_id": peaks.get("run_id")}
+    achieved, attained = row.get("achieved_tflops"), peaks.get(precision_field(precision))
+    if isinstance(achieved, float) and isinstance(attained, float) and attained > 0:
+        out.update(attained_tflops=attained, mfu_attained=achieved / attained)
+    decode, read = row.get("decode_hbm_tb_s"), peaks.get("read_tb_s")
+    if isinstance(decode, float) and isinstance(read, float) and read > 0:
+        out.update(attained_hbm_tb_s=read, hbm_bandwidth_share_attained=decode / read)
+    return out
 
 
 def energy_columns(

@@ -26,6 +26,11 @@ from dlbench.signals import raise_if_interrupted
 # Elementwise maximum over all ranks of a few numbers; identity for a single process.
 Agreement = Callable[[list[float]], list[float]]
 MIN_TIME_OVERSHOOT = 1.05  # size the last chunk a little past --min-time rather than short of it
+# Warm-up until steady: chunks of about STEADY_CHUNK_S until two in a row run their steps within
+# STEADY_PCT of each other, for at most MAX_STEADY_WARMUP_S after the fixed warm-up.
+STEADY_PCT = 2.0
+STEADY_CHUNK_S = 0.15
+MAX_STEADY_WARMUP_S = 10.0
 
 
 class WindowObserver(Protocol):
@@ -68,6 +73,7 @@ class LoopSettings:
     steps_per_unit: int = 1
     nvtx: bool = False
     min_warmup_s: float = 0.0  # busy time before the window (docs/decisions.md#power-warmup)
+    steady_pct: float | None = None  # warm up until steps settle this close (None: no check)
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,7 @@ class LoopResult:
     noise_met: bool | None
     steps_per_unit: int = 1
     warmup_steps: int = 0  # units run before the window, the ones added for min_warmup_s too
+    warmup_steady: bool | None = None  # the last warm-up chunks agreed (None: not checked)
 
     @property
     def unit_times_s(self) -> list[float]:
@@ -178,7 +185,7 @@ def run_measured_loop(
                 first_step_s = time.perf_counter() - started
         synchronize(device)
         busy_since = started + (first_step_s or 0.0)
-        warmed = _warm_for(step, device, settings, settings.warmup_steps, busy_since, agree)
+        warmed, steady = _warm_for(step, device, settings, settings.warmup_steps, busy_since, agree)
     warmup_s = time.perf_counter() - started
 
     window = _Window(times=[])
@@ -208,6 +215,7 @@ def run_measured_loop(
         noise_met,
         settings.steps_per_unit,
         warmed // settings.steps_per_unit,
+        steady,
     )
 
 
@@ -218,23 +226,42 @@ def _warm_for(
     done: int,
     busy_since: float,
     agree: Agreement,
-) -> int:
-    """More warm-up until the device has stepped for `min_warmup_s` since the first step (the
-    longest time over ranks decides, in whole units); returns the warm-up steps run in all."""
+) -> tuple[int, bool | None]:
+    """More warm-up until the device has stepped for `min_warmup_s` since the first step and,
+    with `steady_pct`, until two chunks in a row agree per step (for at most
+    MAX_STEADY_WARMUP_S). Every rank takes the same decision from agreed numbers, in whole
+    units. Returns the warm-up steps run in all, and whether the steps settled."""
     unit = settings.steps_per_unit
-    while settings.min_warmup_s > 0:
-        [elapsed] = agree([time.perf_counter() - busy_since])
-        if elapsed >= settings.min_warmup_s:
+    checking = settings.steady_pct is not None
+    if not checking and settings.min_warmup_s <= 0:
+        return done, None
+    began, previous, steady = time.perf_counter(), None, not checking
+    while True:
+        now = time.perf_counter()
+        elapsed, unsettled, checked = agree([now - busy_since, float(not steady), now - began])
+        steady = not unsettled
+        if elapsed >= settings.min_warmup_s and steady:
             break
-        rate = max(done - 1, 1) / elapsed if elapsed > 0 else 0.0
-        missing = (settings.min_warmup_s - elapsed) * MIN_TIME_OVERSHOOT
-        extra = math.ceil(max(missing * rate, 1) / unit) * unit
+        if checking and checked >= MAX_STEADY_WARMUP_S:
+            break
+        so_far = max(done - 1, 1) / elapsed if elapsed > 0 else 0.0
+        rate = 1.0 / previous if previous else so_far  # steps a second
+        wanted = (settings.min_warmup_s - elapsed) * MIN_TIME_OVERSHOOT
+        if checking:
+            wanted = STEADY_CHUNK_S
+        extra = math.ceil(max(wanted * rate, 1) / unit) * unit
+        chunk_began = time.perf_counter()
         for i in range(done, done + extra):
             raise_if_interrupted()
             step(i)
         synchronize(device)
+        per_step = (time.perf_counter() - chunk_began) / extra
         done += extra
-    return done
+        if checking:
+            limit = settings.steady_pct or 0.0
+            steady = previous is not None and abs(per_step / previous - 1) * 100 <= limit
+            previous = per_step
+    return done, (steady if checking else None)
 
 
 def _time_chunk(

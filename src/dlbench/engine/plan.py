@@ -12,7 +12,7 @@ from dlbench.data.pipeline import check_data
 from dlbench.data.source import default_workers
 from dlbench.engine.devices import DevicePlan, plan_devices
 from dlbench.engine.graphs import can_capture
-from dlbench.engine.loop import LoopSettings
+from dlbench.engine.loop import STEADY_PCT, LoopSettings
 from dlbench.engine.precision import PrecisionPlan, plan_precision
 from dlbench.errors import invalid
 from dlbench.workloads import InputShape, Workload, get_workload
@@ -138,4 +138,5 @@ def loop_settings(config: RunConfig, device_type: str) -> LoopSettings:
         min_time_s=config.min_time_s(device_type),
         nvtx=config.nvtx,
         min_warmup_s=config.min_warmup_s(device_type),
+        steady_pct=STEADY_PCT if device_type == "cuda" else None,
     )

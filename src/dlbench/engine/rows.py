@@ -42,6 +42,7 @@ def measurement_row(
         "slowest_rank": m.slowest_rank,
         "warmup_s": loop.warmup_s,
         "first_step_s": loop.first_step_s,
+        "warmup_steady": loop.warmup_steady,
         "param_count": m.param_count,
         "peak_memory_allocated_mb": m.peak_allocated_mb,
         "peak_memory_reserved_mb": m.peak_reserved_mb,

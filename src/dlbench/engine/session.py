@@ -55,6 +55,7 @@ class Session:
     batches: list[Batch]
     optimizer: torch.optim.Optimizer | None = None
     feed: DataFeed | None = None  # --data folder/text: the loader behind `fetch`
+    convolutions: bool = False  # cuDNN chooses algorithms for this model (engine.cudnn_search)
 
     def __post_init__(self) -> None:
         self.step = _compose(self.phases)
@@ -167,6 +168,7 @@ def open_session(
     fmt = memory_format(config, workload)
     model = model.to(memory_format=fmt)
     param_count = sum(p.numel() for p in model.parameters())
+    convolutions = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     if config.mode != "train":
         hold_autocast_weights(model, precision)
     if config.compile:
@@ -197,7 +199,17 @@ def open_session(
         context = torch.inference_mode
     if needs_own_stream(feed, fabric.device):
         context = _with_own_stream(context, fabric.device)
-    return Session(fabric, fabric.device, phases, context, param_count, batches or [], built, feed)
+    return Session(
+        fabric,
+        fabric.device,
+        phases,
+        context,
+        param_count,
+        batches or [],
+        built,
+        feed,
+        convolutions,
+    )
 
 
 def needs_own_stream(feed: DataFeed | None, device: torch.device) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from dlbench.errors import invalid
+from dlbench.results.peak_columns import PEAK_COLUMNS
 
 SCHEMA_VERSION = 1
 
@@ -18,7 +19,8 @@ COLUMNS: dict[str, str] = {
     "status": "ok, oom, failed (a rank of a multi-process run was lost: error names it), error, "
     "timeout or interrupted",
     "error": "last error line when status is not ok",
-    "run_kind": "benchmark, validate, scaling, loader (dlbench data), or per_rank (side file)",
+    "run_kind": "benchmark, validate, scaling, loader (dlbench data), peak (dlbench peak), or "
+    "per_rank (side file)",
     "model": "workload name (dlbench models)",
     "mode": "train or infer",
     "family": "vision, segmentation, text or llm",
@@ -118,10 +120,18 @@ COLUMNS: dict[str, str] = {
     "compile_cache": "hit: every compiled graph came from the cache that outlives runs "
     "(--cache-dir), so warm-up compiled nothing; miss: all compiled here; partial; empty: "
     "nothing compiled",
+    "cudnn_algorithms": "which cuDNN algorithms ran: searched (candidates timed in warm-up) or "
+    "heuristics (--cudnn-search off, or auto where the cache records that the search bought "
+    "too little); empty where no convolution runs on a GPU",
+    "cudnn_search_gain_pct": "how much longer a step ran on cuDNN's heuristics than on the "
+    "searched algorithms, in % (timed in this run's warm-up, or recorded by an earlier run)",
     "cache_dir": "the cache folder this run read and wrote (one per GPU, driver, torch and "
     "dlbench); empty with --no-cache",
     "profile_s": "the profiled pass after the window (gpu_busy_pct, attention_backend)",
     "first_step_s": "wall time of the first step (time to first step)",
+    "warmup_steady": "on a GPU, warm-up ran on until two short chunks of steps agreed per step "
+    "(engine.loop.STEADY_PCT); False: they had not within MAX_STEADY_WARMUP_S and the window "
+    "began anyway; empty: not checked (CPU)",
     "param_count": "model parameters",
     "peak_memory_allocated_mb": "peak memory allocated by tensors (rank 0)",
     "peak_memory_reserved_mb": "peak memory reserved by the caching allocator (rank 0)",
@@ -165,7 +175,8 @@ COLUMNS: dict[str, str] = {
     "process (another PID namespace, e.g. a container): other_gpu_processes counts all but one",
     "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",
     "verdict_reasons": "why invalid, ;-separated: failed, short_window, few_steps, noisy, "
-    "host_bound, input_bound, hardware_slowdown, other_processes, low_clock, energy_short_window",
+    "host_bound, input_bound, hardware_slowdown, other_processes, low_clock, "
+    "energy_short_window; peak rows: below_datasheet, below_siblings",
     "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
     "eager_fallback",
     "usd_per_hour": "--usd-per-hour: the price given for the machine or GPU per hour",
@@ -204,6 +215,11 @@ COLUMNS: dict[str, str] = {
     "peak_tflops": "dense peak of the GPU at this precision (dlbench.hardware)",
     "peak_source": "where the peak figure comes from",
     "mfu": "achieved_tflops / peak_tflops; empty for GPUs not in the table",
+    "attained_tflops": "the dense matmul rate this GPU attained at this precision's dtype, "
+    "from the latest dlbench peak row of the same GPU (by UUID) and software; empty without one",
+    "mfu_attained": "achieved_tflops / attained_tflops: MFU against what this GPU was measured "
+    "to attain, beside mfu (against the datasheet)",
+    "attained_peak_run_id": "run_id of the dlbench peak row that attained_* came from",
     "prompt_len": "generation: prompt tokens per sequence",
     "new_tokens": "generation: tokens generated per sequence (no early stop)",
     "generation_path": "generation: eager, compiled, cuda_graph or compiled+cuda_graph",
@@ -221,6 +237,10 @@ COLUMNS: dict[str, str] = {
     "decode_hbm_tb_s": "generation: decode_bytes_per_step / mean ITL, in TB/s",
     "peak_hbm_tb_s": "generation: the GPU's peak memory bandwidth (dlbench.hardware)",
     "hbm_bandwidth_share": "generation: decode_hbm_tb_s / peak_hbm_tb_s (decode's roofline)",
+    "attained_hbm_tb_s": "generation: the memory read rate this GPU attained (dlbench peak, "
+    "same GPU and software)",
+    "hbm_bandwidth_share_attained": "generation: decode_hbm_tb_s / attained_hbm_tb_s, beside "
+    "hbm_bandwidth_share (against the datasheet)",
     "bare_samples_per_s": "validate: throughput of the hand-written PyTorch loop",
     "harness_ratio": "validate: dlbench throughput / bare loop throughput (median of repeats)",
     "harness_ratios": "validate: the ratio of each repeat",
@@ -239,6 +259,7 @@ COLUMNS: dict[str, str] = {
     "dlbench_dirty": "environment: True when the dlbench version had changes beyond "
     "dlbench_commit (empty: unknown)",
     "gpu_name": "environment: GPU model",
+    "gpu_uuid": "the GPU's UUID (torch's form, NVML's without GPU-); cpu for the host",
     "gpu_count": "environment: GPUs visible",
     "gpu_memory_mb": "environment: memory of GPU 0",
     "gpu_capability": "environment: compute capability",
@@ -258,6 +279,7 @@ COLUMNS: dict[str, str] = {
     "timm": "environment: timm version",
     "transformers": "environment: transformers version",
     "segmentation_models_pytorch": "environment: segmentation-models-pytorch version",
+    **PEAK_COLUMNS,
 }
 
 # Columns that arrive as --tag labels (a sweep's own, or a user's): they label a row, they do

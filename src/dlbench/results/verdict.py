@@ -15,6 +15,11 @@ LOW_CLOCK_SAMPLES_PCT = 10.0  # SM clock under its base in more than this share 
 # Slowdowns the hardware imposes: a row measured through them measures the cooling or the
 # power supply. A software power cap at the board's limit is how an H100 runs heavy GEMMs.
 HARDWARE_SLOWDOWNS = ("hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake")
+# A measured peak (dlbench peak) under these shares of its datasheet's dense bf16 matmul and
+# memory bandwidth, or of the median of its identical siblings, names a GPU to look at.
+MIN_DATASHEET_MATMUL_SHARE = 0.75
+MIN_DATASHEET_READ_SHARE = 0.85
+MIN_SIBLINGS_SHARE = 0.9
 
 # code: (what happened, what to change)
 REASONS = {
@@ -40,6 +45,15 @@ REASONS = {
         "check clocks and cooling",
     ),
     "energy_short_window": ("no energy figure ({energy_quality})", "raise --min-time"),
+    "below_datasheet": (
+        "it attains {attained_bf16_datasheet_share:.0%} of its datasheet's bf16 matmul and "
+        "{attained_read_datasheet_share:.0%} of its memory bandwidth",
+        "check clocks, power limit and cooling",
+    ),
+    "below_siblings": (
+        "it attains {siblings_share:.0%} of its {siblings:.0f} siblings' median ({siblings_low})",
+        "check this GPU's clocks, power and memory",
+    ),
 }
 NOTES = {
     "power_capped": "ran at its software power cap in {throttle_pct:.0f} % of samples",
@@ -94,6 +108,7 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
         reasons.append("low_clock")
     if row.get("energy_quality") not in (None, "", "ok"):
         reasons.append("energy_short_window")
+    reasons += _peak_reasons(row)
     notes = []
     if "sw_power_cap" in slowdowns:
         notes.append("power_capped")
@@ -102,6 +117,21 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     if row.get("graph_fallback"):
         notes.append("eager_fallback")
     return reasons, notes
+
+
+def _peak_reasons(row: dict) -> list[str]:
+    """A measured peak under its datasheet or its siblings (rows of `dlbench peak`)."""
+    reasons = []
+    matmul = _number(row, "attained_bf16_datasheet_share")
+    read = _number(row, "attained_read_datasheet_share")
+    if (matmul is not None and matmul < MIN_DATASHEET_MATMUL_SHARE) or (
+        read is not None and read < MIN_DATASHEET_READ_SHARE
+    ):
+        reasons.append("below_datasheet")
+    siblings = _number(row, "siblings_share")
+    if siblings is not None and siblings < MIN_SIBLINGS_SHARE:
+        reasons.append("below_siblings")
+    return reasons
 
 
 def verdict_columns(row: dict) -> dict[str, object]:
@@ -119,7 +149,8 @@ def advice(row: dict) -> str:
     reasons, notes = reasons_and_notes(row)
     values = {**row}
     for key in ("window_s", "min_time_s", "step_time_stdev_pct", "data_wait_pct",
-                "sm_clock_below_base_pct", "throttle_pct", "steps"):  # fmt: skip
+                "sm_clock_below_base_pct", "throttle_pct", "steps", "siblings_share", "siblings",
+                "attained_bf16_datasheet_share", "attained_read_datasheet_share"):  # fmt: skip
         values[key] = _number(row, key) or 0.0
     values["min_spread_steps"] = MIN_SPREAD_STEPS
     if not reasons:

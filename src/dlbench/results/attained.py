@@ -1,0 +1,36 @@
+"""The latest attained peaks of each GPU, kept in the run's cache folder (dlbench.caches: one
+folder per GPU model, driver, torch and dlbench, so figures from other software are never
+read) by GPU UUID: `dlbench peak` writes them, every later run divides by them
+(`mfu_attained`, `hbm_bandwidth_share_attained`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dlbench.caches import write_json
+
+PEAKS_FILE = "attained_peaks.json"
+
+
+def recorded_peaks(folder: Path | None) -> dict[str, dict]:
+    """Every GPU's latest figures in a cache folder, by UUID (none when unreadable)."""
+    if folder is None:
+        return {}
+    try:
+        loaded = json.loads((folder / PEAKS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in loaded.items() if isinstance(v, dict)}
+
+
+def attained_peaks(folder: Path | None, uuid: str) -> dict | None:
+    """The latest figures `dlbench peak` recorded for this GPU, or None."""
+    return recorded_peaks(folder).get(uuid)
+
+
+def record_peaks(folder: Path, uuid: str, figures: dict) -> None:
+    """Replace this GPU's figures; the other GPUs' stay."""
+    peaks = recorded_peaks(folder)
+    peaks[uuid] = figures
+    write_json(folder / PEAKS_FILE, peaks)

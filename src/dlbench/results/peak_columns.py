@@ -1,0 +1,28 @@
+"""The columns of a `dlbench peak` row (run_kind=peak) beyond those every row has: what one
+device attained, beside its datasheet and its siblings (results.schema lists them last)."""
+
+from __future__ import annotations
+
+PEAK_COLUMNS: dict[str, str] = {
+    "gpu_index": "peak: the GPU's index on its host",
+    "attained_fp32_tflops": "peak: dense fp32 matmul (no TF32), best shape found",
+    "attained_tf32_tflops": "peak: fp32 matmul on TF32 tensor cores, best shape found",
+    "attained_fp16_tflops": "peak: dense fp16 matmul, best shape found",
+    "attained_bf16_tflops": "peak: dense bf16 matmul, best shape found (what mfu_attained "
+    "divides by for bf16 rows)",
+    "attained_fp8_tflops": "peak: e4m3 matmul (torch._scaled_mm, bf16 out) where the GPU has FP8",
+    "attained_matmul_shapes": "peak: the m x n x k that attained each dtype's figure",
+    "attained_read_tb_s": "peak: device memory read (a sum over a buffer of GBs)",
+    "attained_copy_tb_s": "peak: device memory copy, bytes read plus bytes written",
+    "attained_h2d_gb_s": "peak: pinned host memory to the GPU",
+    "attained_d2h_gb_s": "peak: the GPU to pinned host memory",
+    "attained_p2p_gb_s": "peak: a copy from this GPU to another of the host (median over its "
+    "peers); empty with one GPU",
+    "peak_shapes_tried": "peak: candidate shapes and buffer sizes timed within --max-time",
+    "attained_bf16_datasheet_share": "peak: attained_bf16_tflops over the datasheet's dense bf16",
+    "attained_read_datasheet_share": "peak: attained_read_tb_s over the datasheet's bandwidth",
+    "siblings": "peak: GPUs of the same model compared in the fleet check",
+    "siblings_share": "peak: the lowest share of the siblings' median over bf16 matmul and "
+    "memory read (results.fleet); empty with no sibling",
+    "siblings_low": "peak: the figure siblings_share was lowest on",
+}
