@@ -48,14 +48,15 @@ H100 = "NVIDIA H100 80GB HBM3"
 def test_a_fake_gpus_findings_become_the_rows_columns():
     import torch
 
-    found = {"bf16": Best(790.0, (8192, 8192, 8192), 12, 14.0),
-             "fp8": Best(1300.0, (8192, 8192, 16384), 9, 7.0),
-             "read": Best(2.95, (2048,), 4, 5.0), "h2d": Best(55.0, (1024,), 2, 3.0),
+    found = {"bf16": Best(790.0, (8192, 8192, 8192), 12, 14.0, 680.0),
+             "fp8": Best(1300.0, (8192, 8192, 16384), 9, 7.0, 1250.0),
+             "read": Best(2.95, (2048,), 4, 5.0, 2.95), "h2d": Best(55.0, (1024,), 2, 3.0, 55.0),
              "fp16": None, "p2p": None}  # fmt: skip
     row = peak_row(torch.device("cpu"), found, 30.0, {"avg_power_w": 650.0})
     row["gpu_name"] = H100
     row.update(datasheet_shares(row))
     assert row["attained_bf16_tflops"] == 790.0 and row["attained_fp8_tflops"] == 1300.0
+    assert row["attained_bf16_sustained_tflops"] == 680.0
     assert row["attained_matmul_shapes"] == "bf16=8192x8192x8192 fp8=8192x8192x16384"
     assert row["attained_read_tb_s"] == 2.95 and row["attained_copy_tb_s"] is None
     assert row["peak_shapes_tried"] == 27 and row["avg_power_w"] == 650.0

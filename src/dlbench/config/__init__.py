@@ -150,7 +150,7 @@ class RunConfig:
     )
     cudnn_search: str = option(
         "auto",
-        "cuDNN's algorithm search: auto (skip where cached as useless), on or off.",
+        "cuDNN's algorithm search: auto (where the cache says it pays), on or off.",
         panel="Precision and compilation",
     )
     cuda_graphs: bool | None = option(

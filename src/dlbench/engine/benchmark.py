@@ -96,7 +96,7 @@ def _measure(
     session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
     build_s = time.perf_counter() - began
     cudnn = plan_cudnn_search(
-        config, session.device, session.convolutions, cache, fabric.world_size
+        config, session.device, session.convolutions, cache, fabric.global_rank
     )
     cudnn.apply()
     _quiet_baseline(fabric.device, monitor)
@@ -104,8 +104,6 @@ def _measure(
     observer = WindowObservers([o for o in (session.feed, monitor) if o is not None])
     try:
         with session.context():
-            if cudnn.probe:
-                cudnn.time_heuristics(session.step, session.device)
             settings = loop_settings(config, session.device.type)
             step, settings, graph = prepare_step(session, settings, bool(config.cuda_graphs))
             loop = run_measured_loop(step, session.device, settings, observer, agree)

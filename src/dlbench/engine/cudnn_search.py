@@ -1,21 +1,22 @@
-"""cuDNN's algorithm search, chosen per point: run it only where it buys something.
+"""cuDNN's algorithm search, chosen per point: run it only where it was measured to buy time.
 
-With `torch.backends.cudnn.benchmark` on, the first call of each convolution shape times
-cuDNN's candidate algorithms; for a network of many small convolutions (mobilenet_v3,
-efficientnet_v2 training) that search is most of the warm-up, and cuDNN keeps what it found in
-the process only. Its heuristics choose without timing anything. Under `--cudnn-search auto` a
-point without a record first times a few steps on the heuristics' choice, then searches as
-before; after the window the gain (heuristics' step over the searched window's median) is
-recorded in the run's cache folder (dlbench.caches: one folder per GPU, driver, torch and
-dlbench). A later run of the same point searches only where the recorded gain is above
-SEARCH_MIN_GAIN_PCT, and its row says which ran and what the search was measured to buy
-(docs/time-to-result.md)."""
+With `torch.backends.cudnn.benchmark` on, the first call of each convolution shape times cuDNN's
+candidate algorithms; for a network of many small convolutions (mobilenet_v3, efficientnet_v2
+training) that search is most of the warm-up, and cuDNN keeps what it found in the process only.
+Its heuristics choose without timing anything, and on the GPUs measured they chose as well
+(docs/decisions.md#cudnn-search). One process cannot measure both: PyTorch keeps the
+first algorithm it used for a shape, searched or not, for the process's life.
+
+So each run records its window's median step, by point and by which algorithms ran, in the
+cache folder (dlbench.caches: one per GPU, driver, torch and dlbench). Under `--cudnn-search
+auto` a point runs on the heuristics unless both have been measured for it and the search won by
+more than SEARCH_MIN_GAIN_PCT; `on` and `off` force either (and record it, so that one run of
+each decides later auto runs)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,114 +24,93 @@ import torch
 
 from dlbench.caches import write_json
 from dlbench.config import RunConfig
-from dlbench.engine.timer import StepTimer, synchronize
-from dlbench.signals import raise_if_interrupted
 
-# Where the searched algorithms run faster than the heuristics' by more than this, the search
-# is kept; below it, its cost buys less than a repeated row's spread.
+# The search is kept where the searched algorithms' step was shorter than the heuristics' by
+# more than this; below it, its cost buys less than a repeated row's spread.
 SEARCH_MIN_GAIN_PCT = 1.0
-PROBE_UNTIMED, PROBE_TIMED = 2, 3  # heuristics' steps before the search: first calls, then timed
 CHOICES_FILE = "cudnn_search.json"
+SEARCHED, HEURISTICS = "searched", "heuristics"
 
 # The settings that make one point's convolutions what they are (shapes, dtypes, layout and
 # what runs them); the GPU and software are the cache folder's own key.
 _POINT_FIELDS = (
     "model", "mode", "batch_size", "width", "height", "seq_len", "precision",
-    "channels_last", "compile", "cuda_graphs", "optimizer", "data_on", "data",
+    "channels_last", "compile", "cuda_graphs", "optimizer", "data_on", "data", "devices",
 )  # fmt: skip
 
 
 def point_key(config: RunConfig) -> str:
     """A short stable name for the point's convolutions."""
     text = json.dumps([str(getattr(config, name)) for name in _POINT_FIELDS])
-    return (
-        f"{config.model}-{config.mode}-bs{config.batch_size}-"
-        + hashlib.sha1(text.encode()).hexdigest()[:12]
-    )
+    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+    return f"{config.model}-{config.mode}-bs{config.batch_size}-{digest}"
 
 
-def recorded_gains(folder: Path | None) -> dict[str, float]:
-    """The gains recorded in a cache folder (none for a cold run or an unreadable file)."""
+def recorded_steps(folder: Path | None) -> dict[str, dict[str, float]]:
+    """Each point's median step by the algorithms that ran ({} for a cold run, or a record
+    that cannot be read)."""
     if folder is None:
         return {}
     try:
         loaded = json.loads((folder / CHOICES_FILE).read_text())
     except (OSError, ValueError):
         return {}
-    return {k: float(v) for k, v in loaded.items() if isinstance(v, int | float)}
+    return {
+        key: {k: float(v) for k, v in steps.items() if k in (SEARCHED, HEURISTICS) and v}
+        for key, steps in loaded.items()
+        if isinstance(steps, dict)
+    }
 
 
-def record_gain(folder: Path, key: str, gain_pct: float) -> None:
-    """Add one point's gain to the folder's record."""
-    gains = recorded_gains(folder)
-    gains[key] = round(gain_pct, 2)
-    write_json(folder / CHOICES_FILE, gains)
+def search_gain_pct(steps: dict[str, float]) -> float | None:
+    """How much longer the heuristics' step was than the searched one, in %; None until both
+    were measured."""
+    if SEARCHED not in steps or HEURISTICS not in steps:
+        return None
+    return 100.0 * (steps[HEURISTICS] / steps[SEARCHED] - 1.0)
 
 
 @dataclass
 class CudnnSearch:
-    """What one point does about cuDNN's search, and what the row says of it."""
+    """What one point does about cuDNN's search, and what its row says of it."""
 
     search: bool | None  # None: not a point where cuDNN's choice matters (no GPU, no conv)
     key: str = ""
-    recorded_gain_pct: float | None = None
-    heuristics_step_s: float | None = None  # timed in this run, before the search
-    folder: Path | None = None
-
-    @property
-    def probe(self) -> bool:
-        """Time the heuristics first: auto, searching, and nothing recorded for this point."""
-        return bool(self.search) and self.recorded_gain_pct is None and self.folder is not None
+    recorded: dict[str, float] | None = None
+    folder: Path | None = None  # where this run's step is recorded (rank 0 with a cache)
 
     def apply(self) -> None:
         """Set cuDNN's search for the point's steps."""
         if self.search is not None:
             torch.backends.cudnn.benchmark = self.search
 
-    def time_heuristics(self, step, device: torch.device) -> None:
-        """A few steps on the heuristics' algorithms (warm-up, never the window), then the
-        search back on for the warm-up proper."""
-        torch.backends.cudnn.benchmark = False
-        for i in range(PROBE_UNTIMED):
-            raise_if_interrupted()
-            step(i)
-        timer = StepTimer(device, PROBE_TIMED)
-        synchronize(device)
-        timer.mark()
-        for i in range(PROBE_UNTIMED, PROBE_UNTIMED + PROBE_TIMED):
-            step(i)
-            timer.mark()
-        self.heuristics_step_s = statistics.median(timer.step_times_s())
-        torch.backends.cudnn.benchmark = True
-
     def finish(self, window_median_s: float) -> dict[str, object]:
-        """The row's columns; records the gain measured in this run."""
+        """Record this run's median step; the row's columns."""
         if self.search is None:
             return {"cudnn_algorithms": ""}
-        gain = self.recorded_gain_pct
-        if self.heuristics_step_s is not None and window_median_s > 0:
-            gain = 100.0 * (self.heuristics_step_s / window_median_s - 1.0)
+        ran = SEARCHED if self.search else HEURISTICS
+        steps = dict(self.recorded or {})
+        if window_median_s > 0:
+            steps[ran] = window_median_s
             if self.folder is not None:
-                record_gain(self.folder, self.key, gain)
-        return {
-            "cudnn_algorithms": "searched" if self.search else "heuristics",
-            "cudnn_search_gain_pct": gain,
-        }
+                everything = recorded_steps(self.folder)
+                everything[self.key] = steps
+                write_json(self.folder / CHOICES_FILE, everything)
+        return {"cudnn_algorithms": ran, "cudnn_search_gain_pct": search_gain_pct(steps)}
 
 
 def plan_cudnn_search(
-    config: RunConfig, device: torch.device, convolutions: bool, folder: Path | None, ranks: int
+    config: RunConfig, device: torch.device, convolutions: bool, folder: Path | None, rank: int
 ) -> CudnnSearch:
-    """The point's choice: --cudnn-search on or off as given; auto searches unless this
-    folder records that the search bought at most SEARCH_MIN_GAIN_PCT for the same point.
-    Several ranks search as before (each would have to agree on every probe step)."""
+    """The point's choice: --cudnn-search on or off as given; auto runs the heuristics unless
+    this folder's record says the search won by more than SEARCH_MIN_GAIN_PCT here."""
     if device.type != "cuda" or not convolutions:
         return CudnnSearch(None)
-    if config.cudnn_search != "auto":
-        return CudnnSearch(config.cudnn_search == "on")
-    if ranks > 1:
-        return CudnnSearch(True)
     key = point_key(config)
-    recorded = recorded_gains(folder).get(key)
-    search = recorded is None or recorded > SEARCH_MIN_GAIN_PCT
-    return CudnnSearch(search, key, recorded, folder=folder)
+    recorded = recorded_steps(folder).get(key, {})
+    if config.cudnn_search == "auto":
+        gain = search_gain_pct(recorded)
+        search = gain is not None and gain > SEARCH_MIN_GAIN_PCT
+    else:
+        search = config.cudnn_search == "on"
+    return CudnnSearch(search, key, recorded, folder if rank == 0 else None)

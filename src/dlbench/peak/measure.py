@@ -19,9 +19,10 @@ MATMUL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 # Share of the time budget each measurement gets (bf16 first: MFU's usual denominator).
 BUDGET_SHARES = {"bf16": 0.24, "fp16": 0.12, "fp8": 0.12, "tf32": 0.1, "fp32": 0.08,
                  "read": 0.1, "copy": 0.08, "h2d": 0.06, "d2h": 0.06, "p2p": 0.04}  # fmt: skip
-PROBE_S = 0.05  # each candidate shape timed about this long
-SUSTAIN_SHARE = 0.3  # of a measurement's budget: the best shape again, the row's figure
+PROBE_S = 0.1  # each candidate timed about this long (a hundred 8192-cubed bf16 products)
+SUSTAIN_SHARE = 0.3  # of a measurement's budget: the best shape again, for longer
 MAX_SUSTAIN_S = 1.5
+BF16_SUSTAIN_S = 5.0  # bf16's longer measurement: the power cap's averaging settles well inside
 GPU_LARGEST_SIDE, CPU_LARGEST_SIDE = 16384, 512
 GPU_BUFFER_MIB = (2048, 1024, 4096, 512, 256)  # memory, host and peer copies, likely best first
 CPU_BUFFER_MIB = (64, 16)
@@ -163,7 +164,8 @@ def _budgets(total_s: float) -> dict[str, tuple[float, float]]:
     out = {}
     for name, share in BUDGET_SHARES.items():
         budget = total_s * share
-        out[name] = (budget, min(MAX_SUSTAIN_S, budget * SUSTAIN_SHARE))
+        longest = BF16_SUSTAIN_S if name == "bf16" else MAX_SUSTAIN_S
+        out[name] = (budget, min(longest, budget * SUSTAIN_SHARE))
     return out
 
 

@@ -73,6 +73,8 @@ def peak_row(device: torch.device, found: dict, seconds: float, telemetry: dict)
             row[f"attained_{dtype}_tflops"] = best.rate
             shapes.append(f"{dtype}={best.shape_text}")
     row["attained_matmul_shapes"] = " ".join(shapes)
+    bf16 = found.get("bf16")
+    row["attained_bf16_sustained_tflops"] = bf16.sustained if isinstance(bf16, Best) else None
     for name, column in _RATE_COLUMNS.items():
         best = found.get(name)
         row[column] = best.rate if isinstance(best, Best) else None

@@ -1,8 +1,9 @@
 """The best rate over candidate shapes within a time budget, as the maximum-achievable-matmul
 finders search (stas00/ml-engineering's mamf-finder): a datasheet rate is for no shape in
 particular, the attainable one for the best shape found. Shapes are tried in order (the likely
-best first), each on the device's own clock, until the budget is spent; the best is measured
-once more, longer, and that sustained rate is the figure."""
+best first), each on the device's own clock for a fraction of a second as the finders time them,
+until the budget is spent; the best is measured once more, longer (`sustained`: at the clocks a
+long GEMM settles to under the power cap). The figure is the best rate measured."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ Shape = tuple[int, ...]
 
 @dataclass(frozen=True)
 class Best:
-    """The best rate found, its shape, and what finding it took."""
+    """The best rate found, its shape, what finding it took, and the best shape's rate over
+    the longer measurement."""
 
     rate: float
     shape: Shape
     tried: int
     seconds: float
+    sustained: float
 
     @property
     def shape_text(self) -> str:
@@ -54,7 +57,7 @@ def search_best(
     if best_shape is None:
         return None
     sustained = rate(best_shape, sustain_s)
-    return Best(sustained, best_shape, tried, clock() - began)
+    return Best(max(best_rate, sustained), best_shape, tried, clock() - began, sustained)
 
 
 def matmul_shapes(largest: int) -> list[Shape]:

@@ -10,6 +10,9 @@ PEAK_COLUMNS: dict[str, str] = {
     "attained_fp16_tflops": "peak: dense fp16 matmul, best shape found",
     "attained_bf16_tflops": "peak: dense bf16 matmul, best shape found (what mfu_attained "
     "divides by for bf16 rows)",
+    "attained_bf16_sustained_tflops": "peak: the best bf16 shape again over seconds, at the clocks "
+    "a long GEMM settles to under the power cap (the fleet check's and MFU's figure is the "
+    "best rate measured)",
     "attained_fp8_tflops": "peak: e4m3 matmul (torch._scaled_mm, bf16 out) where the GPU has FP8",
     "attained_matmul_shapes": "peak: the m x n x k that attained each dtype's figure",
     "attained_read_tb_s": "peak: device memory read (a sum over a buffer of GBs)",

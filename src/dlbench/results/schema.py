@@ -120,11 +120,12 @@ COLUMNS: dict[str, str] = {
     "compile_cache": "hit: every compiled graph came from the cache that outlives runs "
     "(--cache-dir), so warm-up compiled nothing; miss: all compiled here; partial; empty: "
     "nothing compiled",
-    "cudnn_algorithms": "which cuDNN algorithms ran: searched (candidates timed in warm-up) or "
-    "heuristics (--cudnn-search off, or auto where the cache records that the search bought "
-    "too little); empty where no convolution runs on a GPU",
-    "cudnn_search_gain_pct": "how much longer a step ran on cuDNN's heuristics than on the "
-    "searched algorithms, in % (timed in this run's warm-up, or recorded by an earlier run)",
+    "cudnn_algorithms": "which cuDNN algorithms ran: heuristics (cuDNN's choice, nothing "
+    "timed; --cudnn-search auto unless the cache records that the search pays here) or "
+    "searched (candidates timed in warm-up); empty where no convolution runs on a GPU",
+    "cudnn_search_gain_pct": "how much longer the step ran on cuDNN's heuristics than on the "
+    "searched algorithms, in %, from this GPU's and software's runs of the same point (empty "
+    "until one of each ran)",
     "cache_dir": "the cache folder this run read and wrote (one per GPU, driver, torch and "
     "dlbench); empty with --no-cache",
     "profile_s": "the profiled pass after the window (gpu_busy_pct, attention_backend)",
