@@ -21,9 +21,14 @@ export PYTHONPATH=${PYTHONPATH:-src} PYTHONUNBUFFERED=1
 read -r -a DLBENCH <<< "${DLBENCH:-python3 -m dlbench}"
 OUT=${REFERENCE_DIR:-benchmarks/reference}
 JPEG_DIR=${JPEG_DIR:-/tmp/dlbench-jpeg}
+DRY_RUN=${DRY_RUN:-0}
+PARTS=(peak default decode jpeg validate docs)
+usage="usage: $0 [peak] [default] [decode] [jpeg] [validate] [docs]"
+for part in "$@"; do  # every part named is checked before anything runs
+    [[ " ${PARTS[*]} " == *" $part "* ]] || { echo "$usage" >&2; exit 2; }
+done
 [[ $DRY_RUN == 1 ]] || mkdir -p "$OUT"
 
-DRY_RUN=${DRY_RUN:-0}
 if [[ $DRY_RUN == 1 ]]; then
     gpu=dry-run software=dry-run
 else
@@ -77,8 +82,5 @@ docs() {  # what is made from the CSVs: the README's table and the example repor
 parts=("$@")
 ((${#parts[@]})) || parts=(peak default decode jpeg validate)
 for part in "${parts[@]}"; do
-    case $part in
-    peak | default | decode | jpeg | validate | docs) "$part" ;;
-    *) echo "usage: $0 [peak] [default] [decode] [jpeg] [validate] [docs]" >&2 && exit 2 ;;
-    esac
+    "$part"
 done
