@@ -29,9 +29,10 @@ for part in "$@"; do  # every part named is checked before anything runs
 done
 [[ $DRY_RUN == 1 ]] || mkdir -p "$OUT"
 
-if [[ $DRY_RUN == 1 ]]; then
-    gpu=dry-run software=dry-run
-else
+parts=("$@")
+((${#parts[@]})) || parts=(peak default decode jpeg validate)
+gpu=dry-run software=dry-run
+if [[ $DRY_RUN != 1 && " ${parts[*]} " != " docs " ]]; then  # docs alone needs no GPU
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//')
     software=$(python3 -c 'import torch; v = torch.__version__.split("+")[0].rsplit(".", 1)[0]; print(f"pt{v}-cu{torch.version.cuda}")')
 fi
@@ -79,8 +80,6 @@ docs() {  # what is made from the CSVs: the README's table and the example repor
     [[ $DRY_RUN == 1 ]] || bash benchmarks/example_report.sh
 }
 
-parts=("$@")
-((${#parts[@]})) || parts=(peak default decode jpeg validate)
 for part in "${parts[@]}"; do
     "$part"
 done
