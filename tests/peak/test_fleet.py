@@ -57,3 +57,5 @@ def test_the_report_over_several_hosts_names_it_and_a_gpu_under_its_datasheet(tm
     assert "node2 GPU 1 (NVIDIA H100 80GB HBM3): below_datasheet;below_siblings" in named
     assert "node3 GPU 0 (NVIDIA H100 PCIe): below_datasheet." in named
     assert "node1" not in named and "node2 GPU 0" not in named
+    assert "| node2  |     1 | NVIDIA H100" in text  # an index, not 1.000
+    assert "nan" not in text

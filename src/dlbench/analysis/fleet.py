@@ -52,6 +52,9 @@ def fleet_table(rows: pd.DataFrame) -> pd.DataFrame:
     order = [c for c in ("named", "hostname", "gpu_index") if c in table]
     table = table.sort_values(order, ascending=[False] + [True] * (len(order) - 1))
     table["gpu_uuid"] = table["gpu_uuid"].astype(str).str[:13]
+    table["siblings_share"] = table["siblings_share"].map(lambda v: "" if pd.isna(v) else v)
+    if "gpu_index" in table:  # read back from a CSV as 0.0
+        table["gpu_index"] = table["gpu_index"].map(lambda i: "" if pd.isna(i) else str(int(i)))
     return table[[c for c in COLUMNS if c in table]].rename(columns=COLUMNS)
 
 
