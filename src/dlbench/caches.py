@@ -57,6 +57,18 @@ def use_caches(root: Path | None, environment: Mapping[str, object], enabled: bo
     return folder
 
 
+def read_record(folder: Path | None, name: str) -> dict:
+    """A small JSON record kept in a cache folder: {} for a cold run (no folder), a missing
+    file, or one that is not a JSON object (a record is only ever a hint, never an error)."""
+    if folder is None:
+        return {}
+    try:
+        loaded = json.loads((folder / name).read_text())
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def write_json(path: Path, data: object) -> None:
     """Write a small record whole, then rename it into place: a killed run leaves the old
     record or the new one, never half of one."""

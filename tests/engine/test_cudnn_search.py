@@ -99,6 +99,13 @@ def test_no_gpu_or_no_convolution_leaves_the_column_empty(tmp_path):
         assert choice.search is None and choice.finish(0.01) == {"cudnn_algorithms": ""}
 
 
+@pytest.mark.parametrize("text", ["[1, 2]", '{"x": {"searched": "fast"}}', "null"])
+def test_a_record_of_another_shape_is_no_record(tmp_path, text):
+    folder = use_caches(tmp_path, ENVIRONMENT)
+    (folder / CHOICES_FILE).write_text(text)
+    assert run_point(CONFIG, folder, 0.05)["cudnn_algorithms"] == "heuristics"
+
+
 def test_an_unreadable_record_is_no_record(tmp_path):
     folder = use_caches(tmp_path, ENVIRONMENT)
     (folder / CHOICES_FILE).write_text("{not json")

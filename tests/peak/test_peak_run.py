@@ -64,6 +64,16 @@ def test_a_fake_gpus_findings_become_the_rows_columns():
     assert row["attained_read_datasheet_share"] == pytest.approx(2.95 / 3.35)
 
 
+@pytest.mark.parametrize("text", ["{not json", "[1]", '{"cpu": 3}'])
+def test_a_peaks_record_that_cannot_be_read_gives_no_peaks(tmp_path, text):
+    from dlbench.results.attained import PEAKS_FILE, attained_peaks, record_peaks
+
+    (tmp_path / PEAKS_FILE).write_text(text)
+    assert attained_peaks(tmp_path, "cpu") is None
+    record_peaks(tmp_path, "cpu", {"bf16": 1.0})  # and the next peak replaces it
+    assert attained_peaks(tmp_path, "cpu") == {"bf16": 1.0}
+
+
 def test_attained_columns_divide_by_the_dtype_the_precision_runs_in():
     peaks = {"bf16": 790.0, "fp16": 780.0, "fp32": 51.0, "read_tb_s": 2.95, "run_id": "abc"}
     train = attained_columns({"achieved_tflops": 395.0}, "bf16-mixed", peaks)

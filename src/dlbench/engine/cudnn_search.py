@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from dlbench.caches import write_json
+from dlbench.caches import read_record, write_json
 from dlbench.config import RunConfig
 
 # The search is kept where the searched algorithms' step was shorter than the heuristics' by
@@ -49,15 +49,13 @@ def point_key(config: RunConfig) -> str:
 def recorded_steps(folder: Path | None) -> dict[str, dict[str, float]]:
     """Each point's median step by the algorithms that ran ({} for a cold run, or a record
     that cannot be read)."""
-    if folder is None:
-        return {}
-    try:
-        loaded = json.loads((folder / CHOICES_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
     return {
-        key: {k: float(v) for k, v in steps.items() if k in (SEARCHED, HEURISTICS) and v}
-        for key, steps in loaded.items()
+        key: {
+            k: float(v)
+            for k, v in steps.items()
+            if k in (SEARCHED, HEURISTICS) and isinstance(v, int | float) and v > 0
+        }
+        for key, steps in read_record(folder, CHOICES_FILE).items()
         if isinstance(steps, dict)
     }
 

@@ -5,23 +5,16 @@ read) by GPU UUID: `dlbench peak` writes them, every later run divides by them
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from dlbench.caches import write_json
+from dlbench.caches import read_record, write_json
 
 PEAKS_FILE = "attained_peaks.json"
 
 
 def recorded_peaks(folder: Path | None) -> dict[str, dict]:
     """Every GPU's latest figures in a cache folder, by UUID (none when unreadable)."""
-    if folder is None:
-        return {}
-    try:
-        loaded = json.loads((folder / PEAKS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in loaded.items() if isinstance(v, dict)}
+    return {k: v for k, v in read_record(folder, PEAKS_FILE).items() if isinstance(v, dict)}
 
 
 def attained_peaks(folder: Path | None, uuid: str) -> dict | None:
