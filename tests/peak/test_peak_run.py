@@ -86,3 +86,14 @@ def test_attained_columns_divide_by_the_dtype_the_precision_runs_in():
         "attained_peak_run_id": "abc"
     }  # no tf32 figure: no MFU against it
     assert attained_columns({"achieved_tflops": 1.0}, "bf16-mixed", None) == {}
+
+
+def test_peer_copies_are_measured_and_their_median_reported():
+    import torch
+
+    from dlbench.peak.measure import measure_device
+
+    cpu = torch.device("cpu")  # two "peers" that are the host: the copy path, no GPU needed
+    found = measure_device(cpu, total_s=1.0, peers=[cpu, cpu, cpu])
+    assert found["p2p"] > 0 and found["h2d"] is None and found["fp8"] is None
+    assert isinstance(found["fp32"], Best) and isinstance(found["read"], Best)

@@ -135,10 +135,9 @@ def host_copy_rate(direction: str, device: torch.device) -> Callable[[Shape, flo
     return rate
 
 
-def peer_copy_gb_s(source: torch.device, target: torch.device, seconds: float) -> float:
-    """GB/s of a copy from one GPU's memory to another's (NVLink or PCIe, as the host has it),
-    on the host's clock with both GPUs drained at the edges."""
-    (mib,) = (GPU_BUFFER_MIB[1],)
+def peer_copy_gb_s(source: torch.device, target: torch.device, mib: int, seconds: float) -> float:
+    """GB/s of a copy of `mib` MiB from one GPU's memory to another's (NVLink or PCIe, as the
+    host has it), on the host's clock with both GPUs drained at the edges."""
     src = torch.ones(mib * MIB, dtype=torch.uint8, device=source)
     dst = torch.empty(mib * MIB, dtype=torch.uint8, device=target)
 
@@ -203,7 +202,7 @@ def measure_device(
             else None
         )
         _release(device)
-    rates = [peer_copy_gb_s(device, peer, budgets["p2p"][1]) for peer in peers]
+    rates = [peer_copy_gb_s(device, peer, buffers[1][0], budgets["p2p"][1]) for peer in peers]
     found["p2p"] = sorted(rates)[len(rates) // 2] if rates else None
     _release(device)
     return found
