@@ -243,6 +243,7 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         peak_reserved_mb=reserved,
         launcher=launcher(fabric),
     )
+    uuid = gpu_uuid(fabric.device)
     energies = [r["energy_j"] for r in per_rank]
     energy_all_ranks = math.nan if any(math.isnan(e) for e in energies) else sum(energies)
     measurement.extra = {
@@ -253,9 +254,9 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
         **_mfu(measurement, fabric.device),
         **(plan.ddp.columns() if plan.config.strategy == "ddp" else {}),
-        "gpu_uuid": gpu_uuid(fabric.device),
+        "gpu_uuid": uuid,
     }
-    peaks = attained_peaks(cache, gpu_uuid(fabric.device))
+    peaks = attained_peaks(cache, uuid)
     measurement.extra.update(attained_columns(measurement.extra, config.precision, peaks))
     return measurement
 
