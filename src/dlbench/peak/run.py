@@ -135,8 +135,7 @@ def _measure_one(device: torch.device, max_time_s: float, peers, env: dict) -> d
     finally:
         if monitor:
             monitor.close()
-    row = {**peak_row(device, found, seconds, telemetry)}
-    row = {**env, **row}
+    row = {**env, **peak_row(device, found, seconds, telemetry)}
     row.update(datasheet_shares(row))
     return row
 
