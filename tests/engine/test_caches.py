@@ -4,6 +4,7 @@ and a cache folder that cannot be made is one error line."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -89,3 +90,26 @@ def test_a_default_cache_folder_that_cannot_be_made_costs_a_warning_and_a_cold_r
     assert "warning: no cache folder" in out.stderr
     [row] = read_rows(tmp_path / "rows.csv")
     assert (row["compile_cache"], row["cache_dir"]) == ("miss", "")
+
+
+def test_a_flop_count_is_kept_in_the_folder_and_served_without_counting(tmp_path, monkeypatch):
+    from dlbench.workloads import flops, get_workload
+
+    workload = get_workload("timm:test_resnet")
+    shape = workload.shape(32, 32, None)
+    counted = flops.recorded_flops_per_sample(workload, shape, "train", tmp_path)
+    assert counted is not None and counted.per_sample > 0
+    assert (tmp_path / flops.FLOPS_FILE).is_file()
+
+    def no_count(*_):
+        raise AssertionError("counted again")
+
+    monkeypatch.setattr(flops, "flops_per_sample", no_count)
+    assert flops.recorded_flops_per_sample(workload, shape, "train", tmp_path) == counted
+    with pytest.raises(AssertionError):  # another mode is another count
+        flops.recorded_flops_per_sample(workload, shape, "infer", tmp_path)
+    monkeypatch.undo()
+    [key] = json.loads((tmp_path / flops.FLOPS_FILE).read_text())
+    (tmp_path / flops.FLOPS_FILE).write_text(json.dumps({key: {"per_sample": "many"}}))
+    assert flops.recorded_flops_per_sample(workload, shape, "train", tmp_path) == counted
+    assert json.loads((tmp_path / flops.FLOPS_FILE).read_text())[key]["per_sample"] > 0

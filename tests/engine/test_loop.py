@@ -218,3 +218,16 @@ def test_a_point_that_never_settles_is_measured_after_the_bound_and_says_so(monk
 def test_warmup_steadiness_is_not_checked_without_a_target():
     result = run_measured_loop(sleeper(0.002, 0.002, 0), CPU, LoopSettings(4, 2))
     assert result.warmup_steady is None and result.warmup_steps == 4
+
+
+def test_the_warm_up_before_the_window_is_long_for_sampled_power_short_for_a_counter():
+    from dlbench.config import COUNTER_LEAD_S, POWER_AVERAGING_S, RunConfig
+    from dlbench.engine.plan import loop_settings
+
+    config = RunConfig()
+    assert loop_settings(config, "cuda", energy_counter=False).min_warmup_s == POWER_AVERAGING_S
+    assert loop_settings(config, "cuda", energy_counter=True).min_warmup_s == COUNTER_LEAD_S
+    assert COUNTER_LEAD_S < POWER_AVERAGING_S
+    assert loop_settings(config, "cpu", energy_counter=True).min_warmup_s == 0.0
+    quiet = config.replace(telemetry=False)
+    assert loop_settings(quiet, "cuda", energy_counter=True).min_warmup_s == 0.0

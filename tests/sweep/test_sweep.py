@@ -407,3 +407,27 @@ def test_a_killed_sweep_leaves_no_worker_and_one_sweep_writes_a_csv_at_a_time(tm
     rerun = run_cli("sweep", str(short_plan), "--no-resume", "--output", str(csv_path), env=env)
     assert rerun.returncode == 0 and "resuming" not in rerun.stderr
     assert len(read_rows(csv_path)) == 2
+
+
+def test_a_worker_frees_a_points_garbage_and_freezes_only_what_survives():
+    """Between points the worker collects the point's cyclic garbage (its model) and freezes
+    the survivors, so later collections skip the long-lived process state."""
+    import gc
+    import weakref
+
+    from dlbench.sweep.worker import _release_memory
+
+    class Model:
+        pass
+
+    kept, dropped = Model(), Model()
+    dropped.cycle = dropped  # a point's model, reachable only through a cycle once it ends
+    gone = weakref.ref(dropped)
+    del dropped
+    gc.unfreeze()
+    try:
+        _release_memory()
+        assert gone() is None  # collected, not frozen
+        assert not any(o is kept for o in gc.get_objects())  # out of later collections' walk
+    finally:
+        gc.unfreeze()

@@ -10,6 +10,7 @@ import pytest
 
 from dlbench.telemetry.monitor import TelemetryMonitor, counter_update_period, open_monitor
 from dlbench.telemetry.nvml import NvmlBackend, visible_nvml_indices
+from dlbench.telemetry.window import timed_counter_j
 from tests import fake_nvml
 from tests.conftest import TINY, cli_env, read_rows, run_cli
 
@@ -230,6 +231,29 @@ def test_a_window_short_for_the_counter_gives_no_energy_figure(fake_gpus):
     assert float(quality[2]) == pytest.approx(40 * 0.05, rel=0.3)
     assert summary["energy_j"] is None and summary["avg_power_w"] is None
     assert summary["energy_counter_j"] is not None  # the raw reading stays in the row
+
+
+def test_a_counters_steps_timed_in_the_window_need_no_whole_period_at_its_edges():
+    # 500 W, a counter stepping every 0.1 s; a 2.05 s window opening 0.09 s after a step: the
+    # edges' delta counts 2.0 s of energy (2.5 % short), the timed steps the window's own
+    steps = [(k * 0.1, 500.0 * k * 0.1) for k in range(40)]
+    t0, t1 = 1.09, 3.14
+    edges = 500.0 * (3.1 - 1.0)
+    assert edges != pytest.approx(500.0 * (t1 - t0), rel=0.02)
+    assert timed_counter_j(steps, t0, t1, 1.0) == pytest.approx(500.0 * (t1 - t0), rel=1e-9)
+    assert timed_counter_j(steps, t0, t1, 2.5) is None  # steps inside span less than asked
+    assert timed_counter_j(steps[:5], t0, t1, 0.0) is None  # none inside
+
+
+def test_a_window_of_timed_counter_steps_is_trusted_where_its_edges_alone_are_not(fake_gpus):
+    # 0.8 s against a counter stepping every 50 ms: 16 steps, too few for the edges' delta
+    # (40 needed) but enough when timed (10); the figure is the window's power x time
+    fake_gpus({"power_w": 300.0, "energy_period_s": 0.05})
+    summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02), 0.8)
+    assert summary["energy_source"] == "nvml_counter_timed"
+    assert summary["energy_quality"] == "ok"
+    assert summary["energy_j"] == pytest.approx(300.0 * summary["telemetry_window_s"], rel=0.02)
+    assert summary["energy_counter_j"] is not None  # the edges' delta stays in the row
 
 
 def test_a_long_enough_window_is_trusted_and_agrees_with_the_integral(fake_gpus):

@@ -40,13 +40,16 @@ MAX_STEPS = 10**6  # measured or warm-up steps: the step timer holds one slot pe
 MAX_WORKERS = 256  # loader processes: more is a fork bomb, not a setting
 MAX_REPEATS = 1000  # repeats of a validation or a sweep point: more is a typo, not a plan
 # With GPU telemetry on, the window lasts at least this long: NVML's energy counter moves in
-# steps, and a short window reads a multiple or a fraction of the energy
+# steps, timed by the sampler, and a shorter window reads the energy less surely
 # (docs/decisions.md#energy-window).
-DEFAULT_MIN_TIME_S = 5.0
-# ... and the warm-up keeps the GPU busy this long first: NVML's power reading is a trailing
-# average, so a window opening on an idle GPU integrates too little
-# (docs/decisions.md#power-warmup).
+DEFAULT_MIN_TIME_S = 2.0
+# ... and the warm-up keeps the GPU busy this long first where the energy comes from sampled
+# power: NVML's power reading is a trailing average, so a window opening on an idle GPU
+# integrates too little (docs/decisions.md#power-warmup) ...
 POWER_AVERAGING_S = 1.0
+# ... or this long where it comes from the energy counter, which reports a step late: more than
+# a step (a tenth of a second on an H100), so the step the window starts from counted a busy GPU.
+COUNTER_LEAD_S = 0.25
 # A rank that waits longer than this in a collective ends the run (--collective-timeout):
 # longer than any step or compilation a rank may run alone, far shorter than PyTorch's default.
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0
@@ -205,7 +208,8 @@ class RunConfig:
     max_time: float = option(60.0, "Cap in seconds for --max-noise measuring.", panel="Measurement")
     min_time: float | None = option(
         None,
-        "Measure at least this many seconds (default: 5 with GPU telemetry, else 0).",
+        f"Measure at least this many seconds (default: {DEFAULT_MIN_TIME_S:g} with GPU "
+        "telemetry, else 0).",
         panel="Measurement",
     )
     run_id: str | None = option(None, "Run id for the row (sweeps set it).", panel="Output")
@@ -304,9 +308,12 @@ class RunConfig:
             return self.min_time
         return DEFAULT_MIN_TIME_S if self.telemetry and device_type == "cuda" else 0.0
 
-    def min_warmup_s(self, device_type: str) -> float:
-        """Busy time before the window: POWER_AVERAGING_S where GPU telemetry reads power."""
-        return POWER_AVERAGING_S if self.telemetry and device_type == "cuda" else 0.0
+    def min_warmup_s(self, device_type: str, energy_counter: bool = False) -> float:
+        """Busy time before the window where GPU telemetry reads energy: COUNTER_LEAD_S from
+        an energy counter, POWER_AVERAGING_S from sampled power."""
+        if not (self.telemetry and device_type == "cuda"):
+            return 0.0
+        return COUNTER_LEAD_S if energy_counter else POWER_AVERAGING_S
 
     def data_source(self) -> DataSource:
         """Where the batches come from (--data), parsed and checked."""

@@ -45,7 +45,7 @@ from dlbench.results.attained import attained_peaks
 from dlbench.results.stats import latency_columns
 from dlbench.signals import Interrupted
 from dlbench.telemetry.monitor import open_monitor
-from dlbench.workloads.flops import flops_per_sample
+from dlbench.workloads.flops import recorded_flops_per_sample
 
 
 @dataclass
@@ -104,7 +104,7 @@ def _measure(
     observer = WindowObservers([o for o in (session.feed, monitor) if o is not None])
     try:
         with session.context():
-            settings = loop_settings(config, session.device.type)
+            settings = loop_settings(config, session.device.type, _counted(monitor, agree))
             step, settings, graph = prepare_step(session, settings, bool(config.cuda_graphs))
             loop = run_measured_loop(step, session.device, settings, observer, agree)
             loop = graph.merge(loop)
@@ -143,7 +143,7 @@ def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult,
     build_s = time.perf_counter() - began
     _quiet_baseline(fabric.device, monitor)
     fabric.barrier()
-    settings = loop_settings(config, fabric.device.type)
+    settings = loop_settings(config, fabric.device.type, _counted(monitor, agree))
     loop, steps, columns = measure_generation(
         generator, fabric.device, config, settings, monitor, agree
     )
@@ -166,6 +166,12 @@ def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult,
         )
     )
     return loop, params, columns
+
+
+def _counted(monitor, agree) -> bool:
+    """Whether every rank's GPU has an energy counter (the same answer on every rank)."""
+    [missing] = agree([float(monitor is None or monitor.counter_period_s is None)])
+    return not missing
 
 
 def _gpu_name(device: torch.device) -> str:
@@ -252,7 +258,7 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         **columns,
         **energy_columns(telemetry, energy_all_ranks, plan, loop.steps, columns),
         **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
-        **_mfu(measurement, fabric.device),
+        **_mfu(measurement, fabric.device, cache),
         **(plan.ddp.columns() if plan.config.strategy == "ddp" else {}),
         "gpu_uuid": uuid,
     }
@@ -280,12 +286,13 @@ def _rank_log(path: Path | None, rank: int, world_size: int) -> Path | None:
     return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
-def _mfu(m: Measurement, device: torch.device) -> dict[str, object]:
-    """MFU for step scenarios on the rank's GPU; generation is bandwidth-bound and gets none."""
+def _mfu(m: Measurement, device: torch.device, cache: Path | None) -> dict[str, object]:
+    """MFU for step scenarios on the rank's GPU; generation is bandwidth-bound and gets none.
+    The FLOP count is kept in the cache folder."""
     plan = m.plan
     if plan.scenario == "generate":
         return {}
     gpu = _gpu_name(device)
     per_device = m.samples / m.slowest_window_s / m.world_size
-    flops = flops_per_sample(plan.workload, plan.shape, plan.config.mode)
+    flops = recorded_flops_per_sample(plan.workload, plan.shape, plan.config.mode, cache)
     return mfu_columns(flops, per_device, gpu, plan.config.precision)

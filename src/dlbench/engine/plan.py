@@ -128,8 +128,11 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     return config.replace(**changes)
 
 
-def loop_settings(config: RunConfig, device_type: str) -> LoopSettings:
-    """The loop's share of the config."""
+def loop_settings(
+    config: RunConfig, device_type: str, energy_counter: bool = False
+) -> LoopSettings:
+    """The loop's share of the config; `energy_counter`: every rank's GPU counts its energy
+    (the warm-up before the window then need not cover the power reading's average)."""
     return LoopSettings(
         warmup_steps=config.warmup_steps,
         n_iters=config.n_iters,
@@ -137,6 +140,6 @@ def loop_settings(config: RunConfig, device_type: str) -> LoopSettings:
         max_time_s=config.max_time,
         min_time_s=config.min_time_s(device_type),
         nvtx=config.nvtx,
-        min_warmup_s=config.min_warmup_s(device_type),
+        min_warmup_s=config.min_warmup_s(device_type, energy_counter),
         steady_pct=STEADY_PCT if device_type == "cuda" else None,
     )

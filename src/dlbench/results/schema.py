@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from dlbench.config import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
 from dlbench.errors import invalid
 from dlbench.results.peak_columns import PEAK_COLUMNS
 
@@ -72,9 +73,11 @@ COLUMNS: dict[str, str] = {
     "data_mean_file_kb": "--data: mean size of a file (image or text) of the data set, in kB",
     "host_cpu_pct": "--data: the host's CPU use during the window, % of all its cores",
     "seed": "random seed",
-    "warmup_steps": "steps run before the window (untimed; with GPU telemetry at least 1 s)",
+    "warmup_steps": "steps run before the window (untimed; with GPU telemetry at least "
+    f"{COUNTER_LEAD_S:g} s busy, {POWER_AVERAGING_S:g} s where no energy counter reads)",
     "steps": "measured steps (per rank; every rank runs the same number)",
-    "min_time_s": "the window lasted at least this long (--min-time; 5 s with GPU telemetry)",
+    "min_time_s": "the window lasted at least this long "
+    f"(--min-time; {DEFAULT_MIN_TIME_S:g} s with GPU telemetry)",
     "max_noise_pct": "target spread for adaptive measuring, if any",
     "noise_met": "whether the spread target was reached",
     "window_s": "device time of the measured window (CUDA events)",
@@ -140,7 +143,9 @@ COLUMNS: dict[str, str] = {
     "telemetry_samples": "sampler readings taken in the window",
     "telemetry_window_s": "host time between the two energy-counter reads",
     "energy_j": "GPU energy over the window, all GPUs",
-    "energy_source": "<backend>_counter (energy counter delta) or power_integral (sampled power)",
+    "energy_source": "<backend>_counter_timed (the energy counter's steps timed inside the window, "
+    "scaled to it), <backend>_counter (its delta between the edges) or power_integral (sampled "
+    "power)",
     "energy_quality": "ok, or why the window was too short to trust an energy figure (then none)",
     "energy_counter_j": "energy from the GPU's counter (rank 0), when it has one",
     "energy_counter_period_s": "how often the energy counter changes (measured before the window)",

@@ -57,11 +57,15 @@ def _run_in_process(config: RunConfig, auto_batch: bool) -> tuple[int, str]:
 
 def _release_memory() -> None:
     """Drop what the point left behind before the next one starts (compiled code included,
-    which holds on to its model)."""
+    which holds on to its model), then freeze what survives: the worker's own long-lived
+    objects (torch, its imports, their caches) leave the collector's view, so the collection
+    before each later window walks that point's objects only, not the whole process
+    (docs/decisions.md#worker-gc-freeze)."""
     import torch
 
     torch._dynamo.reset()
     gc.collect()
+    gc.freeze()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()

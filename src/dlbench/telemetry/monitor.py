@@ -1,10 +1,13 @@
 """A measurement window for the hardware: energy counters at the edges, a sampler in between.
 
 Energy is only as good as its window. NVML's energy counter moves in steps (its update period,
-measured here once before any window), so each edge can be off by one step: a window of at least
-COUNTER_PERIODS steps keeps that small. NVML's power reading is a trailing average on recent GPUs,
-so integrating it needs a window of seconds (docs/decisions.md#energy-window). A row whose window is
-shorter says so in `energy_quality` and carries no energy figure, only the raw readings."""
+measured here once before any window), so a counter read at the edges can be off by one step at
+each. The sampler therefore reads the counter every COUNTER_POLL_S and times its steps: the
+energy between the first and last step inside the window, scaled to the window, needs
+TIMED_PERIODS steps where the edges alone need COUNTER_PERIODS. NVML's power reading is a
+trailing average on recent GPUs, so integrating it needs a window of seconds
+(docs/decisions.md#energy-window). A row whose window is shorter says so in `energy_quality` and
+carries no energy figure, only the raw readings."""
 
 from __future__ import annotations
 
@@ -24,16 +27,21 @@ from dlbench.telemetry.base import GpuBackend, Reading
 from dlbench.telemetry.nvml import NvmlBackend, provided_nvml
 from dlbench.telemetry.rapl import RaplReader
 from dlbench.telemetry.window import (
+    TIMED_PERIODS,
     Energy,
     Samples,
     WindowMeasurement,
     below_base_pct,
     power_integral_j,
+    timed_counter_j,
 )
 
 MIN_INTEGRAL_WINDOW_S = 5.0  # NVML's power is a trailing average: integrate over seconds
 PERIOD_PROBE_S = 0.5  # longest time spent finding the counter's update period (before the window)
 PERIOD_POLL_S = 0.001
+# The sampler reads the energy counters this often in a window to time their steps: a step seen
+# this late at each end of the window is a small share of a window of TIMED_PERIODS periods.
+COUNTER_POLL_S = 0.002
 IDLE_BASELINE_S = 2.0  # power sampled on a quiet GPU before warm-up: the run's idle baseline
 IDLE_REUSE_S = 600.0  # a process's idle sample of a GPU serves its later runs this long
 
@@ -114,6 +122,7 @@ class TelemetryMonitor:
         self._t0 = self._t1 = 0.0
         self._energy0: list[float | None] = []
         self._energy1: list[float | None] = []
+        self._steps: dict[int, list[tuple[float, float]]] = {}  # per device: (time, value)
         self._procs = 0
         self._cpu_j: float | None = None
         self.counter_period_s = None
@@ -156,8 +165,22 @@ class TelemetryMonitor:
             self.readings.append(self.gpu.read(d, now))
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._sample_all()
+        """Sample every interval; in between, read the energy counters (where they step slower
+        than COUNTER_POLL_S) and keep each change with the time it was seen."""
+        timing = self.counter_period_s is not None and self.counter_period_s > COUNTER_POLL_S
+        last = {d: self.gpu.energy_j(d) for d in self.devices} if timing else {}
+        self._steps = {d: [] for d in last}
+        next_sample = time.monotonic() + self.interval_s
+        while not self._stop.wait(COUNTER_POLL_S if timing else self.interval_s):
+            now = time.monotonic()
+            for d in last:
+                value = self.gpu.energy_j(d)
+                if value is not None and last[d] is not None and value != last[d]:
+                    self._steps[d].append((now, value))
+                last[d] = value
+            if now >= next_sample:
+                self._sample_all()
+                next_sample += self.interval_s
 
     def begin_window(self) -> None:
         """Start sampling, then read the counters last, the window's start time beside them;
@@ -200,6 +223,16 @@ class TelemetryMonitor:
             return None
         return sum(b - a for a, b in pairs)
 
+    def _timed_j(self) -> float | None:
+        """The counters' timed steps, summed over the devices; None unless every device's
+        steps span TIMED_PERIODS periods inside the window."""
+        if self.counter_period_s is None or not self._steps:
+            return None
+        span = TIMED_PERIODS * self.counter_period_s
+        each = [timed_counter_j(self._steps.get(d, []), self._t0, self._t1, span)
+                for d in self.devices]  # fmt: skip
+        return None if any(e is None for e in each) else sum(each)
+
     def _measure(self) -> WindowMeasurement:
         if not self.gpu or not self.readings:
             return WindowMeasurement("", self._t1 - self._t0, None, None, self._cpu_j)
@@ -207,6 +240,7 @@ class TelemetryMonitor:
         energy = Energy.of(
             self.gpu.name,
             self._counter_j(),
+            self._timed_j(),
             power_integral_j(self.readings, self.devices),
             window_s,
             self.counter_period_s,

@@ -11,12 +11,16 @@ from itertools import pairwise
 
 from dlbench.telemetry.base import Reading, throttle_names
 
-# Each edge of a window can be off by one counter period: the window lasts this many periods
-# at least (docs/decisions.md#energy-window).
+# A counter read at the window's edges can be off by one update period at each: the window
+# lasts this many periods at least (docs/decisions.md#energy-window).
 COUNTER_PERIODS = 40
+# A counter whose steps were timed inside the window is off by the timing, not by a period: its
+# first and last step inside the window are at least this many periods apart.
+TIMED_PERIODS = 10
 # NVML's default application clock is the boost clock on Hopper: a GPU under it at its power
 # cap, or idling, is where it should be; under it with neither, it is not.
 _EXPLAINED = 0x1 | 0x4  # gpu_idle, sw_power_cap
+TIMED_SUFFIX = "_counter_timed"
 
 
 def energy_quality(
@@ -26,7 +30,8 @@ def energy_quality(
     if source == "power_integral":
         needed = min_integral_s
     elif counter_period_s is not None:
-        needed = COUNTER_PERIODS * counter_period_s
+        periods = TIMED_PERIODS if source.endswith(TIMED_SUFFIX) else COUNTER_PERIODS
+        needed = periods * counter_period_s
     else:
         return "ok"
     if window_s >= needed:
@@ -34,14 +39,33 @@ def energy_quality(
     return f"short window: {window_s:.2f} s < {needed:.2f} s needed by {source} (use --min-time)"
 
 
+def timed_counter_j(
+    steps: Sequence[tuple[float, float]], t0: float, t1: float, min_span_s: float
+) -> float | None:
+    """The window's energy from a stepping counter's steps timed inside [t0, t1] (time, value
+    just after each step): the energy between its first and last step there, scaled to the
+    window. The GPU was as busy just outside the window (the warm-up runs up to it), so the
+    scale costs less than a whole period at each edge would. None where the steps inside span
+    less than `min_span_s`."""
+    inside = [(t, e) for t, e in steps if t0 <= t <= t1]
+    if len(inside) < 2:
+        return None
+    (ta, ea), (tb, eb) = inside[0], inside[-1]
+    if tb - ta < min_span_s or tb <= ta:
+        return None
+    return (eb - ea) * (t1 - t0) / (tb - ta)
+
+
 @dataclass(frozen=True)
 class Energy:
-    """The window's GPU energy: the board's counter where it has one, else sampled power
-    integrated; `quality` says whether the window was long enough to trust it."""
+    """The window's GPU energy: the board's counter where it has one (its steps timed inside
+    the window where the sampler saw enough of them, else its delta between the edges), else
+    sampled power integrated; `quality` says whether the window was long enough to trust it."""
 
-    counter_j: float | None
+    counter_j: float | None  # the counter's delta between the window's edges
+    timed_j: float | None  # from the counter's steps timed inside the window
     integral_j: float | None
-    source: str  # "<backend>_counter", "power_integral" or "" (none)
+    source: str  # "<backend>_counter_timed", "<backend>_counter", "power_integral" or ""
     quality: str  # "ok", why not, or "" (no energy)
     counter_period_s: float | None
 
@@ -50,26 +74,31 @@ class Energy:
         cls,
         backend: str,
         counter_j: float | None,
+        timed_j: float | None,
         integral_j: float | None,
         window_s: float,
         counter_period_s: float | None,
         min_integral_s: float,
     ) -> Energy:
-        """The counter's reading where there is one, else the integral."""
-        if counter_j is not None:
+        """The timed counter where there is one, else the counter's delta, else the integral."""
+        if timed_j is not None:
+            source = f"{backend}{TIMED_SUFFIX}"
+        elif counter_j is not None:
             source = f"{backend}_counter"
         else:
             source = "power_integral" if integral_j is not None else ""
         quality = ""
         if source:
             quality = energy_quality(window_s, source, counter_period_s, min_integral_s)
-        return cls(counter_j, integral_j, source, quality, counter_period_s)
+        return cls(counter_j, timed_j, integral_j, source, quality, counter_period_s)
 
     @property
     def trusted_j(self) -> float | None:
         """The energy, where the window was long enough for its source; else None."""
         if self.quality != "ok":
             return None
+        if self.timed_j is not None:
+            return self.timed_j
         return self.counter_j if self.counter_j is not None else self.integral_j
 
 

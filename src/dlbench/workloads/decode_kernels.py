@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 from torch._subclasses.fake_tensor import is_fake
 from torch.library import triton_op, wrap_triton
+from triton.testing import do_bench
 
 # launch shapes tried per matrix shape: outputs per program, inputs per loop step, warps
 CONFIGS = [
@@ -76,7 +77,14 @@ def _weight_block(w, rows, row_ok, cols, col_ok, K):
     )
 
 
-@triton.autotune(configs=CONFIGS, key=["N", "K", "GATED", "NORM", "RESIDUAL"])
+def _bench(kernel_call, quantiles):
+    """Time one launch shape for the autotuner, a fifth as long as Triton's default (a launch
+    takes microseconds, so still hundreds of runs): a cold batch-1 decode tries every shape in
+    CONFIGS for each of its matrices (docs/decisions.md#gemv-autotune)."""
+    return do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
+
+
+@triton.autotune(configs=CONFIGS, key=["N", "K", "GATED", "NORM", "RESIDUAL"], do_bench=_bench)
 @triton.jit
 def gemv_kernel(
     x, w, y, norm_weight, residual, N, K, eps,

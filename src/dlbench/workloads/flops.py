@@ -4,14 +4,20 @@ device, so it costs no memory), or the standard analytic count for decoder LLMs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import asdict, dataclass
 from math import prod
+from pathlib import Path
 
 import torch
 
+from dlbench.caches import read_record, write_json
 from dlbench.workloads.base import Batch, InputShape, Workload
 
 COUNT_BATCH = 2
+# Counts kept in the cache folder (dlbench.caches, whose key names the dlbench commit that
+# counted): the counter walks the model on the meta device, up to seconds of host time a point.
+FLOPS_FILE = "flops.json"
 
 
 @dataclass(frozen=True)
@@ -97,3 +103,23 @@ def flops_per_sample(workload: Workload, shape: InputShape, mode: str) -> FlopCo
         return counted_flops(workload, shape, mode)
     except Exception:
         return None
+
+
+def recorded_flops_per_sample(
+    workload: Workload, shape: InputShape, mode: str, folder: Path | None
+) -> FlopCount | None:
+    """`flops_per_sample`, counted once per workload, shape and mode and kept in `folder` (the
+    run's cache folder; None for a cold run, which counts and keeps nothing)."""
+    key = f"{workload.name}|{shape.width}x{shape.height}x{shape.seq_len}|{mode}"
+    record = read_record(folder, FLOPS_FILE)
+    kept = record.get(key)
+    if isinstance(kept, dict):
+        try:
+            return FlopCount(float(kept["per_sample"]), str(kept["method"]))
+        except (KeyError, TypeError, ValueError):
+            pass  # a damaged entry is counted again
+    count = flops_per_sample(workload, shape, mode)
+    if count is not None and folder is not None:
+        with suppress(OSError):  # a record is a hint: a folder that refuses it costs a recount
+            write_json(folder / FLOPS_FILE, {**record, key: asdict(count)})
+    return count
