@@ -206,7 +206,7 @@ def test_a_point_that_never_settles_is_measured_after_the_bound_and_says_so(monk
     monkeypatch.setattr(loop, "MAX_STEADY_WARMUP_S", 0.5)
 
     def step(i: int) -> None:
-        time.sleep(0.002 * (1 + (i // 10) % 3))  # chunks of 2, 4 and 6 ms steps in turn
+        time.sleep(0.001 * (1 + i / 50))  # every step longer: no two chunks ever agree
 
     settings = LoopSettings(2, 5, steady_pct=1.0)
     began = time.perf_counter()
