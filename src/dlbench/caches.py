@@ -54,7 +54,20 @@ def use_caches(root: Path | None, environment: Mapping[str, object], enabled: bo
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor")
     os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
     os.environ["TRITON_CACHE_AUTOTUNING"] = "1"
+    _same_ptxas_for_every_kernel()
     return folder
+
+
+def _same_ptxas_for_every_kernel() -> None:
+    """Choose now the ptxas that inductor would switch Triton to the first time it compiles
+    (torch's own): Triton's cache keys name the ptxas, so a sweep worker whose earlier point
+    compiled nothing, its graphs served from the cache, built and tuned the decode kernels with
+    Triton's and never found what a cold worker had stored."""
+    try:
+        from torch._inductor.runtime.compile_tasks import _set_triton_ptxas_path
+    except ImportError:  # another torch: inductor picks no ptxas of its own there
+        return
+    _set_triton_ptxas_path()
 
 
 def read_record(folder: Path | None, name: str) -> dict:

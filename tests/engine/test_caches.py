@@ -113,3 +113,17 @@ def test_a_flop_count_is_kept_in_the_folder_and_served_without_counting(tmp_path
     (tmp_path / flops.FLOPS_FILE).write_text(json.dumps({key: {"per_sample": "many"}}))
     assert flops.recorded_flops_per_sample(workload, shape, "train", tmp_path) == counted
     assert json.loads((tmp_path / flops.FLOPS_FILE).read_text())[key]["per_sample"] > 0
+
+
+def test_the_caches_fix_the_ptxas_before_any_kernel_compiles(tmp_path, monkeypatch):
+    """Triton's cache keys name the ptxas, which inductor switches to torch's own the first
+    time it compiles: opening the caches makes that choice at once, so a worker that compiled
+    nothing yet keys its kernels as one that did."""
+    from torch._inductor.runtime import compile_tasks
+
+    chosen: list[bool] = []
+    monkeypatch.setattr(compile_tasks, "_set_triton_ptxas_path", lambda: chosen.append(True))
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING"):
+        monkeypatch.delenv(name, raising=False)
+    use_caches(tmp_path, ENVIRONMENT)
+    assert chosen == [True]
