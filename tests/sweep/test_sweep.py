@@ -317,6 +317,22 @@ def test_auto_search_finds_a_planted_memory_limit_in_at_most_12_probes():
         assert found.columns()["auto_batch_probes"].startswith("2:ok 8:ok")
 
 
+def test_an_estimate_that_does_not_fit_is_stepped_down_from_not_bisected_from_the_small_probes():
+    """resnet50 training on an H100: the small probes' line said 1,728, which ran out of memory,
+    and bisecting from 8 took six more probes (868, 1298, 1513, 1620, 1566) to 1,513."""
+    gib, limit = 2**30, 1540
+    budget = MEMORY_FRACTION * 80 * gib
+    per_sample = budget / 1728.5  # the line through the small probes meets the budget at 1,728
+
+    def probe(n: int) -> Probe:
+        return Probe(n, True, per_sample * n) if n <= limit else Probe(n, False)
+
+    found = search_batch_size(probe, budget)
+    assert limit - limit // 16 <= found.batch_size <= limit
+    assert found.columns()["auto_batch_probes"].startswith("2:ok 8:ok 1728:oom")
+    assert len(found.probes) <= 5, found.columns()["auto_batch_probes"]
+
+
 def test_the_chosen_size_is_confirmed_with_autotuned_memory_and_stepped_down():
     gib = 2**30
     budget = MEMORY_FRACTION * 80 * gib

@@ -34,7 +34,7 @@ from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
 
 MEMORY_FRACTION = 0.9
 SMALL_PROBES = (2, 8)
-STEP_UP = 1.125  # from a checked estimate, try this much more before bisecting
+STEP_UP = 1.125  # from a checked estimate, try this much more (or less) before bisecting
 PROBE_FLAGS = ["--n-iters", "1", "--warmup-steps", "1", "--no-telemetry", "--min-time", "0"]
 
 
@@ -107,8 +107,13 @@ def search_batch_size(
                     bad = higher
                     break
                 good = higher
-        else:
+        else:  # the line overshot, seldom by much: step down from it, not up from the probes
             bad = estimate
+            while (lower := math.floor(bad / STEP_UP)) > good:
+                if fits(lower):
+                    good = lower
+                    break
+                bad = lower
     elif bad is None:
         good, bad = _grow_until_failure(fits, good, limit)
     while bad is not None and bad - good > max(1, int(good * resolution)):
