@@ -50,6 +50,13 @@ POWER_AVERAGING_S = 1.0
 # ... or this long where it comes from the energy counter, which reports a step late: more than
 # a step (a tenth of a second on an H100), so the step the window starts from counted a busy GPU.
 COUNTER_LEAD_S = 0.25
+# A step-time spread needs this many measured steps (a standard deviation of fewer is uncertain
+# by over a quarter); --n-iters' default too. On a GPU DEFAULT_MIN_TIME_S usually decides.
+MIN_SPREAD_STEPS = 10
+# Fixed warm-up before the check for settled steps: the first step builds (cuDNN's plans, the
+# allocator's pools), the second makes the optimizer's state; on a GPU the warm-up then goes on
+# until the steps settle (engine.loop.STEADY_PCT), so a fixed count longer than this only costs.
+DEFAULT_WARMUP_STEPS = 3
 # A rank that waits longer than this in a collective ends the run (--collective-timeout):
 # longer than any step or compilation a rank may run alone, far shorter than PyTorch's default.
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0
@@ -102,9 +109,15 @@ class RunConfig:
     )
     mode: str = option("train", "train or infer.", panel="Workload")
     batch_size: int = option(32, "Samples per step per device.", panel="Workload")
-    n_iters: int = option(50, "Measured steps (at least; see --max-noise).", panel="Measurement")
+    n_iters: int = option(
+        MIN_SPREAD_STEPS,
+        "Measured steps (at least; see --min-time, --max-noise).",
+        panel="Measurement",
+    )
     warmup_steps: int = option(
-        10, "Untimed steps first (autotune, compile, allocator).", panel="Measurement"
+        DEFAULT_WARMUP_STEPS,
+        "Untimed steps first (then, on a GPU, more until steps settle).",
+        panel="Measurement",
     )
     precision: str = option(
         "32",

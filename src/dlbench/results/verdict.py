@@ -4,13 +4,11 @@ every threshold is here. `advice` turns the verdict into one line that says what
 
 from __future__ import annotations
 
+from dlbench.config import MIN_SPREAD_STEPS
 from dlbench.console import number_or_none
 from dlbench.results.schema import is_true
 
 MAX_SPREAD_PCT = 5.0  # step-time spread (stdev % of mean) beyond this, or beyond --max-noise
-# A spread needs this many measured steps (or queries, or generation rounds): the standard
-# deviation of fewer is itself uncertain by more than a quarter, so "not noisy" would mean nothing.
-MIN_SPREAD_STEPS = 10
 LOW_CLOCK_SAMPLES_PCT = 10.0  # SM clock under its base in more than this share of samples
 # Slowdowns the hardware imposes: a row measured through them measures the cooling or the
 # power supply. A software power cap at the board's limit is how an H100 runs heavy GEMMs.
