@@ -74,3 +74,31 @@ def test_plan_refuses_what_the_device_cannot_run():
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="--accelerator"):
             make_plan(RunConfig(model="resnet50", accelerator="gpu"))
+
+
+
+def test_synthetic_batches_are_made_on_the_device_that_holds_them(monkeypatch):
+    """A batch drawn by the host's generator, then copied, cost seconds at the sizes that
+    --batch-size auto probes: resident batches are drawn by a generator on the run's device."""
+    from types import SimpleNamespace
+
+    from dlbench.engine import session
+
+    asked: list[str] = []
+    real = torch.Generator
+
+    def generator(device="cpu"):
+        asked.append(str(device))
+        return real()  # no other device here: draw on the host, keep what was asked for
+
+    plan = make_plan(RunConfig(model="timm:test_resnet", accelerator="cpu", batch_size=2))
+    fabric = SimpleNamespace(device=torch.device("cuda", 0), to_device=lambda t: t)
+    fmt = torch.contiguous_format
+    monkeypatch.setattr(torch, "Generator", generator)
+    made = session.synthetic_batches(
+        plan.config, plan.workload, plan.shape, plan.precision, fmt, fabric
+    )
+    assert asked == ["cuda:0"] and len(made) == session.DISTINCT_BATCHES
+    asked.clear()
+    session.make_batches(plan.workload, plan.shape, 2, 0, fmt)  # --data-on host, the bare loop's
+    assert asked == ["cpu"]

@@ -55,7 +55,7 @@ COUNTER_LEAD_S = 0.25
 MIN_SPREAD_STEPS = 10
 # Fixed warm-up before the check for settled steps: the first step builds (cuDNN's plans, the
 # allocator's pools), the second makes the optimizer's state; on a GPU the warm-up then goes on
-# until the steps settle (engine.loop.STEADY_PCT), so a fixed count longer than this only costs.
+# until steps settle (engine.loop.STEADY_PCT): more only costs (docs/decisions.md#warmup-default).
 DEFAULT_WARMUP_STEPS = 3
 # A rank that waits longer than this in a collective ends the run (--collective-timeout):
 # longer than any step or compilation a rank may run alone, far shorter than PyTorch's default.

@@ -56,7 +56,8 @@ class BareLoop:
         self.model = model
         self.model.train(self.train)
         self.batches = []
-        for b in make_batches(workload, shape, config.batch_size, config.seed, fmt):
+        made_on = device if config.data_on == "device" else None  # as the session makes them
+        for b in make_batches(workload, shape, config.batch_size, config.seed, fmt, made_on):
             b = cast_inputs(b.map(lambda t: t.to(device)), precision)
             self.batches.append((b.inputs, b.targets))
         dtype = precision.autocast_dtype

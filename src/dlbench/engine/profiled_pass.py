@@ -19,7 +19,7 @@ from dlbench.engine.timer import synchronize
 
 HOST_BOUND_BUSY_PCT = 90.0  # below this share busy, the GPU waits for the host a tenth of each step
 # Profile about this long, in MIN_STEPS to MAX_STEPS steps: the busy share is each step's own
-# (the same kernels every step), so a longer pass only costs the profiler's collection.
+# (the same kernels every step): a longer pass costs collection (docs/decisions.md#warmup-default).
 TARGET_PASS_S = 0.1
 MIN_STEPS, MAX_STEPS = 2, 100
 ISSUE_BURST = 8  # launches timed back to back: fewer than a launch queue holds

@@ -141,10 +141,18 @@ def memory_format(config: RunConfig, workload: Workload) -> torch.memory_format:
 
 
 def make_batches(
-    workload: Workload, shape: InputShape, batch_size: int, seed: int, fmt: torch.memory_format
+    workload: Workload,
+    shape: InputShape,
+    batch_size: int,
+    seed: int,
+    fmt: torch.memory_format,
+    device: torch.device | None = None,
 ) -> list[Batch]:
-    """The synthetic batches, made once on the host before anything is timed."""
-    gen = torch.Generator().manual_seed(seed)
+    """The synthetic batches, made once before anything is timed, on `device` (default: the
+    host) where the workload's batch honours its generator's device: a large batch made on
+    the host took longer than the steps of a --batch-size auto probe
+    (docs/decisions.md#synthetic-on-device)."""
+    gen = torch.Generator(device or "cpu").manual_seed(seed)
     batches = [workload.make_batch(batch_size, shape, gen) for _ in range(DISTINCT_BATCHES)]
     if fmt is torch.channels_last:
         batches = [Batch(b.inputs.contiguous(memory_format=fmt), b.targets) for b in batches]
@@ -262,11 +270,12 @@ def build_model(workload: Workload, shape: InputShape, llm_impl: str | None, whe
 def synthetic_batches(config, workload, shape, precision, fmt, fabric) -> list[Batch]:
     """The in-memory batches in the input dtype: resident on the device, or pinned on the host
     (`--data-on host`) to be copied inside each step."""
-    batches = [
-        cast_inputs(b, precision)
-        for b in make_batches(workload, shape, config.batch_size, config.seed, fmt)
-    ]
-    if config.data_on == "device":
+    on_device = config.data_on == "device"
+    made = make_batches(
+        workload, shape, config.batch_size, config.seed, fmt, fabric.device if on_device else None
+    )
+    batches = [cast_inputs(b, precision) for b in made]
+    if on_device:
         return [b.map(fabric.to_device) for b in batches]
     if fabric.device.type == "cuda":
         return [b.map(torch.Tensor.pin_memory) for b in batches]

@@ -14,8 +14,9 @@ NUM_SEG_CLASSES = 21
 
 def segmentation_batch(batch_size: int, shape: InputShape, gen: torch.Generator) -> Batch:
     """Random pixels and a random class per pixel."""
-    pixels = torch.randn(batch_size, 3, shape.height, shape.width, generator=gen)
-    mask = torch.randint(0, NUM_SEG_CLASSES, (batch_size, shape.height, shape.width), generator=gen)
+    on, size = gen.device, (batch_size, shape.height, shape.width)
+    pixels = torch.randn(batch_size, 3, shape.height, shape.width, generator=gen, device=on)
+    mask = torch.randint(0, NUM_SEG_CLASSES, size, generator=gen, device=on)
     return Batch(pixels, mask)
 
 

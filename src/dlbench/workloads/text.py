@@ -39,10 +39,12 @@ def token_batch(vocab: int, per_token_targets: bool):
     """Random token ids; targets per token (causal LM) or per sequence (2 classes)."""
 
     def make(batch_size: int, shape: InputShape, gen: torch.Generator) -> Batch:
-        ids = torch.randint(0, vocab, (batch_size, shape.seq_len), generator=gen)
+        size, on = (batch_size, shape.seq_len), gen.device
+        ids = torch.randint(0, vocab, size, generator=gen, device=on)
         if per_token_targets:
-            return Batch(ids, torch.randint(0, vocab, (batch_size, shape.seq_len), generator=gen))
-        return Batch(ids, torch.randint(0, DISTILBERT_LABELS, (batch_size,), generator=gen))
+            return Batch(ids, torch.randint(0, vocab, size, generator=gen, device=on))
+        labels = torch.randint(0, DISTILBERT_LABELS, (batch_size,), generator=gen, device=on)
+        return Batch(ids, labels)
 
     return make
 

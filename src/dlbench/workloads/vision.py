@@ -17,8 +17,9 @@ SWIN_RULE = SizeRule(minimum=32, multiple=32, reason=" (4-pixel patches merged 3
 
 def classification_batch(batch_size: int, shape: InputShape, gen: torch.Generator) -> Batch:
     """Random pixels and random class labels."""
-    pixels = torch.randn(batch_size, 3, shape.height, shape.width, generator=gen)
-    labels = torch.randint(0, NUM_CLASSES, (batch_size,), generator=gen)
+    on = gen.device
+    pixels = torch.randn(batch_size, 3, shape.height, shape.width, generator=gen, device=on)
+    labels = torch.randint(0, NUM_CLASSES, (batch_size,), generator=gen, device=on)
     return Batch(pixels, labels)
 
 
