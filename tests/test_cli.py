@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import TINY, cli_env, read_rows, run_cli, tiny_run
 
 
+@pytest.mark.e2e
 def test_train_and_src_inference_append_one_row_each(csv_path):
     steps = ["--n-iters", "3", "--warmup-steps", "1"]
     first = tiny_run(*steps, output=csv_path)
@@ -74,6 +75,7 @@ def test_unwritable_output_is_refused(tmp_path):
     assert blocker.read_text() == "not a folder"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("stop", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_stopping_signal_mid_run_exits_128_plus_it_and_keeps_earlier_rows(csv_path, stop, code):
     """SIGHUP too: a terminal or an ssh session that closes killed the run outright, its
@@ -129,6 +131,7 @@ def test_models_lists_the_registry_with_parameter_counts():
     assert "25.6" in resnet50  # timm's resnet50: 25.6 M parameters
 
 
+@pytest.mark.e2e
 def test_the_cli_runs_cuda_with_32_work_queues_unless_the_user_set_their_own(tmp_path):
     from tests.conftest import cli_env
 

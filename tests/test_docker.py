@@ -142,6 +142,7 @@ COMMAND_LINES = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", COMMAND_LINES)
 def test_each_documented_command_line_runs_as_the_image_would(name, tmp_path):
     args = COMMAND_LINES[name]()
@@ -154,6 +155,7 @@ def test_each_documented_command_line_runs_as_the_image_would(name, tmp_path):
     assert row["status"] == "ok" and row["mode"] == ("train" if "train" in args[0] else "infer")
 
 
+@pytest.mark.e2e
 def test_compose_sweep_and_report_services_run_as_the_image_would(tmp_path):
     services = _compose("docker-compose.yml")
     (tmp_path / "results").mkdir()
@@ -198,6 +200,7 @@ def _gate(tmp_path: Path, plan: str, *baseline: str) -> subprocess.CompletedProc
                           text=True, cwd=ROOT, env=env, timeout=300)  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_the_regression_gate_script_runs_the_plan_compares_and_reports(tmp_path):
     first = _gate(tmp_path, GATE_PLAN)
     assert first.returncode == 0, first.stderr
@@ -215,6 +218,7 @@ def test_the_regression_gate_script_runs_the_plan_compares_and_reports(tmp_path)
     assert "steady" in (tmp_path / "summary.md").read_text()  # the step summary's table
 
 
+@pytest.mark.e2e
 def test_the_regression_gate_fails_when_a_point_fails_and_still_reports(tmp_path):
     plan = GATE_PLAN + "  - {models: [fault_crash], modes: [train], batch_sizes: [4]}\n"
     out = _gate(tmp_path, plan)

@@ -530,6 +530,7 @@ def test_the_rest_of_the_checks_name_their_flag(dlbench, kept):
     refused(dlbench("data", kept), "--data")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("earlier", ["same_columns", "fewer_columns"])
 def test_a_disk_that_fills_during_the_append_leaves_no_half_row(tmp_path, earlier):
     """A full disk writes part of the row and then refuses: the run once exited 0 with half a
@@ -562,6 +563,7 @@ def test_a_disk_that_fills_during_the_append_leaves_no_half_row(tmp_path, earlie
     assert output.read_bytes() == before
 
 
+@pytest.mark.e2e
 def test_a_cache_path_the_environment_points_nowhere_is_one_line(tmp_path):
     """Torch creates its compile cache while Lightning imports; a path that cannot be made
     raised FileNotFoundError through every layer."""

@@ -97,6 +97,7 @@ def test_the_default_parts_are_the_gpu_ones_and_a_wrong_part_exits_2() -> None:
         assert out.returncode == 2 and out.stderr.startswith("usage:"), out.stderr
 
 
+@pytest.mark.e2e
 def test_the_example_report_builds_from_the_reference_rows(tmp_path: Path) -> None:
     out = subprocess.run(
         ["bash", "benchmarks/example_report.sh"],

@@ -68,6 +68,7 @@ def test_a_different_cuda_environment_is_noted():
     assert table.loc[0, "note"] == f"cuda_env {queues}8 -> {queues}32"
 
 
+@pytest.mark.e2e
 def test_bad_input_exits_2(tmp_path):
     base = _csv(tmp_path / "base.csv", [1000, 500, 300])
     foreign = tmp_path / "foreign.csv"

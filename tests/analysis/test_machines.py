@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from dlbench.analysis.machines import code_labels, workload_family
 from tests.analysis.rows import benchmark_row, write_rows
@@ -45,6 +46,7 @@ def _row(code: str, rate: float, gpu: str = "NVIDIA H100 80GB HBM3", **more) -> 
                          samples_per_s=rate, gpu_name=gpu, verdict="valid", **more)  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_a_pair_of_rows_from_different_code_is_marked_and_a_move_by_the_code_shown(tmp_path):
     before = write_rows(tmp_path / "before.csv", [_row(OLD, 1000.0), _row(OLD, 1300.0, "B")])
     after = write_rows(tmp_path / "after.csv", [_row(NEW, 1400.0), _row(NEW, 1820.0, "B")])

@@ -49,6 +49,7 @@ def test_recommend_power_cli_and_its_errors(tmp_path):
     assert out.returncode == 2 and "power limits" in out.stderr
 
 
+@pytest.mark.e2e
 def test_report_embeds_every_plot_and_says_where_environments_differ(tmp_path):
     sources = sorted((ROOT / "benchmarks" / "reference").glob("*.csv"))
     sources.append(Path(__file__).parent / "data" / "scaling-h200.csv")
@@ -156,6 +157,7 @@ def test_report_gives_the_batch_1_latency_ratio_between_gpus(tmp_path):
     assert section.count("resnet50") == 4  # the batch-256 row is no latency row
 
 
+@pytest.mark.e2e
 def test_report_ranks_gpus_by_cost_and_lists_the_rows_it_left_out(tmp_path):
     rows = [
         benchmark_row(gpu_name="NVIDIA H100 80GB HBM3", samples_per_s=4000.0, verdict="valid"),

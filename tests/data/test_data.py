@@ -86,6 +86,7 @@ def test_loader_alone_gives_a_row_per_worker_count(images, csv_path):
     assert worker_counts(6) == [0, 1, 2, 4, 6] and worker_counts(8) == [0, 1, 2, 4, 8]
 
 
+@pytest.mark.e2e
 def test_training_from_a_folder_records_reads_and_waits(images, csv_path):
     out = run_cli(
         "train",
@@ -110,6 +111,7 @@ def test_training_from_a_folder_records_reads_and_waits(images, csv_path):
     assert row["input_bound"] == str(float(row["data_wait_pct"]) > 10)
 
 
+@pytest.mark.e2e
 def test_the_gpu_decode_path_trains_end_to_end_where_it_can_run_here(images, csv_path):
     """`--decode gpu` through the CLI on this host's CPU: workers pack the files and crops, the
     step's side decodes them with torchvision and crops them in one pass; the row says so. The
@@ -259,6 +261,7 @@ def test_closing_the_feed_does_not_wait_for_a_loader_that_hangs(monkeypatch):
     assert not hung._thread.is_alive()
 
 
+@pytest.mark.e2e
 def test_each_bad_file_is_counted_once_however_often_it_is_tried(tmp_path, csv_path):
     import os
 
@@ -317,6 +320,7 @@ def test_a_folder_nothing_in_which_decodes_ends_in_one_line_from_the_workers(tmp
     assert not csv_path.exists()
 
 
+@pytest.mark.e2e
 def test_bad_folders_exit_2_with_one_line_and_earlier_rows_intact(images, tmp_path, csv_path):
     first = run_cli("infer", *TINY_IMAGE, "--batch-size", "4", "--output", csv_path)
     assert first.returncode == 0, first.stderr
@@ -376,6 +380,7 @@ def test_a_line_of_any_length_reaches_the_tokenizer_in_bounded_pieces(monkeypatc
     assert tokenizer.decode(ids[0]) == line and tokenizer.decode(ids[1]) == "short"
 
 
+@pytest.mark.e2e
 def test_text_corpus_trains_a_causal_lm_and_classifiers_read_a_line_per_sample(tmp_path, csv_path):
     from dlbench.data.text import TokenSet, read_samples, train_tokenizer
 
@@ -609,6 +614,7 @@ print("same")
 """
 
 
+@pytest.mark.e2e
 def test_the_gpu_crop_kernel_gives_the_cpu_paths_normalised_crops():
     """The Triton kernel that crops, flips and normalises the GPU path's decoded batch (run by
     Triton's interpreter on the CPU: a subprocess, as the interpreter is chosen at import),
@@ -674,6 +680,7 @@ def _processes_naming(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.e2e
 def test_sigterm_stops_a_data_fed_run_its_staging_thread_and_its_workers(images, tmp_path):
     """Stopped mid-window, a run fed by loader workers and the staging thread exits 143 with
     one line, writes no row, and leaves no worker process behind."""

@@ -84,6 +84,7 @@ def test_a_folder_of_every_mode_is_indexed_whole(every_mode):
     [["--workers", "0"], ["--workers", "2"], ["--workers", "2", "--decode", "gpu"]],
     ids=["in-process", "workers", "gpu-path-workers"],
 )
+@pytest.mark.e2e
 def test_a_folder_of_every_mode_trains_and_skips_nothing(every_mode, tmp_path, feed):
     csv = tmp_path / "modes.csv"
     out = run_cli(

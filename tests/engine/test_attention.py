@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from dlbench.config import ATTENTION_KERNELS
@@ -9,6 +10,7 @@ from dlbench.engine.attention import SDPA_BACKENDS, attention_kernel
 from tests.conftest import read_rows, run_cli
 
 
+@pytest.mark.e2e
 def test_the_kernel_asked_for_runs_and_the_row_says_so(csv_path):
     args = ["--model", "llm_tiny", "--seq-len", "16", "--accelerator", "cpu", "--batch-size", "2"]
     args += ["--n-iters", "2", "--warmup-steps", "1", "--output", str(csv_path)]

@@ -76,7 +76,6 @@ def test_plan_refuses_what_the_device_cannot_run():
             make_plan(RunConfig(model="resnet50", accelerator="gpu"))
 
 
-
 def test_synthetic_batches_are_made_on_the_device_that_holds_them(monkeypatch):
     """A batch drawn by the host's generator, then copied, cost seconds at the sizes that
     --batch-size auto probes: resident batches are drawn by a generator on the run's device."""

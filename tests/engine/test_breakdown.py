@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dlbench.engine.breakdown import hint
 from tests.conftest import TINY, read_rows, run_cli
 
@@ -13,6 +15,7 @@ def test_hint_names_the_bottleneck():
     assert hint({"forward": 2.0}, None).startswith("compute-bound")
 
 
+@pytest.mark.e2e
 def test_breakdown_columns_come_from_the_diagnostic_pass(csv_path):
     out = run_cli(
         "train",

@@ -23,6 +23,7 @@ ENVIRONMENT = {
 }
 
 
+@pytest.mark.e2e
 def test_a_second_run_is_served_from_the_cache_and_no_cache_is_cold(tmp_path):
     csv, cache = tmp_path / "rows.csv", tmp_path / "cache"
     for flags in (["--cache-dir", str(cache)], ["--cache-dir", str(cache)], ["--no-cache"]):
@@ -81,6 +82,7 @@ def test_a_cache_folder_that_cannot_be_made_is_one_error_line(tmp_path):
     assert not (tmp_path / "rows.csv").exists()
 
 
+@pytest.mark.e2e
 def test_a_default_cache_folder_that_cannot_be_made_costs_a_warning_and_a_cold_run(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")  # as a container user whose home is not writable

@@ -19,6 +19,7 @@ from tests.conftest import TINY, cli_env, read_rows, run_cli
 RUN = ["--model", "timm:test_resnet", *TINY, "--n-iters", "20", "--warmup-steps", "1"]
 
 
+@pytest.mark.e2e
 def test_two_cpu_ranks_write_one_row_and_a_per_rank_power_file(csv_path, tmp_path):
     state = tmp_path / "nvml.json"
     fake_nvml.write_state(state, [{"power_w": 200.0}, {"power_w": 300.0}])
@@ -55,6 +56,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.e2e
 def test_torchrun_two_node_ranks_on_localhost_write_one_row(csv_path):
     endpoint = f"127.0.0.1:{_free_port()}"
     launch = [
@@ -98,6 +100,7 @@ def test_torchrun_two_node_ranks_on_localhost_write_one_row(csv_path):
     ]
 
 
+@pytest.mark.e2e
 def test_scaling_command_records_efficiency_and_reruns_add_nothing(csv_path):
     args = ["scaling", *RUN, "--accelerator", "cpu", "--devices", "1,2", "--output", str(csv_path)]
     out = run_cli(*args)
@@ -175,6 +178,7 @@ def test_device_counts_add_the_baseline_and_refuse_too_many():
         device_counts("two", "cpu")
 
 
+@pytest.mark.e2e
 def test_max_noise_under_ddp_stops_all_ranks_together(csv_path):
     # rank 0 meets a 20 % spread at once, rank 1 never does: both must stop at --max-time with
     # the same steps, and the row's rate must count every rank's steps.

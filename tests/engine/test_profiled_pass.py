@@ -46,6 +46,7 @@ def test_attention_backend_is_named_from_what_ran(names, expected):
     assert attention_backend(names) == expected
 
 
+@pytest.mark.e2e
 def test_rows_name_the_attention_backend_and_leave_gpu_busy_empty_on_the_cpu(csv_path):
     args = ["--accelerator", "cpu", "--batch-size", "2", "--n-iters", "2", "--warmup-steps", "1"]
     llm = run_cli(

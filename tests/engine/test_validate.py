@@ -10,6 +10,7 @@ from tests.conftest import TINY, cli_env, read_rows, run_cli
 VALIDATE = ["validate", "--model", "timm:test_resnet", *TINY, "--warmup-steps", "1"]
 
 
+@pytest.mark.e2e
 def test_validate_records_one_row_with_the_ratio_of_the_two_loops(csv_path):
     out = run_cli(*VALIDATE, "--n-iters", "3", "--repeats", "1", "--output", csv_path)
     assert out.returncode == 0, out.stderr
@@ -20,6 +21,7 @@ def test_validate_records_one_row_with_the_ratio_of_the_two_loops(csv_path):
     assert float(row["harness_ratio"]) == pytest.approx(ratio)
 
 
+@pytest.mark.e2e
 def test_validate_on_two_ddp_ranks_records_the_ratio_per_repeat(csv_path):
     out = run_cli(*VALIDATE, "--n-iters", "20", "--devices", "2", "--repeats", "2",
                   "--ddp", "static_graph=true", "--output", csv_path)  # fmt: skip
@@ -30,6 +32,7 @@ def test_validate_on_two_ddp_ranks_records_the_ratio_per_repeat(csv_path):
     assert len(ratios) == 2 and all(0.5 < r < 2.0 for r in ratios)
 
 
+@pytest.mark.e2e
 def test_a_planted_slowdown_in_the_dlbench_ddp_step_moves_the_ratio_below_1(csv_path):
     env = {**cli_env(), "DLBENCH_TEST_SLOW_STEPS": "1"}  # +50 ms per dlbench step
     out = run_cli(*VALIDATE, "--n-iters", "10", "--devices", "2", "--repeats", "1",

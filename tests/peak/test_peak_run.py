@@ -18,6 +18,7 @@ TRAIN = ["train", "--accelerator", "cpu", "--model", "timm:test_resnet", "--widt
          "--warmup-steps", "1"]  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_peak_on_the_cpu_writes_a_row_within_its_time_and_later_runs_divide_by_it(tmp_path):
     csv, cache = tmp_path / "rows.csv", tmp_path / "cache"
     began = time.perf_counter()

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 import dlbench
 from dlbench.provenance import CodeIdentity, from_build_info, from_git, write_build_info
 from tests.conftest import ROOT, read_rows, run_cli, tiny_run
@@ -16,6 +18,7 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout
 
 
+@pytest.mark.e2e
 def test_a_cpu_run_row_names_the_commit_and_whether_the_tree_had_changes(csv_path):
     assert tiny_run(output=csv_path).returncode == 0
     [row] = read_rows(csv_path)

@@ -65,6 +65,7 @@ def test_a_row_that_passes_every_check_is_valid_and_notes_stay_apart():
     assert advice(capped).startswith("VALID (note: ran at its software power cap in 64 %")
 
 
+@pytest.mark.e2e
 def test_strict_exits_4_on_an_invalid_row_and_keeps_it(csv_path):
     out = tiny_run("--strict", "--max-noise", "0.0001", "--max-time", "0.5", output=csv_path)
     assert out.returncode == 4, out.stderr

@@ -51,6 +51,7 @@ def history_of(state) -> list[float]:
     return fake_nvml.read_state(state)["gpus"][0].get("limit_history", [])
 
 
+@pytest.mark.e2e
 def test_normal_end_with_a_killed_child_restores_and_records(fake_gpu, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", env_with()["PYTHONPATH"])
     csv_path = tmp_path / "power.csv"

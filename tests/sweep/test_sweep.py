@@ -83,6 +83,7 @@ def test_a_fixed_flag_is_not_undone_by_the_default_of_an_axis_the_block_leaves_o
     assert (second.width, second.height) == (32, 32)
 
 
+@pytest.mark.e2e
 def test_shards_split_a_plan_into_disjoint_parts_that_cover_it():
     listed = []
     for k in range(3):
@@ -98,6 +99,7 @@ def test_shards_split_a_plan_into_disjoint_parts_that_cover_it():
     assert bad.returncode == 2 and "--shard" in bad.stderr
 
 
+@pytest.mark.e2e
 def test_only_runs_the_plans_runs_with_a_tag():
     out = run_cli("sweep", "default", "--dry-run", "--only", "purpose=latency")
     assert out.returncode == 0, out.stderr
@@ -120,6 +122,7 @@ def test_bad_plans_are_user_errors(tmp_path):
         parse_plan("runs: [{modes: [train]}]")
 
 
+@pytest.mark.e2e
 def test_one_failure_never_costs_the_others(tmp_path):
     plan_file = tmp_path / "faults.yaml"
     plan_file.write_text(FAULT_PLAN)
@@ -145,6 +148,7 @@ def test_one_failure_never_costs_the_others(tmp_path):
     assert "oom: 2" in out.stdout and "timeout: 1" in out.stdout
 
 
+@pytest.mark.e2e
 def test_sigterm_mid_sweep_leaves_valid_csv_and_rerun_completes_the_rest(tmp_path):
     plan_file = tmp_path / "small.yaml"
     plan_file.write_text(SMALL_PLAN)
@@ -222,6 +226,7 @@ def test_repeats_and_block_tags_label_the_points():
     assert points[1].cli_args()[-4:] == ["--tag", "purpose=latency", "--tag", "repeat=1"]
 
 
+@pytest.mark.e2e
 def test_a_repeated_sweep_feeds_compare_its_between_run_spread(tmp_path):
     plan_file = tmp_path / "rep.yaml"
     plan_file.write_text(
@@ -275,6 +280,7 @@ runs:
 """
 
 
+@pytest.mark.e2e
 def test_worker_mode_survives_a_crash_and_measures_what_isolated_processes_measure(tmp_path):
     plan_file = tmp_path / "worker.yaml"
     plan_file.write_text(WORKER_PLAN)
@@ -385,6 +391,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.e2e
 def test_a_killed_sweep_leaves_no_worker_and_one_sweep_writes_a_csv_at_a_time(tmp_path):
     long_plan, short_plan = tmp_path / "long.yaml", tmp_path / "short.yaml"
     long_plan.write_text(LONG_PLAN)

@@ -123,6 +123,7 @@ def test_missing_nvml_degrades_to_a_warning(monkeypatch, tmp_path, capsys):
     assert _window(monitor, 0.01).get("energy_j") is None
 
 
+@pytest.mark.e2e
 def test_cli_row_carries_energy_per_sample_and_log(fake_gpus, csv_path, tmp_path):
     fake_gpus({"power_w": 200.0})
     log = tmp_path / "samples.csv"
@@ -194,6 +195,7 @@ def test_no_telemetry_flag_leaves_power_columns_out(fake_gpus, csv_path):
     assert "energy_j" not in json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.e2e
 def test_throttle_warning_is_printed(fake_gpus, csv_path):
     fake_gpus({"throttle": 0x20})
     out = run_cli(
@@ -265,6 +267,7 @@ def test_a_long_enough_window_is_trusted_and_agrees_with_the_integral(fake_gpus)
     assert summary["telemetry_window_s"] == pytest.approx(0.6, abs=0.05)
 
 
+@pytest.mark.e2e
 def test_min_time_stretches_the_window_until_the_counter_can_be_trusted(fake_gpus, csv_path):
     fake_gpus({"power_w": 200.0, "energy_period_s": 0.01})  # needs 0.4 s
     args = ["--model", "timm:test_resnet", *TINY, "--n-iters", "2", "--warmup-steps", "1"]

@@ -89,6 +89,7 @@ def test_llm_impl_is_refused_for_other_workloads():
     assert make_plan(RunConfig(model="llm_tiny", accelerator="cpu")).config.llm_impl == "native"
 
 
+@pytest.mark.e2e
 def test_the_chunked_loss_compiles_to_the_same_value_and_gradients(monkeypatch):
     """`--compile` compiles the loss (inductor, one graph): the chunk's softmax-minus-one-hot
     gradient must survive the compiler unchanged."""

@@ -63,6 +63,7 @@ def test_mfu_is_empty_for_unknown_gpus():
     assert unknown["achieved_tflops"] == 100.0 and "mfu" not in unknown
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", ["train", "infer"])
 def test_distilbert_and_llm_train_report_tokens(csv_path, mode):
     model = "distilbert" if mode == "infer" else "llm_tiny"

@@ -111,12 +111,12 @@ class RunConfig:
     batch_size: int = option(32, "Samples per step per device.", panel="Workload")
     n_iters: int = option(
         MIN_SPREAD_STEPS,
-        "Measured steps (at least; see --min-time, --max-noise).",
+        "Measured steps (at least; see --min-time).",
         panel="Measurement",
     )
     warmup_steps: int = option(
         DEFAULT_WARMUP_STEPS,
-        "Untimed steps first (then, on a GPU, more until steps settle).",
+        "Untimed steps first (a GPU adds more until steady).",
         panel="Measurement",
     )
     precision: str = option(
