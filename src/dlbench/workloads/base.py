@@ -60,6 +60,7 @@ class Workload:
     family: str  # "vision", "segmentation", "text", "llm"
     sample_unit: str  # "image" or "sequence"
     build: Callable[[InputShape], nn.Module]
+    # draws on the generator's device (`device=gen.device`); a batch made elsewhere is moved
     make_batch: Callable[[int, InputShape, torch.Generator], Batch]
     loss: Callable[[Any, torch.Tensor], torch.Tensor]
     default_width: int = 224
