@@ -17,6 +17,7 @@ from dlbench.engine.session import (
     build_model,
     cast_inputs,
     compiled,
+    drawn_on,
     make_batches,
     make_optimizer,
     memory_format,
@@ -56,8 +57,8 @@ class BareLoop:
         self.model = model
         self.model.train(self.train)
         self.batches = []
-        made_on = device if config.data_on == "device" else None  # as the session makes them
-        for b in make_batches(workload, shape, config.batch_size, config.seed, fmt, made_on):
+        on = drawn_on(config, device)
+        for b in make_batches(workload, shape, config.batch_size, config.seed, fmt, on):
             b = cast_inputs(b.map(lambda t: t.to(device)), precision)
             self.batches.append((b.inputs, b.targets))
         dtype = precision.autocast_dtype

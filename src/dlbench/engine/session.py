@@ -267,15 +267,20 @@ def build_model(workload: Workload, shape: InputShape, llm_impl: str | None, whe
     return model, workload.loss
 
 
+def drawn_on(config: RunConfig, device: torch.device) -> torch.device | None:
+    """Where the synthetic batches are drawn: on the device that holds them, or (None) on the
+    host where they stay pinned there (--data-on host). The bare loop asks the same, so that
+    `validate` gives both loops the same inputs."""
+    return device if config.data_on == "device" else None
+
+
 def synthetic_batches(config, workload, shape, precision, fmt, fabric) -> list[Batch]:
     """The in-memory batches in the input dtype: resident on the device, or pinned on the host
     (`--data-on host`) to be copied inside each step."""
-    on_device = config.data_on == "device"
-    made = make_batches(
-        workload, shape, config.batch_size, config.seed, fmt, fabric.device if on_device else None
-    )
+    on = drawn_on(config, fabric.device)
+    made = make_batches(workload, shape, config.batch_size, config.seed, fmt, on)
     batches = [cast_inputs(b, precision) for b in made]
-    if on_device:
+    if on is not None:
         return [b.map(fabric.to_device) for b in batches]
     if fabric.device.type == "cuda":
         return [b.map(torch.Tensor.pin_memory) for b in batches]
