@@ -25,7 +25,7 @@ def peak(host: str, index: int, bf16: float, read: float, name: str = H100) -> d
 FLEET = [
     peak("node1", 0, 790.0, 2.95), peak("node1", 1, 785.0, 2.97),
     peak("node2", 0, 792.0, 2.96), peak("node2", 1, 0.7 * 790.0, 2.95),  # the slow one
-    peak("node2", 2, 1010.0, 4.3, name=H200),  # no sibling: its datasheet only
+    peak("node2", 2, 760.0, 4.3, name=H200),  # no sibling: its datasheet only
 ]  # fmt: skip
 
 
@@ -39,6 +39,38 @@ def test_a_gpu_at_70_percent_of_its_siblings_is_named():
     assert slow["verdict"] == "invalid" and slow["verdict_reasons"] == "below_siblings"
     assert [v["verdict"] for v in verdicts] == ["valid", "valid", "valid", "invalid", "valid"]
     assert verdicts[4]["siblings_share"] is None
+
+
+def _judged(rows: list[dict]) -> list[dict]:
+    """As `dlbench peak` judges its rows: datasheet shares, then siblings, then the verdict."""
+    from dlbench.results.fleet import datasheet_shares
+
+    rows = [{**r, **datasheet_shares(r)} for r in rows]
+    return [{**r, **s, **verdict_columns({**r, **s})} for r, s in zip(rows, sibling_shares(rows))]
+
+
+def test_figures_above_the_datasheet_are_invalid_and_no_sibling_is_judged_by_them():
+    """The 4-GPU host of the issue: GPUs 1-3 timed with GPU 0's events read 771x the
+    datasheet and made the one right GPU `below_siblings`."""
+    host = [peak("h", 0, 759.8, 4.39, H200), peak("h", 1, 763_045.0, 261.0, H200),
+            peak("h", 2, 705_927.0, 270.0, H200), peak("h", 3, 823_618.0, 298.0, H200)]  # fmt: skip
+    judged = _judged(host)
+    assert judged[0]["verdict"] == "valid" and judged[0]["siblings_share"] is None
+    assert [j["verdict_reasons"] for j in judged[1:]] == ["above_datasheet"] * 3
+    assert judged[1]["attained_datasheet_share_max"] == pytest.approx(763_045.0 / 989.4)
+
+
+@pytest.mark.parametrize("bad", [float("inf"), -3.0, 0.0, float("-inf")])
+def test_a_figure_no_gpu_has_is_invalid_and_left_out_of_the_siblings_median(bad):
+    fleet = [peak("h", 0, 790.0, 2.95), peak("h", 1, 785.0, 2.97), peak("h", 2, 788.0, 2.96),
+             {**peak("h", 3, 780.0, 2.9), "attained_h2d_gb_s": bad}]  # fmt: skip
+    judged = _judged(fleet)
+    assert judged[3]["verdict_reasons"] == "impossible_figure"
+    assert [j["verdict"] for j in judged[:3]] == ["valid"] * 3
+    assert all(j["siblings"] == 3 for j in judged)
+    huge = _judged([*fleet[:3], peak("h", 3, 1e30, 2.9)])
+    assert huge[3]["verdict_reasons"] == "above_datasheet"
+    assert [j["verdict"] for j in huge[:3]] == ["valid"] * 3
 
 
 def test_the_report_over_several_hosts_names_it_and_a_gpu_under_its_datasheet(tmp_path):

@@ -101,12 +101,19 @@ def test_attained_columns_divide_by_the_dtype_the_precision_runs_in():
     assert attained_columns({"achieved_tflops": 1.0}, "bf16-mixed", None) == {}
 
 
-def test_peer_copies_are_measured_and_their_median_reported():
+def test_peer_copies_are_measured_per_pair_with_their_median_and_slowest():
     import torch
 
     from dlbench.peak.measure import measure_device
+    from dlbench.peak.run import peer_columns
 
-    cpu = torch.device("cpu")  # two "peers" that are the host: the copy path, no GPU needed
+    cpu = torch.device("cpu")  # three "peers" that are the host: the copy path, no GPU needed
     found = measure_device(cpu, total_s=1.0, peers=[cpu, cpu, cpu])
-    assert found["p2p"] > 0 and found["h2d"] is None and found["fp8"] is None
+    assert [peer for peer, _ in found["p2p"]] == ["cpu"] * 3
+    assert all(rate > 0 for _, rate in found["p2p"])
+    assert found["h2d"] is None and found["fp8"] is None
     assert isinstance(found["fp32"], Best) and isinstance(found["read"], Best)
+    columns = peer_columns([("1", 380.0), ("2", 120.0), ("3", 390.0)])
+    assert columns == {"attained_p2p_gb_s": 380.0, "attained_p2p_min_gb_s": 120.0,
+                       "attained_p2p_pairs": "1:380.0 2:120.0 3:390.0"}  # fmt: skip
+    assert peer_columns([])["attained_p2p_gb_s"] is None

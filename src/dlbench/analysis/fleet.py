@@ -19,10 +19,12 @@ COLUMNS = {"hostname": "host", "gpu_index": "GPU", "gpu_name": "model", "gpu_uui
            "attained_read_tb_s": "read TB/s", "attained_read_datasheet_share": "read of datasheet",
            "siblings": "siblings", "siblings_share": "of siblings' median",
            "siblings_low": "lowest on", "verdict": "verdict", "verdict_reasons": "why"}  # fmt: skip
+NAMED = "below_|above_datasheet|impossible_figure"  # the verdict's reasons that name a GPU
 RULE = (
     f"A GPU is named when it attains under {MIN_DATASHEET_MATMUL_SHARE:.0%} of its datasheet's "
     f"dense bf16 matmul or {MIN_DATASHEET_READ_SHARE:.0%} of its memory bandwidth, or under "
-    f"{MIN_SIBLINGS_SHARE:.0%} of the median of the same model's GPUs in these rows."
+    f"{MIN_SIBLINGS_SHARE:.0%} of the median of the same model's GPUs in these rows, or "
+    "when a figure is one no GPU has (above its datasheet, not a finite positive rate)."
 )
 
 
@@ -43,12 +45,13 @@ def fleet_table(rows: pd.DataFrame) -> pd.DataFrame:
     if peaks.empty:
         return pd.DataFrame()
     records = [{k: v for k, v in r.items() if not _missing(v)} for r in peaks.to_dict("records")]
+    for record in records:  # the datasheet first: an impossible figure is nobody's sibling
+        record.update(datasheet_shares(record))
     for record, shares in zip(records, sibling_shares(records)):
         record.update(shares)
-        record.update(datasheet_shares(record))
         record.update(verdict_columns(record))
     table = pd.DataFrame(records)
-    table["named"] = table["verdict_reasons"].astype(str).str.contains("below_")
+    table["named"] = table["verdict_reasons"].astype(str).str.contains(NAMED)
     order = [c for c in ("named", "hostname", "gpu_index") if c in table]
     table = table.sort_values(order, ascending=[False] + [True] * (len(order) - 1))
     table["gpu_uuid"] = table["gpu_uuid"].astype(str).str[:13]
@@ -62,7 +65,7 @@ def named_gpus(table: pd.DataFrame) -> list[str]:
     """`host GPU i (model): why` for each GPU the check names."""
     if table.empty:
         return []
-    named = table[table["why"].astype(str).str.contains("below_")]
+    named = table[table["why"].astype(str).str.contains(NAMED)]
     return [
         f"{r.get('host', '')} GPU {r.get('GPU', '')} ({r.get('model', '')}): {r['why']}"
         for _, r in named.iterrows()

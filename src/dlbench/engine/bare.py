@@ -6,8 +6,6 @@ is already up, with the same settings as the dlbench loop."""
 
 from __future__ import annotations
 
-import time
-
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
@@ -22,6 +20,7 @@ from dlbench.engine.session import (
     make_optimizer,
     memory_format,
 )
+from dlbench.engine.timer import seconds_of, synchronize
 from dlbench.workloads import InputShape, Workload
 
 
@@ -83,12 +82,12 @@ class BareLoop:
     def capture(self) -> None:
         """Each batch's step as a CUDA graph, by the recipe in torch's documentation: warm-up
         on a side stream, gradients set to None before capture, one pool for all graphs."""
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             for i in range(3):
                 self.step(i)
-        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.current_stream(self.device).wait_stream(side)
         pool = None
         for k in range(len(self.batches)):
             self.optimizer.zero_grad(set_to_none=True)
@@ -105,26 +104,15 @@ class BareLoop:
         else:
             self.step(i)
 
-    def window_s(self, warmup_steps: int, steps: int) -> float:
+    def window_s(self, warmup_steps: int, steps: int, align=lambda values: values) -> float:
         """Seconds for `steps` timed steps (device clock) after `warmup_steps` untimed ones
-        (and, for CUDA graphs, a capture the first time)."""
+        (and, for CUDA graphs, a capture the first time); under DDP every rank starts the
+        window together (`align`: a collective), as a careful user's barrier would have it."""
         with torch.inference_mode(not self.train):
             for i in range(warmup_steps):
                 self.timed_step(i)
             if self.cuda_graphs and not self.graphs:
                 self.capture()
-            if self.device.type == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(True)
-                torch.cuda.synchronize(self.device)
-                start.record()
-                for i in range(steps):
-                    self.timed_step(i)
-                end.record()
-                end.synchronize()
-                seconds = start.elapsed_time(end) / 1e3
-            else:
-                began = time.perf_counter()
-                for i in range(steps):
-                    self.timed_step(i)
-                seconds = time.perf_counter() - began
-        return seconds
+            synchronize(self.device)
+            align([0.0])
+            return seconds_of(steps, self.timed_step, self.device)

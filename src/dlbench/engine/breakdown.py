@@ -8,52 +8,40 @@ from __future__ import annotations
 import statistics
 import time
 
-import torch
-
 from dlbench.engine.profiled_pass import HOST_BOUND_BUSY_PCT
 from dlbench.engine.session import Session
-from dlbench.engine.timer import synchronize
+from dlbench.engine.timer import DeviceTimer, synchronize
 
 PHASES = ("h2d", "forward", "backward", "optimizer")
 INPUT_BOUND_SHARE = 0.3
 
 
 def _phase_times_ms(session: Session, steps: int) -> tuple[dict[str, float], float]:
-    """Mean device time per phase (events on CUDA, host clock on CPU) and host time per step."""
-    p, cuda = session.phases, session.device.type == "cuda"
-    marks: list[list] = []
+    """Mean device time per phase (on the step's device clock) and host time per step."""
+    p = session.phases
+    per_step = 5 if p.backward is not None else 3  # edges: before, after each phase
+    timer = DeviceTimer(session.device, steps * per_step)
     host: list[float] = []
-
-    def mark() -> object:
-        if cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
-
     synchronize(session.device)
     for i in range(steps):
         began = time.perf_counter()
-        m = [mark()]
+        timer.mark()
         inputs, targets = p.fetch(i)
-        m.append(mark())
+        timer.mark()
         loss = p.forward(inputs, targets)
-        m.append(mark())
+        timer.mark()
         if p.backward is not None:
             p.backward(loss)
-            m.append(mark())
+            timer.mark()
             p.update()
-            m.append(mark())
+            timer.mark()
         host.append(time.perf_counter() - began)
-        marks.append(m)
     synchronize(session.device)
-
-    def gap(a, b) -> float:
-        return a.elapsed_time(b) if cuda else (b - a) * 1e3
-
     means = {
-        name: statistics.fmean(gap(m[k], m[k + 1]) for m in marks)
-        for k, name in enumerate(PHASES[: len(marks[0]) - 1])
+        name: statistics.fmean(
+            timer.between_s(i * per_step + k, i * per_step + k + 1) * 1e3 for i in range(steps)
+        )
+        for k, name in enumerate(PHASES[: per_step - 1])
     }
     return means, statistics.fmean(host) * 1e3
 

@@ -13,7 +13,7 @@ import torch
 from dlbench.console import stderr
 from dlbench.engine.graphs import GraphedStep
 from dlbench.engine.loop import LoopResult, LoopSettings
-from dlbench.engine.timer import StepTimer, synchronize
+from dlbench.engine.timer import DeviceTimer, synchronize
 from dlbench.signals import raise_if_interrupted
 
 
@@ -57,7 +57,7 @@ GRAPH_SLOWER_PCT = 20.0
 def _seconds_per_step(step, device: torch.device, first: int) -> float:
     """Fastest of GRAPH_CHECK_STEPS steps on the loop's own step timer (warm-up, never in the
     window): contention only adds time, a different computation slows every step."""
-    timer = StepTimer(device, GRAPH_CHECK_STEPS)
+    timer = DeviceTimer(device, GRAPH_CHECK_STEPS + 1)
     synchronize(device)
     timer.mark()
     for i in range(first, first + GRAPH_CHECK_STEPS):

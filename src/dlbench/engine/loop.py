@@ -19,7 +19,7 @@ from typing import Protocol
 
 import torch
 
-from dlbench.engine.timer import StepTimer, synchronize
+from dlbench.engine.timer import DeviceTimer, synchronize
 from dlbench.results.stats import StepStats
 from dlbench.signals import raise_if_interrupted
 
@@ -193,6 +193,10 @@ def run_measured_loop(
     with _no_garbage_collection():
         if observer:
             observer.begin_window()
+        # Every rank starts the window at once: a rank that got here first (its collection, its
+        # telemetry's first reads were quicker) would otherwise count its wait for the others
+        # in the first step (docs/decisions.md#ddp-start). Later chunks start after `agree`.
+        agree([0.0])
         with _nvtx("dlbench.measured_window", nvtx):
             while chunk:
                 _time_chunk(step, device, range(next_step, next_step + chunk), window, nvtx)
@@ -268,7 +272,7 @@ def _time_chunk(
     step: Callable[[int], None], device: torch.device, steps: range, window: _Window, nvtx: bool
 ) -> None:
     """One chunk: an event (or clock) mark before the first step and after each one."""
-    timer = StepTimer(device, len(steps))
+    timer = DeviceTimer(device, len(steps) + 1)
     chunk_started = time.perf_counter()
     timer.mark()
     for i in steps:

@@ -1,51 +1,77 @@
-"""Step timing that never syncs inside the window: a pool of CUDA events, read afterwards."""
+"""The one device timer: marks on the clock of the device that does the work, never a host sync
+inside the window. On CUDA each mark records an event on *that* device's current stream (a
+process that drives several GPUs, `dlbench peak`, must not time GPU 3's work with GPU 0's
+events); on the CPU the work is synchronous, so the host's clock is exact. The measured loop,
+the bare loop of `validate`, the `--breakdown` pass and `peak` all time with it."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 
 import torch
 
 
-class StepTimer:
-    """Marks step edges. On CUDA each mark records a pre-made event (no host sync); on the CPU
-    the work is synchronous, so a host clock is exact."""
+class DeviceTimer:
+    """Up to `marks` step edges on `device`'s clock, read after the window."""
 
-    def __init__(self, device: torch.device, steps: int) -> None:
+    def __init__(self, device: torch.device, marks: int) -> None:
+        self.device = device
         self._cuda = device.type == "cuda"
-        self._marks = 0
+        self._count = 0
         if self._cuda:
-            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(marks)]
         else:
-            self._clock = [0.0] * (steps + 1)
+            self._clock = [0.0] * marks
 
     def mark(self) -> None:
-        """Record one step edge; call once before the first step and once after each step."""
+        """Record one edge on the device's current stream (no host sync)."""
         if self._cuda:
-            self._events[self._marks].record()
+            self._events[self._count].record(torch.cuda.current_stream(self.device))
         else:
-            self._clock[self._marks] = time.perf_counter()
-        self._marks += 1
+            self._clock[self._count] = time.perf_counter()
+        self._count += 1
+
+    def between_s(self, first: int, last: int) -> float:
+        """Seconds from mark `first` to mark `last`; waits for mark `last` (after the window)."""
+        if self._cuda:
+            self._events[last].synchronize()
+            return self._events[first].elapsed_time(self._events[last]) / 1e3
+        return self._clock[last] - self._clock[first]
 
     def step_times_s(self) -> list[float]:
-        """Per-step durations in seconds; waits for the last event (after the window)."""
-        if self._cuda:
-            last = self._events[self._marks - 1]
-            last.synchronize()
-            ev = self._events
-            return [ev[i].elapsed_time(ev[i + 1]) / 1e3 for i in range(self._marks - 1)]
-        c = self._clock
-        return [c[i + 1] - c[i] for i in range(self._marks - 1)]
+        """The gaps between consecutive marks, in seconds."""
+        if self._cuda and self._count:
+            self._events[self._count - 1].synchronize()
+        return [self.between_s(i, i + 1) for i in range(self._count - 1)]
 
     def window_s(self) -> float:
-        """First mark to last mark, in seconds, on the device's own clock."""
-        if self._cuda:
-            self._events[self._marks - 1].synchronize()
-            return self._events[0].elapsed_time(self._events[self._marks - 1]) / 1e3
-        return self._clock[self._marks - 1] - self._clock[0]
+        """First mark to last mark, in seconds."""
+        return self.between_s(0, self._count - 1)
+
+
+def seconds_of(calls: int, op: Callable[[int], object], device: torch.device) -> float:
+    """Device seconds of `op(0)` ... `op(calls - 1)`, between two marks on `device`'s clock,
+    with the device drained before the first."""
+    synchronize(device)
+    timer = DeviceTimer(device, 2)
+    timer.mark()
+    for i in range(calls):
+        op(i)
+    timer.mark()
+    return timer.window_s()
 
 
 def synchronize(device: torch.device) -> None:
     """Wait for all queued work on the device; used only at window edges."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+@contextmanager
+def on_device(device: torch.device) -> Iterator[None]:
+    """Make `device` the current one while work is queued for it (its streams, its context),
+    so that nothing a library allocates or launches without naming a device lands on GPU 0."""
+    with torch.cuda.device(device) if device.type == "cuda" else nullcontext():
+        yield

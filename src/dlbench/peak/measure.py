@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 import torch
 
-from dlbench.engine.timer import synchronize
-from dlbench.peak.search import Best, Shape, matmul_shapes, search_best
+from dlbench.engine.timer import on_device, seconds_of, synchronize
+from dlbench.peak.search import Shape, matmul_shapes, search_best
 
 MIB = 2**20
 MATMUL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -31,8 +31,8 @@ _TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.flo
 
 
 def seconds_per_call(op: Callable[[], object], device: torch.device, seconds: float) -> float:
-    """Mean seconds of one call of `op` over about `seconds`, after two untimed calls, timed
-    on the device's clock (CUDA events) or the host's (CPU)."""
+    """Mean seconds of one call of `op` over about `seconds`, after two untimed calls, on the
+    clock of the device that does the work (engine.timer)."""
     op()
     op()
     synchronize(device)
@@ -40,18 +40,7 @@ def seconds_per_call(op: Callable[[], object], device: torch.device, seconds: fl
     op()
     synchronize(device)
     calls = max(1, math.ceil(seconds / max(time.perf_counter() - began, 1e-6)))
-    if device.type != "cuda":
-        began = time.perf_counter()
-        for _ in range(calls):
-            op()
-        return (time.perf_counter() - began) / calls
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        op()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / calls
+    return seconds_of(calls, lambda _: op(), device) / calls
 
 
 @contextmanager
@@ -158,6 +147,11 @@ def peer_copy_gb_s(source: torch.device, target: torch.device, mib: int, seconds
     return mib * MIB * calls / (time.perf_counter() - began) / 1e9
 
 
+def peer_label(device: torch.device) -> str:
+    """A peer's name in `attained_p2p_pairs`: its index, or `cpu` for the host as a peer."""
+    return str(device.index) if device.type == "cuda" else device.type
+
+
 def _budgets(total_s: float) -> dict[str, tuple[float, float]]:
     """(search budget, sustained seconds) per measurement."""
     out = {}
@@ -170,15 +164,22 @@ def _budgets(total_s: float) -> dict[str, tuple[float, float]]:
 
 def measure_device(
     device: torch.device, total_s: float, peers: list[torch.device]
-) -> dict[str, Best | float | None]:
-    """Every attainable rate of one device within about `total_s` seconds: matmul per dtype
-    (`fp8` only where supported), `read`, `copy`, and on a GPU `h2d`, `d2h` and `p2p` (the
-    median over peers, None without one)."""
+) -> dict[str, object]:
+    """Every attainable rate of one device within about `total_s` seconds, measured inside the
+    device's own context: matmul per dtype (`fp8` only where supported), `read`, `copy`, on a
+    GPU `h2d` and `d2h` (each a Best), and `p2p`: (peer label, GB/s) for each peer."""
+    with on_device(device):
+        return _measure_device(device, total_s, peers)
+
+
+def _measure_device(
+    device: torch.device, total_s: float, peers: list[torch.device]
+) -> dict[str, object]:
     gpu = device.type == "cuda"
     budgets = _budgets(total_s)
     largest = GPU_LARGEST_SIDE if gpu else CPU_LARGEST_SIDE
     buffers = [(m,) for m in (GPU_BUFFER_MIB if gpu else CPU_BUFFER_MIB)]
-    found: dict[str, Best | float | None] = {}
+    found: dict[str, object] = {}
     for dtype in MATMUL_DTYPES:
         if dtype == "fp8" and not fp8_supported(device):
             found[dtype] = None
@@ -202,8 +203,8 @@ def measure_device(
             else None
         )
         _release(device)
-    rates = [peer_copy_gb_s(device, peer, buffers[1][0], budgets["p2p"][1]) for peer in peers]
-    found["p2p"] = sorted(rates)[len(rates) // 2] if rates else None
+    mib, seconds = buffers[1][0], budgets["p2p"][1]
+    found["p2p"] = [(peer_label(p), peer_copy_gb_s(device, p, mib, seconds)) for p in peers]
     _release(device)
     return found
 

@@ -5,6 +5,7 @@ append the rows, and record each GPU's figures in the cache folder for later run
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from dlbench.results.environment import collect_environment
 from dlbench.results.fleet import datasheet_shares, sibling_shares
 from dlbench.results.row import identity
 from dlbench.results.store import CsvStore
-from dlbench.results.verdict import verdict_columns
+from dlbench.results.verdict import impossible_peak, verdict_columns
 from dlbench.telemetry.monitor import open_monitor
 
 # Units of the host and peer copies and of memory: the name suffixes of their columns.
@@ -58,7 +59,7 @@ def peak_row(device: torch.device, found: dict, seconds: float, telemetry: dict)
     row: dict[str, object] = {
         **identity(None, "ok"),
         "run_kind": "peak",
-        "accelerator": "gpu" if device.type == "cuda" else "cpu",
+        "accelerator": device.type,
         "gpu_index": device.index,
         "gpu_uuid": gpu_uuid(device),
         "window_s": seconds,
@@ -78,10 +79,21 @@ def peak_row(device: torch.device, found: dict, seconds: float, telemetry: dict)
     for name, column in _RATE_COLUMNS.items():
         best = found.get(name)
         row[column] = best.rate if isinstance(best, Best) else None
-    row["attained_p2p_gb_s"] = found.get("p2p")
+    row.update(peer_columns(found.get("p2p") or []))
     tried = sum(b.tried for b in found.values() if isinstance(b, Best))
     row["peak_shapes_tried"] = tried
     return row
+
+
+def peer_columns(pairs: list[tuple[str, float]]) -> dict[str, object]:
+    """Copies from this GPU to each peer: the median and the slowest pair's GB/s, and every
+    pair as `peer:GB/s` (a slow link names itself)."""
+    rates = sorted(rate for _, rate in pairs)
+    return {
+        "attained_p2p_gb_s": statistics.median(rates) if rates else None,
+        "attained_p2p_min_gb_s": rates[0] if rates else None,
+        "attained_p2p_pairs": " ".join(f"{peer}:{rate:.1f}" for peer, rate in pairs),
+    }
 
 
 def attained_figures(row: dict) -> dict[str, object]:
@@ -115,7 +127,8 @@ def run_peak(
         row.update(verdict_columns(row))
     store.append_many(rows)
     for row in rows:
-        record_peaks(folder, str(row["gpu_uuid"]), attained_figures(row))
+        if not impossible_peak(row):  # a timing fault is no GPU's peak
+            record_peaks(folder, str(row["gpu_uuid"]), attained_figures(row))
     return rows
 
 

@@ -1,7 +1,8 @@
 """Measured peaks beside the datasheet and beside identical siblings: a GPU that attains less
 than its model's datasheet promises, or less than the median of the same model's other GPUs
-(a bad HBM stack, a throttled board, a mis-set clock), is named. The thresholds are the
-verdict's (results.verdict); this module computes the shares the verdict reads."""
+(a bad HBM stack, a throttled board, a mis-set clock), is named; a figure a GPU cannot have
+(above its datasheet, not finite, not positive) is no sibling's yardstick. The thresholds are
+the verdict's (results.verdict); this module computes the shares the verdict reads."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 
 from dlbench.console import number_or_none
 from dlbench.hardware import peak_bandwidth_tb_s, peak_tflops
+from dlbench.results.verdict import impossible_peak
 
 # The figures a sibling is compared on: the matmul rate MFU divides by, and memory read.
 FLEET_METRICS = ("attained_bf16_tflops", "attained_read_tb_s")
@@ -17,24 +19,38 @@ FLEET_METRICS = ("attained_bf16_tflops", "attained_read_tb_s")
 
 def datasheet_shares(row: dict) -> dict[str, float | None]:
     """bf16 matmul and memory read against the datasheet of the row's GPU (None when the GPU
-    is not in dlbench.hardware or the figure is missing)."""
+    is not in dlbench.hardware or the figure is missing), and the highest share of any matmul
+    dtype or of memory read and copy (`attained_datasheet_share_max`): over 1 is a figure the
+    GPU cannot have, a timing fault, never a peak."""
     name = str(row.get("gpu_name") or "")
-    matmul = peak_tflops(name, "bf16-mixed") if name else None
     bandwidth = peak_bandwidth_tb_s(name) if name else None
-    bf16, read = (number_or_none(row.get(m)) for m in FLEET_METRICS)
+    shares: dict[str, float] = {}
+    for dtype, precision in (("fp32", "32"), ("tf32", "tf32"), ("fp16", "16-mixed"),
+                             ("bf16", "bf16-mixed")):  # fmt: skip
+        sheet = peak_tflops(name, precision) if name else None
+        value = number_or_none(row.get(f"attained_{dtype}_tflops"))
+        if sheet and value is not None:
+            shares[dtype] = value / sheet[0]
+    for kind in ("read", "copy"):
+        value = number_or_none(row.get(f"attained_{kind}_tb_s"))
+        if bandwidth and value is not None:
+            shares[kind] = value / bandwidth
     return {
-        "attained_bf16_datasheet_share": bf16 / matmul[0] if bf16 and matmul else None,
-        "attained_read_datasheet_share": read / bandwidth if read and bandwidth else None,
+        "attained_bf16_datasheet_share": shares.get("bf16"),
+        "attained_read_datasheet_share": shares.get("read"),
+        "attained_datasheet_share_max": max(shares.values()) if shares else None,
     }
 
 
 def sibling_shares(rows: Sequence[dict]) -> list[dict[str, object]]:
-    """For each row, its lowest share of the median of the same GPU model's rows over
+    """For each row, its lowest share of the median of the same GPU model's possible rows over
     FLEET_METRICS (`siblings_share`), on which figure (`siblings_low`), and how many GPUs of
-    the model were compared (`siblings`); no share where a model has one GPU."""
+    the model were compared (`siblings`); no share where a model has one possible GPU, and none
+    for an impossible row (its verdict says so)."""
     by_model: dict[str, list[dict]] = {}
     for row in rows:
-        by_model.setdefault(str(row.get("gpu_name") or ""), []).append(row)
+        if not impossible_peak(row):
+            by_model.setdefault(str(row.get("gpu_name") or ""), []).append(row)
     medians = {
         (model, metric): statistics.median(values)
         for model, group in by_model.items()
@@ -44,13 +60,13 @@ def sibling_shares(rows: Sequence[dict]) -> list[dict[str, object]]:
     out = []
     for row in rows:
         model = str(row.get("gpu_name") or "")
-        siblings = len(by_model[model])
+        siblings = len(by_model.get(model, []))
         shares = {
             metric: value / medians[(model, metric)]
             for metric in FLEET_METRICS
             if (value := number_or_none(row.get(metric))) and medians.get((model, metric))
         }
-        if siblings < 2 or not shares:
+        if siblings < 2 or not shares or impossible_peak(row):
             out.append({"siblings": siblings, "siblings_share": None, "siblings_low": ""})
             continue
         low = min(shares, key=shares.get)

@@ -19,11 +19,15 @@ PEAK_COLUMNS: dict[str, str] = {
     "attained_copy_tb_s": "peak: device memory copy, bytes read plus bytes written",
     "attained_h2d_gb_s": "peak: pinned host memory to the GPU",
     "attained_d2h_gb_s": "peak: the GPU to pinned host memory",
-    "attained_p2p_gb_s": "peak: a copy from this GPU to another of the host (median over its "
-    "peers); empty with one GPU",
+    "attained_p2p_gb_s": "peak: a copy from this GPU to another of the host (NVLink or PCIe), "
+    "median over its peers; empty with one GPU",
+    "attained_p2p_min_gb_s": "peak: the slowest of those copies (the weakest link)",
+    "attained_p2p_pairs": "peak: GB/s to each peer, as PEER:GB/s (peer = GPU index)",
     "peak_shapes_tried": "peak: candidate shapes and buffer sizes timed within --max-time",
     "attained_bf16_datasheet_share": "peak: attained_bf16_tflops over the datasheet's dense bf16",
     "attained_read_datasheet_share": "peak: attained_read_tb_s over the datasheet's bandwidth",
+    "attained_datasheet_share_max": "peak: the highest share of its datasheet of any matmul dtype, "
+    "memory read or copy; over 1 no GPU attains (verdict above_datasheet, never a recorded peak)",
     "siblings": "peak: GPUs of the same model compared in the fleet check",
     "siblings_share": "peak: the lowest share of the siblings' median over bf16 matmul and "
     "memory read (results.fleet); empty with no sibling",

@@ -4,6 +4,8 @@ every threshold is here. `advice` turns the verdict into one line that says what
 
 from __future__ import annotations
 
+import math
+
 from dlbench.config import MIN_SPREAD_STEPS
 from dlbench.console import number_or_none
 from dlbench.results.schema import is_true
@@ -14,10 +16,14 @@ LOW_CLOCK_SAMPLES_PCT = 10.0  # SM clock under its base in more than this share 
 # power supply. A software power cap at the board's limit is how an H100 runs heavy GEMMs.
 HARDWARE_SLOWDOWNS = ("hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake")
 # A measured peak (dlbench peak) under these shares of its datasheet's dense bf16 matmul and
-# memory bandwidth, or of the median of its identical siblings, names a GPU to look at.
-MIN_DATASHEET_MATMUL_SHARE = 0.75
+# memory bandwidth, or of the median of its identical siblings, names a GPU to look at; a
+# healthy H100 or H200 under its power cap attains a little under three quarters of the
+# datasheet's dense bf16, so the floor sits below that (docs/decisions.md#peak-floor).
+MIN_DATASHEET_MATMUL_SHARE = 0.65
 MIN_DATASHEET_READ_SHARE = 0.85
 MIN_SIBLINGS_SHARE = 0.9
+# ... and over this share of any datasheet figure is a timing fault: a GPU cannot beat it.
+MAX_DATASHEET_SHARE = 1.0
 
 # code: (what happened, what to change)
 REASONS = {
@@ -47,6 +53,14 @@ REASONS = {
         "it attains {attained_bf16_datasheet_share:.0%} of its datasheet's bf16 matmul and "
         "{attained_read_datasheet_share:.0%} of its memory bandwidth",
         "check clocks, power limit and cooling",
+    ),
+    "above_datasheet": (
+        "it measured {attained_datasheet_share_max:.2f}x its datasheet, which no GPU attains",
+        "a timing fault: report it, and trust no figure of this row",
+    ),
+    "impossible_figure": (
+        "a figure is not a finite positive rate",
+        "a timing fault: report it, and trust no figure of this row",
     ),
     "below_siblings": (
         "it attains {siblings_share:.0%} of its {siblings:.0f} siblings' median ({siblings_low})",
@@ -117,8 +131,24 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     return reasons, notes
 
 
+def impossible_peak(row: dict) -> str:
+    """Why a peak row's figures are ones no device has ('' when they are possible): an
+    attained figure that is not finite and positive, or one above its datasheet."""
+    for column, value in row.items():
+        if column.startswith("attained_") and column.endswith(("_tflops", "_tb_s", "_gb_s")):
+            number = number_or_none(value)
+            if number is not None and not (math.isfinite(number) and number > 0):
+                return "impossible_figure"
+    top = _number(row, "attained_datasheet_share_max")
+    return "above_datasheet" if top is not None and top > MAX_DATASHEET_SHARE else ""
+
+
 def _peak_reasons(row: dict) -> list[str]:
-    """A measured peak under its datasheet or its siblings (rows of `dlbench peak`)."""
+    """A measured peak its GPU cannot have, or under its datasheet or its siblings (rows of
+    `dlbench peak`)."""
+    impossible = impossible_peak(row)
+    if impossible:
+        return [impossible]
     reasons = []
     matmul = _number(row, "attained_bf16_datasheet_share")
     read = _number(row, "attained_read_datasheet_share")
@@ -148,7 +178,8 @@ def advice(row: dict) -> str:
     values = {**row}
     for key in ("window_s", "min_time_s", "step_time_stdev_pct", "data_wait_pct",
                 "sm_clock_below_base_pct", "throttle_pct", "steps", "siblings_share", "siblings",
-                "attained_bf16_datasheet_share", "attained_read_datasheet_share"):  # fmt: skip
+                "attained_bf16_datasheet_share", "attained_read_datasheet_share",
+                "attained_datasheet_share_max"):  # fmt: skip
         values[key] = _number(row, key) or 0.0
     values["min_spread_steps"] = MIN_SPREAD_STEPS
     if not reasons:
