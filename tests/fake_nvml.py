@@ -56,6 +56,10 @@ class NVMLError_NoPermission(NVMLError):
     """Setting needs root."""
 
 
+class NVMLError_NotFound(NVMLError):
+    """No such object."""
+
+
 class _Util:
     def __init__(self, gpu: int, memory: int) -> None:
         self.gpu, self.memory = gpu, memory
@@ -67,8 +71,8 @@ class _Memory:
 
 
 class _Process:
-    def __init__(self, pid: int) -> None:
-        self.pid, self.usedGpuMemory = pid, 0
+    def __init__(self, pid: int, used: int | None = None) -> None:
+        self.pid, self.usedGpuMemory = pid, used
 
 
 def environment(state: Path) -> dict[str, str]:
@@ -124,6 +128,7 @@ def nvmlDeviceGetCount() -> int:
 def nvmlDeviceGetHandleByIndex(index: int) -> int:
     if not 0 <= index < nvmlDeviceGetCount():
         raise NVMLError(f"no GPU {index}")
+    _attach(index)
     return index
 
 
@@ -131,6 +136,7 @@ def nvmlDeviceGetHandleByUUID(uuid: str | bytes) -> int:
     uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
     for i, gpu in enumerate(_state()["gpus"]):
         if gpu["uuid"] == uuid:
+            _attach(i)
             return i
     raise NVMLError(f"no GPU with UUID {uuid}")
 
@@ -232,7 +238,45 @@ def nvmlDeviceSetPowerManagementLimit(handle: int, limit_mw: int) -> None:
     os.replace(tmp, path)
 
 
+def _contexts(handle: int) -> Path:
+    """Where the processes that opened this GPU leave a mark each (a file per PID: DDP ranks
+    open their GPUs at once, and a shared state file would race)."""
+    return Path(f"{os.environ[STATE_VARIABLE]}.contexts") / str(handle)
+
+
+def _attach(handle: int) -> None:
+    """The caller now holds a context on this GPU, as a process that opens it does."""
+    folder = _contexts(handle)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / str(os.getpid())).touch()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[_Process]:
-    """The calling process (it uses the GPU) and the state's number of others."""
-    others = [_Process(100000 + i) for i in range(int(_gpu(handle)["processes"]))]
-    return [_Process(os.getpid()), *others]
+    """Per GPU and per PID: the living processes that opened this GPU (a run's ranks open only
+    their own), then the state's foreign ones: `processes` anonymous ones (PIDs from 100000)
+    and `foreign`, each {"pid", "name", "memory_mb"}."""
+    folder = _contexts(handle)
+    attached = sorted(int(f.name) for f in folder.iterdir()) if folder.is_dir() else []
+    gpu = _gpu(handle)
+    procs = [_Process(pid) for pid in attached if _alive(pid)]
+    procs += [_Process(100000 + i, 512 * 2**20) for i in range(int(gpu["processes"]))]
+    procs += [_Process(int(f["pid"]), int(f["memory_mb"] * 2**20)) for f in gpu.get("foreign", [])]
+    return procs
+
+
+def nvmlSystemGetProcessName(pid: int) -> str:
+    for gpu in _state()["gpus"]:
+        for f in gpu.get("foreign", []):
+            if int(f["pid"]) == pid:
+                return f["name"]
+    raise NVMLError_NotFound(f"no process {pid}")

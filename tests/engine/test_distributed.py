@@ -20,34 +20,39 @@ RUN = ["--model", "timm:test_resnet", *TINY, "--n-iters", "20", "--warmup-steps"
 
 
 @pytest.mark.e2e
-def test_two_cpu_ranks_write_one_row_and_a_per_rank_power_file(csv_path, tmp_path):
+def test_four_cpu_ranks_write_one_row_of_the_jobs_figures_and_a_per_rank_file(csv_path, tmp_path):
+    """gloo, 4 ranks, each on its own fake GPU: the row's energy and power are the job's (every
+    GPU summed), its neighbours are only processes outside the job (each rank holds its own
+    GPU; a foreign process on GPU 2 is named), and the side file has each rank's own."""
     state = tmp_path / "nvml.json"
-    fake_nvml.write_state(state, [{"power_w": 200.0}, {"power_w": 300.0}])
+    powers = [200.0, 300.0, 250.0, 150.0]
+    foreign = [{"pid": 4242, "name": "someone.py", "memory_mb": 2048}]
+    gpus = [
+        {"power_w": w, **({"foreign": foreign} if i == 2 else {})} for i, w in enumerate(powers)
+    ]
+    fake_nvml.write_state(state, gpus)
     env = {**cli_env(), **fake_nvml.environment(state)}
-    out = run_cli(
-        "train",
-        *RUN,
-        "--devices",
-        "2",
-        "--sample-interval",
-        "0.01",
-        "--output",
-        str(csv_path),
-        env=env,
-    )
+    out = run_cli("train", *RUN, "--devices", "4", "--sample-interval", "0.01",
+                  "--output", str(csv_path), env=env)  # fmt: skip
     assert out.returncode == 0, out.stderr
     [row] = read_rows(csv_path)
-    assert row["world_size"] == "2" and row["launcher"] == "Lightning"
+    assert row["world_size"] == "4" and row["launcher"] == "Lightning"
     ranks = read_rows(csv_path.with_name("bench.per_rank.csv"))
-    assert [r["rank"] for r in ranks] == ["0", "1"]
+    assert [r["rank"] for r in ranks] == ["0", "1", "2", "3"]
     assert {r["run_id"] for r in ranks} == {row["run_id"]}
-    assert float(ranks[0]["avg_power_w"]) == pytest.approx(200.0, rel=0.2)
-    assert float(ranks[1]["avg_power_w"]) == pytest.approx(300.0, rel=0.2)
-    total = sum(float(r["energy_j"]) for r in ranks)
-    assert float(row["energy_j"]) == pytest.approx(total)
+    for rank, watts in zip(ranks, powers):
+        assert float(rank["avg_power_w"]) == pytest.approx(watts, rel=0.2)
+    for column in ("energy_j", "energy_counter_j", "energy_integral_j", "avg_power_w",
+                   "idle_power_w"):  # fmt: skip
+        assert float(row[column]) == pytest.approx(sum(float(r[column]) for r in ranks))
+    assert float(row["avg_power_w"]) == pytest.approx(sum(powers), rel=0.2)
+    assert row["other_gpu_processes"] == "1" and row["verdict_reasons"].count("other_processes")
+    assert row["other_gpu_process_list"] == "GPU 2: 4242 someone.py 2048 MiB"
+    assert [r["other_gpu_processes"] for r in ranks] == ["0", "0", "1", "0"]
+    assert row["gpu_uuid"] == "cpu cpu cpu cpu" and row["gpu_mixed"] == "False"
     slowest = max(float(r["window_s"]) for r in ranks)
     assert float(row["window_s"]) == pytest.approx(slowest)
-    assert float(row["samples_per_s"]) == pytest.approx(2 * 4 * 20 / slowest)
+    assert float(row["samples_per_s"]) == pytest.approx(4 * 4 * 20 / slowest)
 
 
 def _free_port() -> int:

@@ -454,3 +454,20 @@ def test_a_worker_frees_a_points_garbage_and_freezes_only_what_survives():
         assert not any(o is kept for o in gc.get_objects())  # out of later collections' walk
     finally:
         gc.unfreeze()
+
+
+def test_a_multi_process_point_runs_with_no_idle_worker_beside_it(monkeypatch):
+    """The worker of earlier one-device points holds a CUDA context on GPU 0: a DDP point (its
+    ranks in processes of their own) runs only once it is closed, or GPU 0's rank finds it."""
+    from dlbench.config import RunConfig
+    from dlbench.engine.child import ChildResult
+    from dlbench.sweep import worker
+
+    closed, launched = [], []
+    launcher = worker.Launcher("worker")
+    monkeypatch.setattr(launcher.worker, "close", lambda: closed.append(True))
+    monkeypatch.setattr(
+        worker, "run_child", lambda args, t: launched.append(args) or ChildResult(0, "")
+    )
+    launcher.run(RunConfig(accelerator="cpu", devices="2"), False, 10.0)
+    assert closed == [True] and launched

@@ -89,6 +89,51 @@ def test_other_processes_on_the_gpu_are_counted(fake_gpus):
     fake_gpus({"processes": 2})
     summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.05), 0.05)
     assert summary["other_gpu_processes"] == 2
+    assert summary["other_gpu_process_list"] == "100000 ? 512 MiB; 100001 ? 512 MiB"
+
+
+def test_a_foreign_process_is_named_and_only_on_the_gpu_it_uses(fake_gpus):
+    """Processes are per GPU and per PID: a process on GPU 1 is not GPU 0's business."""
+    fake_gpus({}, {"foreign": [{"pid": 4242, "name": "train.py", "memory_mb": 1024}]})
+    gpu0 = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.05), 0.05)
+    gpu1 = _window(TelemetryMonitor(NvmlBackend([1]), None, interval_s=0.05), 0.05)
+    assert gpu0["other_gpu_processes"] == 0 and gpu0["other_gpu_process_list"] == ""
+    assert gpu1["other_gpu_processes"] == 1
+    assert gpu1["other_gpu_process_list"] == "4242 train.py 1024 MiB"
+    assert not gpu1["gpu_processes_hidden"]
+
+
+def test_the_jobs_own_processes_are_not_other_processes(fake_gpus, tmp_path):
+    """Its ranks and their launchers hold contexts on the GPU too: they are the job, not a
+    neighbour. A process outside the job that opened the same GPU is named."""
+    import subprocess
+    import sys
+
+    fake_gpus({})
+    opened = "from dlbench.telemetry.nvml import NvmlBackend; NvmlBackend([0]); print('ok')"
+    code = f"import tests.fake_nvml; {opened}; import sys; sys.stdin.read()"
+    rank = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert rank.stdout.readline().strip() == "ok"
+        monitor = TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.05)
+        alone = _window(monitor, 0.05)
+        assert alone["other_gpu_processes"] == 1
+        assert alone["other_gpu_process_list"].startswith(f"{rank.pid} python")
+        monitor.isolation.job_pids |= {rank.pid}  # the same process, now a rank of the job
+        assert _window(monitor, 0.05)["other_gpu_processes"] == 0
+    finally:
+        rank.communicate("")
+
+
+def test_processes_of_another_pid_namespace_count_all_but_one(fake_gpus):
+    from dlbench.telemetry.base import GpuProcess
+    from dlbench.telemetry.isolation import foreign_processes
+
+    listed = [GpuProcess(7, "python3"), GpuProcess(9, "python3")]  # host PIDs, none ours
+    assert foreign_processes(listed, {123}) == ([GpuProcess(9, "python3")], True)
+    assert foreign_processes([GpuProcess(7)], {123}) == ([], True)
+    assert foreign_processes([], {123}) == ([], False)
 
 
 def test_cuda_visible_devices_maps_torch_device_to_the_right_gpu(fake_gpus, monkeypatch):

@@ -68,4 +68,4 @@ def test_amdsmi_backend_reads_the_same_fields():
     assert reading.power_w == 450.0 and reading.sm_clock_mhz == 2100
     assert reading.gpu_util == 99 and reading.temp_c == 70
     assert backend.energy_j(0) == pytest.approx(1000 * 15.3 / 1e6)
-    assert backend.power_limit_w(0) == 750 and backend.other_processes(0) == 1
+    assert backend.power_limit_w(0) == 750 and len(backend.gpu_processes(0)) == 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +13,6 @@ from dlbench.engine.attention import attention_kernel
 from dlbench.engine.breakdown import run_breakdown
 from dlbench.engine.compile_cache import compile_cache_column, compile_counts
 from dlbench.engine.cudnn_search import plan_cudnn_search
-from dlbench.engine.devices import gpu_uuid
 from dlbench.engine.efficiency import (
     attained_columns,
     bandwidth_columns,
@@ -39,9 +37,10 @@ from dlbench.engine.profiled_pass import (
     run_profiled_pass,
     window_busy_pct,
 )
-from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
+from dlbench.engine.ranks import agree_max, gather_ranks, job_process_ids, rank_facts
 from dlbench.engine.session import open_session, optimizer_impl
-from dlbench.results.attained import attained_peaks
+from dlbench.results.attained import attained_peaks, job_peaks
+from dlbench.results.job import job_gpus, job_telemetry
 from dlbench.results.stats import latency_columns
 from dlbench.signals import Interrupted
 from dlbench.telemetry.monitor import open_monitor
@@ -57,10 +56,11 @@ class Measurement:
     param_count: int
     world_size: int
     global_rank: int
-    per_rank: list[dict[str, float]]  # every rank's RANK_FIELDS, in rank order
+    per_rank: list[dict[str, object]]  # every rank's facts (engine.ranks), in rank order
     peak_allocated_mb: float | None
     peak_reserved_mb: float | None
     launcher: str = ""
+    gpus: dict[str, object] = field(default_factory=dict)  # several ranks: the job's GPUs
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -224,6 +224,7 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
     if config.telemetry:
         log = _rank_log(config.telemetry_log, fabric.global_rank, fabric.world_size)
         monitor = open_monitor(fabric.device, config.sample_interval, log, device_index)
+        monitor.isolation.job_pids = job_process_ids(fabric)
     setup_s = time.perf_counter() - began
     compiled_before = compile_counts()
     try:
@@ -233,7 +234,12 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
     finally:
         if monitor:
             monitor.close()
-    per_rank = gather_ranks(fabric, rank_values(loop, telemetry, device_index))
+    mine = rank_facts(loop, telemetry, fabric.device, device_index)
+    mine["attained"] = attained_peaks(cache, str(mine["gpu_uuid"]))  # this rank's own GPU's
+    per_rank = gather_ranks(fabric, mine)
+    several = fabric.world_size > 1
+    if several and telemetry:
+        telemetry = {**telemetry, **job_telemetry(per_rank)}
     allocated = reserved = None
     if fabric.device.type == "cuda":
         allocated = torch.cuda.max_memory_allocated(fabric.device) / 2**20
@@ -248,21 +254,20 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         peak_allocated_mb=allocated,
         peak_reserved_mb=reserved,
         launcher=launcher(fabric),
+        gpus=job_gpus(per_rank) if several else {},
     )
-    uuid = gpu_uuid(fabric.device)
-    energies = [r["energy_j"] for r in per_rank]
-    energy_all_ranks = math.nan if any(math.isnan(e) for e in energies) else sum(energies)
+    gpu_name = "" if measurement.gpus.get("gpu_mixed") else str(mine["gpu_name"])
     measurement.extra = {
         "setup_s": setup_s,
         **compile_cache_column(compiled_before),
         **columns,
-        **energy_columns(telemetry, energy_all_ranks, plan, loop.steps, columns),
+        **energy_columns(telemetry, plan, loop.steps, columns),
         **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
-        **_mfu(measurement, fabric.device, cache),
+        **_mfu(measurement, gpu_name, cache),
         **(plan.ddp.columns() if plan.config.strategy == "ddp" else {}),
-        "gpu_uuid": uuid,
+        "gpu_uuid": mine["gpu_uuid"],
     }
-    peaks = attained_peaks(cache, uuid)
+    peaks = job_peaks([r.get("attained") for r in per_rank])
     measurement.extra.update(attained_columns(measurement.extra, config.precision, peaks))
     return measurement
 
@@ -286,13 +291,13 @@ def _rank_log(path: Path | None, rank: int, world_size: int) -> Path | None:
     return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
-def _mfu(m: Measurement, device: torch.device, cache: Path | None) -> dict[str, object]:
-    """MFU for step scenarios on the rank's GPU; generation is bandwidth-bound and gets none.
-    The FLOP count is kept in the cache folder."""
+def _mfu(m: Measurement, gpu: str, cache: Path | None) -> dict[str, object]:
+    """MFU for step scenarios on the job's GPU model (none on a host of mixed GPUs, `gpu`
+    empty); generation is bandwidth-bound and gets none. The FLOP count is kept in the cache
+    folder."""
     plan = m.plan
     if plan.scenario == "generate":
         return {}
-    gpu = _gpu_name(device)
     per_device = m.samples / m.slowest_window_s / m.world_size
     flops = recorded_flops_per_sample(plan.workload, plan.shape, plan.config.mode, cache)
     return mfu_columns(flops, per_device, gpu, plan.config.precision)

@@ -43,9 +43,14 @@ def plan_devices(accelerator: str, devices: str, num_nodes: int = 1) -> DevicePl
     return DevicePlan(accelerator=kind, count=count, num_nodes=num_nodes)
 
 
+# CPU ranks (gloo) per core at most: a few share a core well enough to test a multi-GPU job's
+# logic on a small machine (CI's 2 cores run 4 ranks); thousands are a typo.
+CPU_RANKS_PER_CORE = 4
+
+
 def _cpu_ranks_allowed() -> int:
-    """CPU DDP ranks (gloo): up to the core count."""
-    return os.cpu_count() or 1
+    """CPU DDP ranks (gloo): up to CPU_RANKS_PER_CORE for each core."""
+    return (os.cpu_count() or 1) * CPU_RANKS_PER_CORE
 
 
 def gpu_uuid(device: torch.device) -> str:

@@ -4,7 +4,6 @@ peak memory bandwidth (decode at small batch is bound by memory, not FLOPs)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 from dlbench.engine.plan import Plan
@@ -66,21 +65,20 @@ def attained_columns(
     return out
 
 
-def energy_columns(
-    telemetry: dict, energy_all_ranks: float, plan: Plan, steps: int, scenario: dict
-) -> dict:
-    """Telemetry columns, with energy summed over every rank's GPU and divided per sample
-    (and per token: generated tokens for generation, sequence tokens otherwise)."""
-    if math.isnan(energy_all_ranks):
+def energy_columns(telemetry: dict, plan: Plan, steps: int, scenario: dict) -> dict:
+    """Telemetry columns (the job's: every rank's GPU summed, results.job), with the energy
+    divided per sample (and per token: generated tokens for generation, sequence tokens
+    otherwise) and above the GPUs' own idle power."""
+    energy = telemetry.get("energy_j")
+    if not isinstance(energy, float):
         return telemetry
     samples = plan.config.batch_size * steps * plan.devices.world_size
-    columns = {**telemetry, "energy_j": energy_all_ranks}
-    columns["energy_per_sample_j"] = energy_all_ranks / samples
+    columns = {**telemetry, "energy_per_sample_j": energy / samples}
     idle, window = telemetry.get("idle_power_w"), telemetry.get("telemetry_window_s")
-    if idle is not None and window:  # every GPU taken to idle as rank 0's does
-        above = energy_all_ranks - idle * window * plan.devices.world_size
+    if isinstance(idle, float) and window:
+        above = energy - idle * window
         columns.update(energy_above_idle_j=above, energy_above_idle_per_sample_j=above / samples)
     tokens = scenario.get("new_tokens") or plan.workload.tokens_per_sample(plan.shape)
     if tokens:
-        columns["energy_per_token_j"] = energy_all_ranks / (samples * tokens)
+        columns["energy_per_token_j"] = energy / (samples * tokens)
     return columns

@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
-import math
+import os
+import socket
 
 import torch
 
+from dlbench.engine.devices import gpu_uuid
 from dlbench.engine.loop import Agreement, LoopResult
+from dlbench.telemetry.isolation import own_process_ids
 
-# Each rank's own figures, gathered once after the window (the side file shows them by rank).
-RANK_FIELDS = (
-    "window_s",
-    "median_step_s",
-    "steps",
+# What each rank's telemetry says of its own GPU, gathered once after the window: the job's row
+# sums or bounds them (results.job), the side file shows them by rank.
+RANK_TELEMETRY = (
     "energy_j",
+    "energy_counter_j",
+    "energy_integral_j",
     "avg_power_w",
     "peak_power_w",
+    "idle_power_w",
+    "power_limit_w",
     "temp_max_c",
     "throttle_pct",
-    "device_index",
+    "mem_used_max_mb",
+    "other_gpu_processes",
+    "other_gpu_process_list",
+    "gpu_processes_hidden",
+    "cpu_energy_j",
 )
-_TELEMETRY_FIELDS = RANK_FIELDS[3:8]
 
 
 def agree_max(fabric) -> Agreement:
@@ -36,20 +44,47 @@ def agree_max(fabric) -> Agreement:
     return agree
 
 
-def rank_values(loop: LoopResult, telemetry: dict, device_index: int) -> list[float]:
-    """One rank's RANK_FIELDS as numbers; missing telemetry is NaN."""
+def job_process_ids(fabric) -> set[int]:
+    """The job's own processes: every rank and the process that started it (Lightning's rank
+    0, torchrun's agent, a sweep), gathered once before the window. They hold contexts on the
+    job's GPUs and are no neighbour for the isolation check."""
+    if fabric.world_size == 1:
+        return own_process_ids()
+    local = torch.tensor([os.getpid(), os.getppid()], dtype=torch.int64, device=fabric.device)
+    return {int(pid) for pid in fabric.all_gather(local).flatten().tolist()}
 
-    def number(key: str) -> float:
-        value = telemetry.get(key)
-        return math.nan if value is None else float(value)
 
-    measured = [loop.window_s, loop.stats.median_s, float(loop.steps)]
-    return [*measured, *(number(key) for key in _TELEMETRY_FIELDS), float(device_index)]
+def rank_facts(
+    loop: LoopResult, telemetry: dict, device: torch.device, device_index: int
+) -> dict[str, object]:
+    """One rank's own figures: its window, its GPU (which one, what it is) and its telemetry."""
+    cuda = device.type == "cuda"
+    facts: dict[str, object] = {
+        "window_s": loop.window_s,
+        "median_step_s": loop.stats.median_s,
+        "steps": loop.steps,
+        "device_index": device_index,
+        "hostname": socket.gethostname(),
+        "gpu_uuid": gpu_uuid(device),
+        "gpu_name": torch.cuda.get_device_name(device) if cuda else "",
+        "gpu_memory_mb": torch.cuda.get_device_properties(device).total_memory // 2**20
+        if cuda
+        else None,
+        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(device)))
+        if cuda
+        else "",
+    }
+    facts.update({key: telemetry.get(key) for key in RANK_TELEMETRY})
+    return facts
 
 
-def gather_ranks(fabric, mine: list[float]) -> list[dict[str, float]]:
-    """Every rank's figures on every rank (one all_gather after the window, so it costs the
-    measurement nothing)."""
-    local = torch.tensor(mine, dtype=torch.float64, device=fabric.device)
-    everyone = fabric.all_gather(local).reshape(-1, len(RANK_FIELDS)).cpu().tolist()
-    return [dict(zip(RANK_FIELDS, values)) for values in everyone]
+def gather_ranks(fabric, mine: dict[str, object]) -> list[dict[str, object]]:
+    """Every rank's facts on every rank, in rank order (one gather after the window, so it
+    costs the measurement nothing)."""
+    if fabric.world_size == 1:
+        return [mine]
+    import torch.distributed as dist
+
+    everyone: list[dict[str, object] | None] = [None] * fabric.world_size
+    dist.all_gather_object(everyone, mine)
+    return [dict(r or {}) for r in everyone]

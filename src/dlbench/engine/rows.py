@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 from dlbench.engine.benchmark import Measurement
+from dlbench.engine.ranks import RANK_TELEMETRY
 from dlbench.results.row import config_columns, identity
 from dlbench.results.verdict import verdict_columns
 
@@ -54,7 +53,7 @@ def measurement_row(
         row["megapixels_per_s"] = global_rate * pixels / 1e6
     if tokens:
         row["tokens_per_s"] = global_rate * tokens
-    row = {**row, **m.extra, **(extra or {}), **env}
+    row = {**row, **m.extra, **(extra or {}), **env, **m.gpus}  # the job's GPUs, not rank 0's
     price = plan.config.usd_per_hour
     if price:
         per_s = row.get("tokens_per_s") if plan.workload.family == "llm" else global_rate
@@ -63,12 +62,12 @@ def measurement_row(
 
 
 def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:
-    """One row per rank for the side file: its own window, throughput and power, so that a
-    straggler or a hot GPU shows up by name (the main row carries the sums and the slowest)."""
+    """One row per rank for the side file: its own window, throughput, power and GPU, so that a
+    straggler, a hot GPU or a GPU of another model shows up by name (the main row carries the
+    job's sums and the slowest)."""
     per_device = m.plan.devices.count
     rows = []
     for rank, r in enumerate(m.per_rank):
-        values = {k: (None if math.isnan(v) else v) for k, v in r.items()}
         rows.append(
             {
                 **identity(run_id, "ok"),
@@ -82,8 +81,12 @@ def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:
                 "median_step_ms": r["median_step_s"] * 1e3,
                 "steps": int(r["steps"]),
                 "samples_per_s": m.plan.config.batch_size * r["steps"] / r["window_s"],
-                **{k: values[k] for k in ("energy_j", "avg_power_w", "peak_power_w")},
-                **{k: values[k] for k in ("temp_max_c", "throttle_pct")},
+                **{k: r.get(k) for k in SIDE_FACTS},
             }
         )
     return rows
+
+
+# What the side file shows of each rank beyond its window: its GPU and its telemetry.
+SIDE_FACTS = ("hostname", "gpu_uuid", "gpu_name", "gpu_memory_mb", "gpu_capability",
+              *RANK_TELEMETRY)  # fmt: skip

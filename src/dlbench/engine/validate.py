@@ -20,7 +20,7 @@ from dlbench.engine.fabric import fabric_for
 from dlbench.engine.graph_policy import prepare_step
 from dlbench.engine.loop import LoopResult, run_measured_loop
 from dlbench.engine.plan import loop_settings, make_plan
-from dlbench.engine.ranks import agree_max, gather_ranks, rank_values
+from dlbench.engine.ranks import agree_max, gather_ranks, rank_facts
 from dlbench.engine.rows import measurement_row
 from dlbench.engine.session import open_session
 from dlbench.results.environment import collect_environment
@@ -52,7 +52,8 @@ def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[f
     for r in range(repeats):
         for variant in ("bare", "dlbench") if r % 2 == 0 else ("dlbench", "bare"):
             if variant == "bare":
-                [slowest] = agree([bare.window_s(config.warmup_steps, config.n_iters)])
+                seconds = bare.window_s(config.warmup_steps, config.n_iters, align=agree)
+                [slowest] = agree([seconds])
                 bare_rates.append(samples / slowest)
                 continue
             with session.context():
@@ -67,7 +68,7 @@ def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[f
         param_count=session.param_count,
         world_size=fabric.world_size,
         global_rank=fabric.global_rank,
-        per_rank=gather_ranks(fabric, rank_values(chosen, {}, index)),
+        per_rank=gather_ranks(fabric, rank_facts(chosen, {}, fabric.device, index)),
         peak_allocated_mb=None,
         peak_reserved_mb=None,
     )

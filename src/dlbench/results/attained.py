@@ -27,3 +27,20 @@ def record_peaks(folder: Path, uuid: str, figures: dict) -> None:
     peaks = recorded_peaks(folder)
     peaks[uuid] = figures
     write_json(folder / PEAKS_FILE, peaks)
+
+
+def job_peaks(peaks: list[dict | None]) -> dict | None:
+    """What a job of several GPUs divides by: each figure's mean over its GPUs' own records,
+    none unless every GPU has one (a job is judged against all its GPUs or none)."""
+    if not peaks or any(not p for p in peaks):
+        return None
+    if len(peaks) == 1:
+        return peaks[0]
+    out: dict[str, object] = {
+        "run_id": " ".join(dict.fromkeys(str(p.get("run_id")) for p in peaks))
+    }
+    for key in peaks[0]:
+        values = [p.get(key) for p in peaks]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out[key] = sum(values) / len(values)
+    return out

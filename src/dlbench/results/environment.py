@@ -84,9 +84,24 @@ def container(root: Path = Path("/"), environ: Mapping[str, str] = os.environ) -
     return {"container": "", "container_image": ""}
 
 
+def rank_gpu_index(environ: Mapping[str, str] = os.environ) -> int:
+    """The GPU this process will run on: its local rank where a launcher set one (torchrun,
+    Lightning's launcher, srun), else 0. Read before Lightning starts, so that a rank's cache
+    folder and facts follow its own GPU, not GPU 0."""
+    for variable in ("LOCAL_RANK", "SLURM_LOCALID"):
+        value = environ.get(variable, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
 def collect_environment(device_type: str) -> dict[str, object]:
-    """Hardware and software versions of this host, as result-row columns."""
+    """Hardware and software versions of this host and of this rank's GPU, as result-row
+    columns."""
     cuda = device_type == "cuda"
+    gpu = rank_gpu_index() if cuda else 0
+    if cuda and gpu >= torch.cuda.device_count():
+        gpu = 0
     code = code_identity()
     env: dict[str, object] = {
         "hostname": socket.gethostname(),
@@ -101,11 +116,13 @@ def collect_environment(device_type: str) -> dict[str, object]:
         "dlbench": dlbench.__version__,
         "dlbench_commit": code.commit,
         "dlbench_dirty": "" if code.dirty is None else code.dirty,
-        "gpu_name": torch.cuda.get_device_name(0) if cuda else "",
+        "gpu_name": torch.cuda.get_device_name(gpu) if cuda else "",
         "gpu_count": torch.cuda.device_count() if cuda else 0,
-        "gpu_memory_mb": torch.cuda.get_device_properties(0).total_memory // 2**20 if cuda else "",
-        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(0))) if cuda else "",
-        "gpu_form_factor": form_factor(torch.cuda.get_device_name(0)) if cuda else "",
+        "gpu_memory_mb": torch.cuda.get_device_properties(gpu).total_memory // 2**20
+        if cuda
+        else "",
+        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(gpu))) if cuda else "",
+        "gpu_form_factor": form_factor(torch.cuda.get_device_name(gpu)) if cuda else "",
         "driver": gpu_driver_version() if cuda else "",
         "nccl": _nccl_version() if cuda else "",
         "nccl_env": " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k[:5] == "NCCL_"),

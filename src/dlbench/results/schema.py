@@ -7,6 +7,7 @@ import re
 from dlbench.config import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
 from dlbench.errors import invalid
 from dlbench.results.peak_columns import PEAK_COLUMNS
+from dlbench.results.telemetry_columns import TELEMETRY_COLUMNS
 
 SCHEMA_VERSION = 1
 
@@ -139,50 +140,12 @@ COLUMNS: dict[str, str] = {
     "param_count": "model parameters",
     "peak_memory_allocated_mb": "peak memory allocated by tensors (rank 0)",
     "peak_memory_reserved_mb": "peak memory reserved by the caching allocator (rank 0)",
-    "telemetry_backend": "nvml, amdsmi or empty when no GPU telemetry could be read",
-    "telemetry_samples": "sampler readings taken in the window",
-    "telemetry_window_s": "host time between the two energy-counter reads",
-    "energy_j": "GPU energy over the window, all GPUs",
-    "energy_source": "<backend>_counter_timed (the energy counter's steps timed inside the window, "
-    "scaled to it), <backend>_counter (its delta between the edges) or power_integral (sampled "
-    "power)",
-    "energy_quality": "ok, or why the window was too short to trust an energy figure (then none)",
-    "energy_counter_j": "energy from the GPU's counter (rank 0), when it has one",
-    "energy_counter_period_s": "how often the energy counter changes (measured before the window)",
-    "energy_integral_j": "energy from integrating sampled power (rank 0)",
-    "energy_per_sample_j": "energy_j / samples (per image or per sequence)",
-    "energy_per_token_j": "energy_j / tokens (text)",
-    "avg_power_w": "energy / window time (rank 0's GPU)",
-    "peak_power_w": "highest sampled power",
-    "power_limit_w": "enforced power limit of the GPU",
-    "temp_max_c": "highest GPU temperature sampled",
-    "gpu_util_avg": "mean GPU utilisation % (NVML's busy share)",
-    "mem_util_avg": "mean memory-controller utilisation %",
-    "mem_used_max_mb": "highest device memory in use (all processes)",
-    "sm_clock_avg_mhz": "mean SM clock",
-    "sm_clock_min_mhz": "lowest SM clock sampled",
-    "mem_clock_avg_mhz": "mean memory clock",
-    "jpeg_decoder_busy_pct": "mean busy share of the GPU's hardware JPEG decoders (NVML, NVJPG)",
-    "throttle_pct": "% of samples with a power or thermal slowdown reason set",
-    "throttle_reasons": "slowdown reasons seen (sw_power_cap, hw_thermal, ...)",
-    "other_gpu_processes": "other processes on the GPU during the window (isolation check)",
-    "cpu_energy_j": "CPU package + DRAM energy over the window (RAPL), when readable",
-    "energy_scope": "what energy_j covers: gpu_board, and +cpu_package where RAPL was readable "
-    "(cpu_energy_j)",
-    "idle_power_w": "GPU power while idle, sampled 2 s before warm-up (all of rank 0's GPUs); "
-    "a sweep worker reuses its sample of the same GPU for 10 minutes",
-    "idle_power_age_s": "seconds since idle_power_w was sampled (0: sampled for this row)",
-    "energy_above_idle_j": "energy_j minus idle power over the window (every GPU as rank 0's)",
-    "energy_above_idle_per_sample_j": "energy_above_idle_j / samples",
-    "sm_clock_base_mhz": "the SM clock the GPU guarantees (its default application clock)",
-    "sm_clock_below_base_pct": "% of samples with the SM clock under sm_clock_base_mhz that "
-    "neither the power cap nor idling explains",
-    "gpu_processes_hidden": "True when NVML's process list could not be matched with this "
-    "process (another PID namespace, e.g. a container): other_gpu_processes counts all but one",
+    **TELEMETRY_COLUMNS,
     "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",
     "verdict_reasons": "why invalid, ;-separated: failed, short_window, few_steps, noisy, "
     "host_bound, input_bound, hardware_slowdown, other_processes, low_clock, "
-    "energy_short_window; peak rows: below_datasheet, below_siblings",
+    "energy_short_window; peak rows: above_datasheet, impossible_figure, below_datasheet, "
+    "below_siblings",
     "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
     "eager_fallback",
     "usd_per_hour": "--usd-per-hour: the price given for the machine or GPU per hour",
@@ -264,11 +227,15 @@ COLUMNS: dict[str, str] = {
     "row (unknown: neither a checkout nor a build said)",
     "dlbench_dirty": "environment: True when the dlbench version had changes beyond "
     "dlbench_commit (empty: unknown)",
-    "gpu_name": "environment: GPU model",
-    "gpu_uuid": "the GPU's UUID (torch's form, NVML's without GPU-); cpu for the host",
+    "gpu_name": "environment: GPU model (a host of mixed GPUs: each model with its count)",
+    "gpu_mixed": "True when the job's GPUs are of more than one model (then no MFU)",
+    "gpu_uuid": "the GPU's UUID (torch's form, NVML's without GPU-); cpu for the host; several "
+    "ranks: each rank's, in rank order, space-separated",
     "gpu_count": "environment: GPUs visible",
-    "gpu_memory_mb": "environment: memory of GPU 0",
-    "gpu_capability": "environment: compute capability",
+    "gpu_memory_mb": "environment: memory of the run's GPU (several: the smallest of the job's; "
+    "the side file has each rank's)",
+    "gpu_capability": "environment: compute capability (several GPUs of different ones: each, "
+    "comma-separated)",
     "gpu_form_factor": "environment: SXM, PCIe, NVL or OAM (known GPU names only)",
     "gpu_pcie_link": "the GPU's current PCIe link, e.g. gen5 x16 (telemetry)",
     "gpu_app_clocks_locked": "True when the GPU's application clocks differ from the default "

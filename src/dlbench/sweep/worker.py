@@ -161,6 +161,8 @@ class Launcher:
     def run(self, config: RunConfig, auto_batch: bool, timeout_s: float) -> ChildResult:
         """Run one point in the worker, or in a process of its own."""
         if self.worker is None or needs_own_process(config):
+            if self.worker is not None:  # its context would sit on GPU 0 beside the ranks
+                self.worker.close()
             tagged = config.replace(extra={**config.extra, "isolation": "process"})
             return run_child(config_args(tagged, auto_batch), timeout_s)
         tagged = config.replace(extra={**config.extra, "isolation": "worker"})

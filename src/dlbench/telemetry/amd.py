@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from dlbench.telemetry.base import Reading
+from dlbench.telemetry.base import GpuProcess, Reading
 
 
 def _number(value: object) -> float | None:
@@ -79,9 +79,24 @@ class AmdSmiBackend:
     def base_sm_clock_mhz(self, device: int) -> float | None:
         return None
 
-    def other_processes(self, device: int) -> int:
-        procs = self._try(self.smi.amdsmi_get_gpu_process_list, self.handles[device], default=[])
-        return max(0, len(procs) - 1)
+    def gpu_processes(self, device: int) -> list[GpuProcess]:
+        """The GPU's processes as amdsmi lists them (PID, name and VRAM where it says)."""
+        h = self.handles[device]
+        found = []
+        for proc in self._try(self.smi.amdsmi_get_gpu_process_list, h, default=[]) or []:
+            query = getattr(self.smi, "amdsmi_get_gpu_process_info", None)
+            info = self._try(query, h, proc) if query else None
+            info = info if isinstance(info, dict) else proc if isinstance(proc, dict) else {}
+            memory = _number((info.get("memory_usage") or {}).get("vram_mem"))
+            pid = info.get("pid")
+            found.append(
+                GpuProcess(
+                    int(pid) if isinstance(pid, int) else -1,
+                    str(info.get("name") or ""),
+                    memory / 2**20 if memory is not None else None,
+                )
+            )
+        return found
 
     def close(self) -> None:
         self._try(self.smi.amdsmi_shut_down)

@@ -32,6 +32,20 @@ class Reading:
     jpeg_util: float | None = None  # the hardware JPEG decoders' busy share (NVJPG), in %
 
 
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process that holds a context on a GPU, as the driver lists it."""
+
+    pid: int
+    name: str = ""
+    memory_mb: float | None = None
+
+    def describe(self) -> str:
+        """`PID NAME MEMORY`, for a row that names who else used the GPU."""
+        memory = "" if self.memory_mb is None else f" {self.memory_mb:.0f} MiB"
+        return f"{self.pid} {self.name or '?'}{memory}"
+
+
 class GpuBackend(Protocol):
     """NVML, amdsmi or a fake: read one GPU (by position in this run's device list)."""
 
@@ -50,7 +64,9 @@ class GpuBackend(Protocol):
         """The SM clock the GPU guarantees (its default application clock), if known."""
         ...
 
-    def other_processes(self, device: int) -> int: ...
+    def gpu_processes(self, device: int) -> list[GpuProcess]:
+        """Every process with a context on the GPU, this one included."""
+        ...
 
     def close(self) -> None: ...
 

@@ -24,6 +24,7 @@ import torch
 
 from dlbench.console import stderr
 from dlbench.telemetry.base import GpuBackend, Reading
+from dlbench.telemetry.isolation import IsolationCheck
 from dlbench.telemetry.nvml import NvmlBackend, provided_nvml
 from dlbench.telemetry.rapl import RaplReader
 from dlbench.telemetry.window import (
@@ -123,7 +124,7 @@ class TelemetryMonitor:
         self._energy0: list[float | None] = []
         self._energy1: list[float | None] = []
         self._steps: dict[int, list[tuple[float, float]]] = {}  # per device: (time, value)
-        self._procs = 0
+        self.isolation = IsolationCheck()  # the job's PIDs: engine.ranks sets them under DDP
         self._cpu_j: float | None = None
         self.counter_period_s = None
         self.idle_power_w: float | None = None
@@ -186,8 +187,9 @@ class TelemetryMonitor:
         """Start sampling, then read the counters last, the window's start time beside them;
         called right after the device synchronized."""
         self.readings.clear()
+        self.isolation.reset()
         if self.gpu:
-            self._procs = max(self.gpu.other_processes(d) for d in self.devices)
+            self.isolation.check(self.gpu, self.devices)
             self._sample_all()
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="dlbench-telemetry", daemon=True)
@@ -211,7 +213,7 @@ class TelemetryMonitor:
             if self._thread:
                 self._thread.join()
             self._sample_all()
-            self._procs = max(self._procs, *(self.gpu.other_processes(d) for d in self.devices))
+            self.isolation.check(self.gpu, self.devices)
         if self.log_path and self.readings:
             self._write_log()
         self.measurement = self._measure()
@@ -257,8 +259,9 @@ class TelemetryMonitor:
             sm_clock_below_base_pct=below_base_pct(self.readings, base),
             idle_power_w=self.idle_power_w,
             idle_power_age_s=self.idle_power_age_s,
-            gpu_processes_hidden=bool(getattr(self.gpu, "processes_hidden", False)),
-            other_gpu_processes=self._procs,
+            gpu_processes_hidden=self.isolation.hidden,
+            other_gpu_processes=self.isolation.most,
+            other_gpu_process_list=self.isolation.named(),
             device=self.gpu.describe(0) if hasattr(self.gpu, "describe") else {},
         )
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 
 from dlbench.plugins import load_plugins
-from dlbench.telemetry.base import Reading
+from dlbench.telemetry.base import GpuProcess, Reading
 
 # Plugins may provide a module with pynvml's interface (a fake NVML for machines without an
 # NVIDIA GPU, say): the first provider that returns one is used in place of pynvml.
@@ -43,7 +44,6 @@ class NvmlBackend:
     """Reads the GPUs that this run uses; `uuids` come from torch, so containers map right."""
 
     name = "nvml"
-    processes_hidden = False  # this process is not in NVML's list (another PID namespace)
 
     def __init__(
         self,
@@ -139,19 +139,33 @@ class NvmlBackend:
         )
         return float(clock) if clock else None
 
-    def other_processes(self, device: int) -> int:
-        """Processes on the GPU besides this one. In a container NVML gives host PIDs, which
-        this process cannot match with its own: then all but one count, and
-        `processes_hidden` says so."""
+    def gpu_processes(self, device: int) -> list[GpuProcess]:
+        """Every process with a compute context on the GPU: its PID as NVML gives it (the
+        host's, seen from a container), its name and the device memory it holds."""
         procs = self._try(self.nvml.nvmlDeviceGetComputeRunningProcesses, self.handles[device])
-        pids = [p.pid for p in procs or []]
-        if os.getpid() in pids or not pids:
-            return len(pids) - (os.getpid() in pids)
-        self.processes_hidden = True
-        return len(pids) - 1
+        return [
+            GpuProcess(p.pid, self._process_name(p.pid), _memory_mb(p.usedGpuMemory))
+            for p in procs or []
+        ]
+
+    def _process_name(self, pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            name = self._try(getattr(self.nvml, "nvmlSystemGetProcessName", _no_name), pid)
+            return Path(_text(name)).name if name else ""
 
     def close(self) -> None:
         self._try(self.nvml.nvmlShutdown)
+
+
+def _memory_mb(used: int | None) -> float | None:
+    """NVML's bytes (None where it cannot say, as inside some containers) in MiB."""
+    return used / 2**20 if isinstance(used, int) and used >= 0 else None
+
+
+def _no_name(pid: int) -> str:
+    return ""
 
 
 def _nvml_uuid(torch_uuid: str) -> str:

@@ -163,6 +163,7 @@ class WindowMeasurement:
     idle_power_age_s: float | None = None
     gpu_processes_hidden: bool = False
     other_gpu_processes: int = 0
+    other_gpu_process_list: str = ""
     device: dict[str, object] = field(default_factory=dict)  # the backend's own description
 
     def columns(self) -> dict[str, object]:
@@ -202,6 +203,7 @@ class WindowMeasurement:
             throttle_pct=samples.throttle_pct,
             throttle_reasons=samples.throttle_reasons,
             other_gpu_processes=self.other_gpu_processes,
+            other_gpu_process_list=self.other_gpu_process_list,
         )
         return row
 
