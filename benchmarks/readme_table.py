@@ -3,7 +3,8 @@ one column of figures per GPU, so the front page's figures are the CSVs', never 
 line under it names the code and the files (tests/test_readme.py checks both). Usage:
 PYTHONPATH=src python3 benchmarks/readme_table.py [--write] [DEFAULT_CSV ...]
 (default: every benchmarks/reference/default-*.csv, the first one's GPU the baseline; --write
-replaces the README's generated block, as `benchmarks/reference.sh docs` does)."""
+replaces the README's generated block, as `benchmarks/reference.sh docs` does, and its "Several
+GPUs" block from the multi-GPU reference's CSVs, benchmarks/multi_table.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ from dlbench.workloads import get_workload
 REFERENCE = Path(__file__).resolve().parent / "reference"
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"(<!-- generated: [^>]*-->\n)(.*?)(\n<!-- end generated -->)", re.S)
+# The "Several GPUs" block, from the multi-GPU reference (benchmarks/multi_table.py).
+MULTI_BLOCK = re.compile(
+    r"(<!-- generated multi: [^>]*-->\n)(.*?)(\n<!-- end generated multi -->)", re.S
+)
 POINT = ["model", "mode", "batch_size", "precision"]
 
 
@@ -74,16 +79,24 @@ def default_paths() -> list[Path]:
     return sorted(paths, key=lambda p: "h100" not in p.name)
 
 
-def write_readme(text: str) -> None:
-    """The README with its generated block replaced by `text`."""
+def write_readme(text: str, multi: str | None = None) -> None:
+    """The README with its generated block replaced by `text`, and its "Several GPUs" block
+    by `multi` where given."""
     readme = README.read_text()
-    if not BLOCK.search(readme):
-        raise SystemExit(f"{README}: no generated block")
-    README.write_text(BLOCK.sub(lambda m: m.group(1) + text + m.group(3), readme, count=1))
+    blocks = [(BLOCK, text), *([(MULTI_BLOCK, multi)] if multi is not None else [])]
+    for block, new in blocks:
+        if not block.search(readme):
+            raise SystemExit(f"{README}: no block {block.pattern[:30]}")
+        readme = block.sub(lambda m, new=new: m.group(1) + new + m.group(3), readme, count=1)
+    README.write_text(readme)
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from multi_table import hosts, multi_table
+
     args = sys.argv[1:]
     write = "--write" in args
     text = table([Path(p) for p in args if p != "--write"] or default_paths())
-    write_readme(text) if write else print(text)
+    multi = multi_table() if hosts() else None
+    write_readme(text, multi) if write else print(text, multi or "", sep="\n\n")

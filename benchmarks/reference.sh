@@ -9,8 +9,13 @@
 # row). `docs` (on any machine, once the CSVs are here) regenerates what is made from them: the
 # README's table (benchmarks/readme_table.py) and the example report (benchmarks/example_report.sh);
 # provenance: docs/reference.md. Every GPU setting is only read.
-# Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [docs]
-#   (the five GPU parts by default)
+# `multi` is the reference of a host of several GPUs (4 here; run it where it is the point):
+# peak on every GPU (the fleet check), `scaling` at 1, 2, 4 ... GPUs for resnet50, vit and
+# llm_1b training beside a bare torch DDP loop under torchrun (benchmarks/bare_ddp.py) at the
+# same counts, `validate` on every GPU, and one run of two torchrun launchers as two nodes of
+# half the GPUs each; its CSVs are named multi-<what>-<torch>-<cuda>-<gpu>x<count>.csv.
+# Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [multi] [docs]
+#   (the five single-GPU parts by default)
 #   DLBENCH (default: python3 -m dlbench, from this tree)   REFERENCE_DIR (benchmarks/reference)
 #   JPEG_DIR (where the JPEG set is made; default /tmp/dlbench-jpeg)
 #   DRY_RUN=1: print each dlbench command instead of running it (tests/test_reference_script.py
@@ -22,8 +27,8 @@ read -r -a DLBENCH <<< "${DLBENCH:-python3 -m dlbench}"
 OUT=${REFERENCE_DIR:-benchmarks/reference}
 JPEG_DIR=${JPEG_DIR:-/tmp/dlbench-jpeg}
 DRY_RUN=${DRY_RUN:-0}
-PARTS=(peak default decode jpeg validate docs)
-usage="usage: $0 [peak] [default] [decode] [jpeg] [validate] [docs]"
+PARTS=(peak default decode jpeg validate multi docs)
+usage="usage: $0 [peak] [default] [decode] [jpeg] [validate] [multi] [docs]"
 for part in "$@"; do  # every part named is checked before anything runs
     [[ " ${PARTS[*]} " == *" $part "* ]] || { echo "$usage" >&2; exit 2; }
 done
@@ -31,15 +36,22 @@ done
 
 parts=("$@")
 ((${#parts[@]})) || parts=(peak default decode jpeg validate)
-gpu=dry-run software=dry-run
+gpu=dry-run software=dry-run gpus=4
 if [[ $DRY_RUN != 1 && " ${parts[*]} " != " docs " ]]; then  # docs alone needs no GPU
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//')
+    gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
     software=$(python3 -c 'import torch; v = torch.__version__.split("+")[0].rsplit(".", 1)[0]; print(f"pt{v}-cu{torch.version.cuda}")')
 fi
 csv() { echo "$OUT/$1-$software-$gpu.csv"; }
+failed=()  # a command that fails is named at the end; the others still run (their rows count)
 run() {
     echo "+ dlbench $*" >&2
-    [[ $DRY_RUN == 1 ]] || "${DLBENCH[@]}" "$@"
+    [[ $DRY_RUN == 1 ]] || "${DLBENCH[@]}" "$@" || failed+=("dlbench $1 ($?)")
+}
+launch() {  # torchrun, with NVLink multicast off (a lent host's rule; docs/clusters.md)
+    echo "+ torchrun $*" >&2
+    [[ $DRY_RUN == 1 ]] || NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} python3 -m torch.distributed.run "$@" \
+        || failed+=("torchrun ($?)")
 }
 
 peak() {  # matmul per dtype, memory, host copies: what MFU against the attained peak divides by
@@ -73,6 +85,38 @@ validate() {  # the harness against a hand-written loop on the same inputs
         --output "$(csv validate)"
 }
 
+multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a bare loop's?
+    export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+    local mcsv counts=1 half=$((gpus / 2)) port=${MULTI_PORT:-29512}
+    mcsv() { echo "$OUT/multi-$1-$software-${gpu}x$gpus.csv"; }
+    for ((k = 2; k <= gpus; k *= 2)); do counts+=",$k"; done
+    run peak --max-time 12 --output "$(mcsv peak)"
+    for k in ${counts//,/ }; do  # the yardstick at each count: plain torch DDP, timm's models
+        launch --standalone --nproc-per-node "$k" benchmarks/bare_ddp.py \
+            --model resnet50,vit_base_patch16_224 --output "$(mcsv bare-ddp)"
+    done
+    local image=(--batch-size 256 --precision bf16-mixed --devices "$counts" --output "$(mcsv scaling)")
+    run scaling --model resnet50 "${image[@]}"
+    run scaling --model vit --optimizer sgd "${image[@]}"  # the bare loop's optimizer
+    run scaling --model llm_1b --batch-size 4 --precision bf16-mixed --devices "$counts" \
+        --output "$(mcsv scaling)"
+    for model in resnet50 vit; do
+        run validate --model "$model" --batch-size 256 --precision bf16-mixed --devices "$gpus" \
+            --repeats 3 --n-iters 40 --output "$(mcsv validate)"
+    done
+    # two launchers on this host as two nodes of half the GPUs each (one row, world size $gpus)
+    local nodes=(--nnodes 2 --nproc-per-node "$half" --rdzv-backend c10d
+        --rdzv-endpoint "localhost:$port" --rdzv-id dlbench-multi -m dlbench train
+        --model resnet50 --batch-size 256 --precision bf16-mixed --devices "$half" --num-nodes 2
+        --output "$(mcsv nodes)")
+    local visible_first visible_second
+    visible_first=$(seq -s, 0 $((half - 1))) visible_second=$(seq -s, "$half" $((gpus - 1)))
+    CUDA_VISIBLE_DEVICES=$visible_first launch "${nodes[@]}" &
+    local first=$!
+    CUDA_VISIBLE_DEVICES=$visible_second launch "${nodes[@]}"
+    wait "$first" || failed+=("the first launcher ($?)")
+}
+
 docs() {  # what is made from the CSVs: the README's table and the example report
     echo "+ python3 benchmarks/readme_table.py --write" >&2
     [[ $DRY_RUN == 1 ]] || python3 benchmarks/readme_table.py --write
@@ -83,3 +127,7 @@ docs() {  # what is made from the CSVs: the README's table and the example repor
 for part in "${parts[@]}"; do
     "$part"
 done
+if ((${#failed[@]})); then
+    echo "failed: ${failed[*]}" >&2
+    exit 1
+fi

@@ -10,13 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from dlbench.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("peak", "default", "decode", "jpeg", "validate", "docs")
+PARTS = ("peak", "default", "decode", "jpeg", "validate", "multi", "docs")
 
 
 def _dry_run(*parts: str, jpeg: Path = Path("/nonexistent/jpeg")) -> list[str]:
@@ -50,6 +51,16 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
     import dlbench.peak.run
 
     monkeypatch.setattr(dlbench.peak.run, "run_peak", record("peak", []))
+    import dlbench.sweep.runner
+
+    def plan_only(runner, console=None):  # the scaling plan, not its points
+        calls.append(("scaling", runner.plan.runs[0]["models"][0]))
+        return dlbench.sweep.runner.SweepOutcome()
+
+    monkeypatch.setattr(dlbench.sweep.runner.SweepRunner, "run", plan_only)
+    import dlbench.analysis.scaling
+
+    monkeypatch.setattr(dlbench.analysis.scaling, "record_scaling", lambda *a: pd.DataFrame())
 
     def make_images(folder: Path, spec: object) -> int:  # the folder, not 12,000 files
         folder.mkdir(parents=True)
@@ -65,8 +76,14 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     commands = [shlex.split(line)[1:] for line in lines if line.startswith("dlbench ")]
     assert [c[0] for c in commands] == [
         "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
-        "validate",
+        "validate", "peak", "scaling", "scaling", "scaling", "validate", "validate",
     ]  # fmt: skip
+    launched = [shlex.split(line)[1:] for line in lines if line.startswith("torchrun ")]
+    bare = [words for words in launched if "benchmarks/bare_ddp.py" in words]
+    assert [words[words.index("--nproc-per-node") + 1] for words in bare] == ["1", "2", "4"]
+    nodes = [words for words in launched if "-m" in words]
+    assert len(nodes) == 2 and nodes[0] == nodes[1]  # two launchers, one job
+    commands.append(nodes[0][nodes[0].index("-m") + 2 :])  # its dlbench command parses too
     assert lines[-2:] == [
         "python3 benchmarks/readme_table.py --write",
         "bash benchmarks/example_report.sh",
@@ -80,9 +97,10 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     assert executed[0] == ("peak", "auto")  # every GPU, before the plan that divides by it
     models = [getattr(first, "model", first) for name, first in executed[1:] if name != "make-data"]
     assert models == ["llm_8b", "resnet50", "resnet50", "resnet50",
-                      f"folder:{tmp_path}/jpeg/images", "resnet50", "vit"]  # fmt: skip
+                      f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "auto", "resnet50",
+                      "vit", "llm_1b", "resnet50", "vit", "resnet50"]  # fmt: skip
     decodes = [first.data_decode for name, first in executed if name == "execute"]
-    assert decodes[-2:] == ["gpu", "cpu"]
+    assert decodes[2:4] == ["gpu", "cpu"]  # the JPEG part; the last is the two-node run
 
 
 def test_the_default_parts_are_the_gpu_ones_and_a_wrong_part_exits_2() -> None:
@@ -109,3 +127,22 @@ def test_the_example_report_builds_from_the_reference_rows(tmp_path: Path) -> No
     text = (tmp_path / "report" / "report.md").read_text()
     assert "How these machines compare" in text
     assert (tmp_path / "report" / "report.pdf").stat().st_size > 0
+
+
+@pytest.mark.e2e
+def test_the_bare_ddp_yardstick_runs_under_torchrun_and_writes_a_row_per_model(tmp_path: Path):
+    """benchmarks/bare_ddp.py on two CPU ranks (gloo): the loop the reference holds dlbench's
+    DDP rows to, one row per model, the global rate over the slowest rank's window."""
+    csv = tmp_path / "bare.csv"
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "benchmarks/bare_ddp.py", "--model", "test_resnet,test_vit", "--batch-size", "2",
+         "--steps", "2", "--warmup", "1", "--output", str(csv)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = pd.read_csv(csv)
+    assert list(rows["model"]) == ["test_resnet", "test_vit"]
+    assert list(rows["world_size"]) == [2, 2] and list(rows["num_nodes"]) == [1, 1]
+    for r in rows.to_dict("records"):
+        assert r["images_per_s"] == pytest.approx(2 * 2 * 2 / r["window_s"])

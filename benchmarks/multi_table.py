@@ -1,0 +1,118 @@
+"""The README's "Several GPUs" table from the multi-GPU reference CSVs (`benchmarks/reference.sh
+multi`): per host, dlbench's DDP rows beside the bare torch DDP loop at the same GPU counts
+(benchmarks/bare_ddp.py), scaling efficiency of both, `validate` on every GPU, the two-launcher
+row and what each GPU attains (dlbench peak). Used by readme_table.py, which writes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from dlbench.analysis.load import load_rows, verdict_labels
+from dlbench.analysis.machines import code_labels
+
+REFERENCE = Path(__file__).resolve().parent / "reference"
+BARE_NAMES = {"resnet50": "resnet50", "vit_base_patch16_224": "vit"}  # timm's -> dlbench's
+
+
+def hosts() -> list[str]:
+    """The hosts measured, as the CSVs name them (`<torch>-<cuda>-<gpu>x<count>`), H100 first."""
+    found = {p.name.removeprefix("multi-scaling-").removesuffix(".csv")
+             for p in REFERENCE.glob("multi-scaling-*.csv")}  # fmt: skip
+    return sorted(found, key=lambda h: ("h100" not in h, h))
+
+
+def _csv(part: str, host: str) -> Path:
+    return REFERENCE / f"multi-{part}-{host}.csv"
+
+
+def _scaling(host: str) -> pd.DataFrame:
+    rows = load_rows([_csv("scaling", host)])
+    runs = rows[(rows["run_kind"] == "benchmark") & (rows["status"] == "ok")]
+    plain = runs[(runs["world_size"] > 1) | (runs["strategy"].astype(str) == "single")]
+    plain = plain.drop_duplicates(["model", "world_size"], keep="last")
+    return plain.assign(verdict_label=verdict_labels(plain), code=code_labels(plain))
+
+
+def _bare(host: str) -> pd.DataFrame:
+    path = _csv("bare-ddp", host)
+    if not path.exists():
+        return pd.DataFrame(columns=["model", "world_size", "images_per_s"])
+    bare = pd.read_csv(path)
+    bare["model"] = bare["model"].map(lambda m: BARE_NAMES.get(m, m))
+    return bare.drop_duplicates(["model", "world_size"], keep="last")
+
+
+def scaling_lines(host: str) -> list[str]:
+    """One line per model and GPU count."""
+    runs, bare = _scaling(host), _bare(host)
+    one = runs[runs["world_size"] == 1].set_index("model")["samples_per_s"]
+    bare_one = bare[bare["world_size"] == 1].set_index("model")["images_per_s"]
+    lines = []
+    for r in runs.sort_values(["model", "world_size"]).to_dict("records"):
+        n, model = int(r["world_size"]), r["model"]
+        match = bare[(bare["model"] == model) & (bare["world_size"] == n)]
+        yard = float(match["images_per_s"].iloc[0]) if len(match) else None
+        cells = [
+            model, str(n), f"{r['samples_per_s']:,.1f}", f"{r['samples_per_s'] / n:,.1f}",
+            f"{r['samples_per_s'] / (n * one[model]):.3f}" if model in one else "",
+            f"{yard:,.1f}" if yard else "",
+            f"{yard / (n * bare_one[model]):.3f}" if yard and model in bare_one else "",
+            f"{r['samples_per_s'] / yard:.3f}" if yard else "",
+            r["verdict_label"],
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def other_lines(host: str) -> list[str]:
+    """validate on every GPU, the two launchers as two nodes, and each GPU's peak."""
+    lines = []
+    if _csv("validate", host).exists():
+        rows = load_rows([_csv("validate", host)])
+        for r in rows.assign(verdict_label=verdict_labels(rows)).to_dict("records"):
+            lines.append(
+                f"- `validate --devices {r['world_size']}` {r['model']}: dlbench "
+                f"{r['samples_per_s']:,.1f}/s, its bare loop {r['bare_samples_per_s']:,.1f}/s, "
+                f"ratio {r['harness_ratio']:.4f} ({r['harness_ratios']}), {r['verdict_label']}"
+            )
+    if _csv("nodes", host).exists():
+        runs = _scaling(host)
+        nodes = load_rows([_csv("nodes", host)])
+        for r in nodes.assign(verdict_label=verdict_labels(nodes)).to_dict("records"):
+            same = (runs["model"] == r["model"]) & (runs["world_size"] == r["world_size"])
+            one = runs[same]["samples_per_s"]
+            ratio = f", {r['samples_per_s'] / one.iloc[0]:.3f} of one launcher" if len(one) else ""
+            lines.append(
+                f"- two launchers ({r['launcher']}) as {r['num_nodes']} nodes, world size "
+                f"{r['world_size']}: {r['model']} {r['samples_per_s']:,.1f}/s{ratio}, "
+                f"{r['verdict_label']}"
+            )
+    if _csv("peak", host).exists():
+        peaks = load_rows([_csv("peak", host)])
+        for r in peaks.assign(verdict_label=verdict_labels(peaks)).to_dict("records"):
+            lines.append(
+                f"- GPU {r['gpu_index']}: bf16 {r['attained_bf16_tflops']:,.1f} TFLOP/s "
+                f"({r['attained_bf16_datasheet_share']:.2f} of the datasheet), read "
+                f"{r['attained_read_tb_s']:.2f} TB/s, to its peers {r['attained_p2p_gb_s']:,.1f} "
+                f"GB/s (slowest {r['attained_p2p_min_gb_s']:,.1f}), {r['verdict_label']}"
+            )
+    return lines
+
+
+def multi_table() -> str:
+    """Every host's table and lines, and where the figures come from."""
+    head = ["model", "GPUs", "dlbench /s", "a GPU /s", "efficiency", "bare DDP /s",
+            "bare efficiency", "dlbench / bare", "verdict"]  # fmt: skip
+    out: list[str] = []
+    for host in hosts():
+        gpu = str(_scaling(host)["gpu_name"].iloc[0])
+        count = host.rsplit("x", 1)[-1]
+        out += [f"**{count} x {gpu}** (`{host}`)", ""]
+        out += ["| " + " | ".join(head) + " |", "|---|--:|--:|--:|--:|--:|--:|--:|---|"]
+        out += scaling_lines(host)
+        out += ["", *other_lines(host), ""]
+    codes = sorted({c for h in hosts() for c in _scaling(h)["code"]})
+    out.append(f"Measured by dlbench {' and '.join(codes)} (`benchmarks/reference/multi-*.csv`).")
+    return "\n".join(out)
