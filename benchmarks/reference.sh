@@ -14,6 +14,8 @@
 # llm_1b training beside a bare torch DDP loop under torchrun (benchmarks/bare_ddp.py) at the
 # same counts, `validate` on every GPU, and one run of two torchrun launchers as two nodes of
 # half the GPUs each; its CSVs are named multi-<what>-<torch>-<cuda>-<gpu>x<count>.csv.
+# MULTI_PARTS (default: peak bare scaling validate nodes) and MULTI_MODELS (resnet50 vit llm_1b)
+# run some of it, for a lease too short for all (a rerun of scaling skips the points it has).
 # Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [multi] [docs]
 #   (the five single-GPU parts by default)
 #   DLBENCH (default: python3 -m dlbench, from this tree)   REFERENCE_DIR (benchmarks/reference)
@@ -88,22 +90,30 @@ validate() {  # the harness against a hand-written loop on the same inputs
 multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a bare loop's?
     export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
     local mcsv counts=1 half=$((gpus / 2)) port=${MULTI_PORT:-29512}
+    local want=" ${MULTI_PARTS:-peak bare scaling validate nodes} " models=" ${MULTI_MODELS:-resnet50 vit llm_1b} "
     mcsv() { echo "$OUT/multi-$1-$software-${gpu}x$gpus.csv"; }
     for ((k = 2; k <= gpus; k *= 2)); do counts+=",$k"; done
-    run peak --max-time 12 --output "$(mcsv peak)"
-    for k in ${counts//,/ }; do  # the yardstick at each count: plain torch DDP, timm's models
-        launch --standalone --nproc-per-node "$k" benchmarks/bare_ddp.py \
-            --model resnet50,vit_base_patch16_224 --output "$(mcsv bare-ddp)"
-    done
-    local image=(--batch-size 256 --precision bf16-mixed --devices "$counts" --output "$(mcsv scaling)")
-    run scaling --model resnet50 "${image[@]}"
-    run scaling --model vit --optimizer sgd "${image[@]}"  # the bare loop's optimizer
-    run scaling --model llm_1b --batch-size 4 --precision bf16-mixed --devices "$counts" \
-        --output "$(mcsv scaling)"
-    for model in resnet50 vit; do
-        run validate --model "$model" --batch-size 256 --precision bf16-mixed --devices "$gpus" \
-            --repeats 3 --n-iters 40 --output "$(mcsv validate)"
-    done
+    [[ $want != *" peak "* ]] || run peak --max-time 10 --output "$(mcsv peak)"
+    if [[ $want == *" bare "* ]]; then  # the yardstick at each count: plain torch DDP, timm's models
+        for k in ${counts//,/ }; do
+            launch --standalone --nproc-per-node "$k" benchmarks/bare_ddp.py \
+                --model resnet50,vit_base_patch16_224 --output "$(mcsv bare-ddp)"
+        done
+    fi
+    if [[ $want == *" scaling "* ]]; then
+        local image=(--batch-size 256 --precision bf16-mixed --devices "$counts" --output "$(mcsv scaling)")
+        [[ $models != *" resnet50 "* ]] || run scaling --model resnet50 "${image[@]}"
+        [[ $models != *" vit "* ]] || run scaling --model vit --optimizer sgd "${image[@]}"  # the bare loop's
+        [[ $models != *" llm_1b "* ]] || run scaling --model llm_1b --batch-size 4 \
+            --precision bf16-mixed --devices "$counts" --output "$(mcsv scaling)"
+    fi
+    if [[ $want == *" validate "* ]]; then
+        for model in resnet50 vit; do
+            run validate --model "$model" --batch-size 256 --precision bf16-mixed --devices "$gpus" \
+                --repeats 3 --n-iters 40 --output "$(mcsv validate)"
+        done
+    fi
+    [[ $want == *" nodes "* ]] || return 0
     # two launchers on this host as two nodes of half the GPUs each (one row, world size $gpus)
     local nodes=(--nnodes 2 --nproc-per-node "$half" --rdzv-backend c10d
         --rdzv-endpoint "localhost:$port" --rdzv-id dlbench-multi -m dlbench train
