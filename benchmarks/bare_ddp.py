@@ -2,7 +2,8 @@
 as a careful user writes one, with nothing of dlbench in it. timm's model, bf16 autocast,
 channels_last, SGD (momentum 0.9, foreach), synthetic bf16 images made once on each GPU, torch's
 DistributedDataParallel with its defaults; every rank times its steps between two CUDA events on its
-own GPU, and the global rate divides all ranks' samples by the slowest rank's window.
+own GPU, and the global rate divides all ranks' samples by the slowest rank's window. On one GPU
+it is the plain loop (no DDP), the baseline a user's scaling efficiency is counted from.
 
     torchrun --nproc-per-node 4 benchmarks/bare_ddp.py --model resnet50 --batch-size 256 \
         --output benchmarks/reference/bare-ddp-....csv
@@ -110,7 +111,7 @@ def main() -> None:
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    distributed = "WORLD_SIZE" in os.environ
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1  # one GPU: the plain loop, no DDP
     if distributed:
         dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
     torch.backends.cudnn.benchmark = True

@@ -104,8 +104,8 @@ multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a b
         local image=(--batch-size 256 --precision bf16-mixed --devices "$counts" --output "$(mcsv scaling)")
         [[ $models != *" resnet50 "* ]] || run scaling --model resnet50 "${image[@]}"
         [[ $models != *" vit "* ]] || run scaling --model vit --optimizer sgd "${image[@]}"  # the bare loop's
-        [[ $models != *" llm_1b "* ]] || run scaling --model llm_1b --batch-size 4 \
-            --precision bf16-mixed --devices "$counts" --output "$(mcsv scaling)"
+        [[ $models != *" llm_1b "* ]] || run scaling --model llm_1b --batch-size 4 --seq-len 2048 \
+            --precision bf16-mixed --devices "$counts" --output "$(mcsv scaling)"  # the plan's
     fi
     if [[ $want == *" validate "* ]]; then
         for model in resnet50 vit; do
