@@ -19,7 +19,8 @@ BARE_NAMES = {"resnet50": "resnet50", "vit_base_patch16_224": "vit"}  # timm's -
 def hosts() -> list[str]:
     """The hosts measured, as the CSVs name them (`<torch>-<cuda>-<gpu>x<count>`), H100 first."""
     found = {p.name.removeprefix("multi-scaling-").removesuffix(".csv")
-             for p in REFERENCE.glob("multi-scaling-*.csv")}  # fmt: skip
+             for p in REFERENCE.glob("multi-scaling-*.csv")
+             if ".per_rank" not in p.name}  # fmt: skip
     return sorted(found, key=lambda h: ("h100" not in h, h))
 
 
@@ -55,7 +56,7 @@ def scaling_lines(host: str) -> list[str]:
         match = bare[(bare["model"] == model) & (bare["world_size"] == n)]
         yard = float(match["images_per_s"].iloc[0]) if len(match) else None
         cells = [
-            model, str(n), f"{r['samples_per_s']:,.1f}", f"{r['samples_per_s'] / n:,.1f}",
+            model, str(n), f"{r['samples_per_s']:,.1f}",
             f"{r['samples_per_s'] / (n * one[model]):.3f}" if model in one else "",
             f"{yard:,.1f}" if yard else "",
             f"{yard / (n * bare_one[model]):.3f}" if yard and model in bare_one else "",
@@ -67,16 +68,14 @@ def scaling_lines(host: str) -> list[str]:
 
 
 def other_lines(host: str) -> list[str]:
-    """validate on every GPU, the two launchers as two nodes, and each GPU's peak."""
+    """validate on every GPU, the two launchers as two nodes, and what the GPUs attain."""
     lines = []
     if _csv("validate", host).exists():
         rows = load_rows([_csv("validate", host)])
-        for r in rows.assign(verdict_label=verdict_labels(rows)).to_dict("records"):
-            lines.append(
-                f"- `validate --devices {r['world_size']}` {r['model']}: dlbench "
-                f"{r['samples_per_s']:,.1f}/s, its bare loop {r['bare_samples_per_s']:,.1f}/s, "
-                f"ratio {r['harness_ratio']:.4f} ({r['harness_ratios']}), {r['verdict_label']}"
-            )
+        rows = rows.assign(verdict_label=verdict_labels(rows))
+        parts = [f"{r['model']} {r['harness_ratio']:.4f} ({r['verdict_label']})"
+                 for r in rows.to_dict("records")]  # fmt: skip
+        lines.append(f"- `validate --devices {rows['world_size'].iloc[0]}`: " + ", ".join(parts))
     if _csv("nodes", host).exists():
         runs = _scaling(host)
         nodes = load_rows([_csv("nodes", host)])
@@ -85,32 +84,34 @@ def other_lines(host: str) -> list[str]:
             one = runs[same]["samples_per_s"]
             ratio = f", {r['samples_per_s'] / one.iloc[0]:.3f} of one launcher" if len(one) else ""
             lines.append(
-                f"- two launchers ({r['launcher']}) as {r['num_nodes']} nodes, world size "
-                f"{r['world_size']}: {r['model']} {r['samples_per_s']:,.1f}/s{ratio}, "
-                f"{r['verdict_label']}"
+                f"- two torchrun launchers as {r['num_nodes']} nodes: {r['model']} "
+                f"{r['samples_per_s']:,.1f}/s{ratio} ({r['verdict_label']})"
             )
     if _csv("peak", host).exists():
-        peaks = load_rows([_csv("peak", host)])
-        for r in peaks.assign(verdict_label=verdict_labels(peaks)).to_dict("records"):
-            lines.append(
-                f"- GPU {r['gpu_index']}: bf16 {r['attained_bf16_tflops']:,.1f} TFLOP/s "
-                f"({r['attained_bf16_datasheet_share']:.2f} of the datasheet), read "
-                f"{r['attained_read_tb_s']:.2f} TB/s, to its peers {r['attained_p2p_gb_s']:,.1f} "
-                f"GB/s (slowest {r['attained_p2p_min_gb_s']:,.1f}), {r['verdict_label']}"
-            )
+        p = load_rows([_csv("peak", host)])
+        p = p.assign(verdict_label=verdict_labels(p))
+
+        def each(column: str, digits: int) -> str:
+            return " / ".join(f"{v:,.{digits}f}" for v in p[column])
+
+        lines.append(
+            f"- `dlbench peak`, GPU by GPU: bf16 {each('attained_bf16_tflops', 1)} TFLOP/s, read "
+            f"{each('attained_read_tb_s', 2)} TB/s, to peers {each('attained_p2p_gb_s', 0)} GB/s "
+            f"({', '.join(dict.fromkeys(p['verdict_label']))})"
+        )
     return lines
 
 
 def multi_table() -> str:
     """Every host's table and lines, and where the figures come from."""
-    head = ["model", "GPUs", "dlbench /s", "a GPU /s", "efficiency", "bare DDP /s",
-            "bare efficiency", "dlbench / bare", "verdict"]  # fmt: skip
+    head = ["model", "GPUs", "dlbench /s", "efficiency", "bare DDP /s", "bare efficiency",
+            "dlbench / bare", "verdict"]  # fmt: skip
     out: list[str] = []
     for host in hosts():
         gpu = str(_scaling(host)["gpu_name"].iloc[0])
         count = host.rsplit("x", 1)[-1]
         out += [f"**{count} x {gpu}** (`{host}`)", ""]
-        out += ["| " + " | ".join(head) + " |", "|---|--:|--:|--:|--:|--:|--:|--:|---|"]
+        out += ["| " + " | ".join(head) + " |", "|---|--:|--:|--:|--:|--:|--:|---|"]
         out += scaling_lines(host)
         out += ["", *other_lines(host), ""]
     codes = sorted({c for h in hosts() for c in _scaling(h)["code"]})

@@ -58,20 +58,32 @@ def test_reference_table_numbers_come_from_the_committed_csvs():
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": "src"},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
+    single, multi = out.stdout.strip().split("\n\n**", 1)  # the "Several GPUs" block follows
     block = re.search(r"<!-- generated: [^>]*-->\n(.*?)\n<!-- end generated -->", README, re.S)
-    assert block and block.group(1) == out.stdout.strip()
-    assert out.stdout.count("\n| ") == 27  # the plan's 27 points under the header
+    assert block and block.group(1) == single
+    assert single.count("\n| ") == 27  # the plan's 27 points under the header
+    several = re.search(
+        r"<!-- generated multi: [^>]*-->\n(.*?)\n<!-- end generated multi -->", README, re.S
+    )
+    assert several and several.group(1) == "**" + multi
 
 
-def test_every_reference_csv_was_measured_by_one_commit():
-    """One reference, one commit: every row of every published CSV names the same code."""
+def test_every_reference_csv_was_measured_by_one_commit_per_command():
+    """One reference, one commit: every row of the single-GPU reference names the same code,
+    and every row of the several-GPU one (`reference.sh multi`, run when hosts of several GPUs
+    were lent) names one clean commit too; docs/reference.md names both."""
     import pandas as pd
 
     csvs = sorted((ROOT / "benchmarks" / "reference").glob("*.csv"))
     assert {c.name.split("-pt")[0] for c in csvs} >= {"default", "decode", "jpeg", "validate"}
-    commits = {(r["dlbench"], r["dlbench_commit"], str(r["dlbench_dirty"]))
-               for c in csvs for r in pd.read_csv(c, dtype=str).to_dict("records")}  # fmt: skip
-    assert len(commits) == 1 and len(next(iter(commits))[1]) == 40, commits
+    for several in (False, True):
+        part = [c for c in csvs if c.name.startswith("multi-") == several]
+        rows = [r for c in part for r in pd.read_csv(c, dtype=str).to_dict("records")]
+        rows = [r for r in rows if r.get("run_kind") not in (None, "scaling", "per_rank")]
+        commits = {(r["dlbench"], r["dlbench_commit"], str(r["dlbench_dirty"])) for r in rows}
+        assert len(commits) == 1 and len(next(iter(commits))[1]) == 40, commits
+        assert next(iter(commits))[2] == "False"
+        assert next(iter(commits))[1][:7] in (ROOT / "docs" / "reference.md").read_text()
     gpus = {r for c in csvs for r in pd.read_csv(c)["gpu_name"]}
     assert gpus == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
 
