@@ -69,3 +69,39 @@ def _fresh_gpu_baselines():
     from dlbench.telemetry.monitor import PROCESS_GPU_FACTS
 
     PROCESS_GPU_FACTS.forget()
+
+
+@pytest.fixture
+def kept(tmp_path: Path) -> Path:
+    """A results CSV with one earlier row that no failed command may touch."""
+    from tests.analysis.rows import benchmark_row, write_rows
+
+    return write_rows(tmp_path / "kept.csv", [benchmark_row()])
+
+
+@pytest.fixture
+def dlbench(capsys, kept: Path):
+    """Run a command line in this process; check the CSV `kept` afterwards."""
+    before = kept.read_bytes()
+
+    from dlbench.cli import run_command
+
+    def call(*args: object) -> tuple[int, str, str]:
+        code = run_command([str(a) for a in args])
+        out, err = capsys.readouterr()
+        assert kept.read_bytes() == before, "an earlier row was damaged"
+        return code, out, err
+
+    return call
+
+
+def refused(result: tuple[int, str, str], *needles: str, code: int = 2) -> str:
+    """The command exited `code` with exactly one `error:` line that names each needle."""
+    got, _, err = result
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert got == code, err
+    assert "Traceback" not in err
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]

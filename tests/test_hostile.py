@@ -15,42 +15,10 @@ from dlbench.cli import run_command
 from dlbench.errors import UserError
 from dlbench.sweep.plan_file import parse_plan
 from tests.analysis.rows import benchmark_row, write_rows
-from tests.conftest import read_rows, tiny_run
+from tests.conftest import read_rows, refused, tiny_run
 
 S = ["--accelerator", "cpu", "--model", "mobilenet_v3", "--batch-size", "2", "--width", "32"]
 S += ["--height", "32", "--n-iters", "2", "--warmup-steps", "1"]
-
-
-@pytest.fixture
-def kept(tmp_path: Path) -> Path:
-    """A results CSV with one earlier row that no failed command may touch."""
-    return write_rows(tmp_path / "kept.csv", [benchmark_row()])
-
-
-@pytest.fixture
-def dlbench(capsys, kept: Path):
-    """Run a command line in this process; check the CSV `kept` afterwards."""
-    before = kept.read_bytes()
-
-    def call(*args: object) -> tuple[int, str, str]:
-        code = run_command([str(a) for a in args])
-        out, err = capsys.readouterr()
-        assert kept.read_bytes() == before, "an earlier row was damaged"
-        return code, out, err
-
-    return call
-
-
-def refused(result: tuple[int, str, str], *needles: str, code: int = 2) -> str:
-    """The command exited `code` with exactly one `error:` line that names each needle."""
-    got, _, err = result
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert got == code, err
-    assert "Traceback" not in err
-    assert len(lines) == 1 and lines[0].startswith("error:"), err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 # Class 1: typer/click parsing, for every command that takes flags.

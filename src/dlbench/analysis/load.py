@@ -10,7 +10,7 @@ import pandas as pd
 from dlbench.config import CONFIG_KEY
 from dlbench.errors import UserError, one_line
 from dlbench.results.schema import NUMBER_COLUMNS, TEXT_COLUMNS, is_true
-from dlbench.results.store import CsvStore, as_given
+from dlbench.results.store import CsvStore, as_given, one_line_cell
 
 # What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
 RUN_KEY = (
@@ -43,9 +43,9 @@ def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
             frame = pd.read_csv(path, low_memory=False, dtype=dict.fromkeys(TEXT_COLUMNS, str))
         except (pd.errors.ParserError, ValueError, OSError) as exc:
             raise UserError(f"{argument}: cannot read {path}: {one_line(str(exc))}") from None
-        for column in frame.columns:  # text as the rows were given (store.spreadsheet_safe)
-            if not pd.api.types.is_numeric_dtype(frame[column]):
-                frame[column] = frame[column].map(as_given)
+        for column in frame.columns:  # text as the rows were given (store.spreadsheet_safe),
+            if not pd.api.types.is_numeric_dtype(frame[column]):  # a control character escaped
+                frame[column] = frame[column].map(lambda v: one_line_cell(as_given(v)))
         _numbers_as_numbers(frame, path, argument)
         frame = frame.copy()  # one block again: the conversion column by column fragments it
         frame["source"] = Path(path).name

@@ -4,6 +4,7 @@ starts), its JSON (a sweep worker's points), and a plan's YAML values in each fi
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -65,11 +66,17 @@ def config_to_json(config: RunConfig) -> dict[str, object]:
 
 
 def config_from_json(data: dict[str, object]) -> RunConfig:
-    """`config_to_json` undone."""
-    values = dict(data)
-    values["output"] = Path(str(values["output"]))
-    values["telemetry_log"] = values["telemetry_log"] and Path(str(values["telemetry_log"]))
-    values["ddp"] = tuple(values["ddp"])  # type: ignore[arg-type]
+    """`config_to_json` undone, each field back in its declared type (a path a Path, a list
+    of KEY=VALUE a tuple), whichever fields RunConfig has."""
+    hints = typing.get_type_hints(RunConfig)
+    values: dict[str, object] = {}
+    for name, value in data.items():
+        kinds = typing.get_args(hints[name]) or (hints[name],)
+        if value is not None and (Path in kinds or hints[name] is Path):
+            value = Path(str(value))
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[name] = value
     return RunConfig(**values)  # type: ignore[arg-type]
 
 
@@ -85,15 +92,35 @@ def typed_value(name: str, value: object, where: str) -> object:
     options = [k for k in typing.get_args(kind) if k is not type(None)] if union else [kind]
     if value is None and union and type(None) in typing.get_args(kind):
         return None
+    if isinstance(value, bool) and name in ON_OFF_FIELDS:  # `cudnn_search: off`, as documented
+        return ON_OFF[value]
     for option in options:
         converted = _convert(option, value)
         if converted is not _NO:
             return converted
     wanted = " or ".join(getattr(o, "__name__", str(o)) for o in options)
-    raise UserError(f"{where}: {name}: invalid value {value!r}; expected {wanted}")
+    hint = ""
+    if isinstance(value, bool):  # YAML 1.1 reads on, off, yes and no as booleans
+        hint = "; YAML read it as a boolean: quote it, e.g. 'off'"
+    elif isinstance(value, str):
+        hint = f"; write a number without quotes, e.g. {name}: 2"
+    raise UserError(f"{where}: {name}: invalid value {value!r}; expected {wanted}{hint}")
 
 
 _NO = object()
+ON_OFF = {True: "on", False: "off"}  # what YAML 1.1 made of a bare on/off (yes/no too)
+ON_OFF_FIELDS = ("cudnn_search",)  # the fields whose values are on and off (among others)
+
+
+def _number_text(text: str, kind: type) -> object:
+    """A number written as text (`"2"`, `"1e-3"`) as that number; the text where it is none."""
+    try:
+        number = int(text) if kind is int else float(text)
+    except ValueError:
+        return text
+    return number if kind is int or math.isfinite(number) else text
+
+
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
 
@@ -101,6 +128,8 @@ def _convert(kind: object, value: object) -> object:
     """value as `kind` when it plainly is one (no bool for a number, no text for a number)."""
     if kind is bool:
         return value if isinstance(value, bool) else _NO
+    if isinstance(value, str) and kind in (int, float):  # "2" where a number is meant
+        value = _number_text(value, kind)
     if kind is int:
         return value if isinstance(value, int) and not isinstance(value, bool) else _NO
     if kind is float:

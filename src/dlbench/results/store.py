@@ -44,8 +44,18 @@ def as_given(cell: object) -> object:
     return cell
 
 
+# Control characters in a text cell (a line break, a NUL) written as the escapes Python uses:
+# a cell stays on its line for dlbench, pandas and a spreadsheet, and no NUL reaches a report.
+_CONTROL = {c: repr(chr(c))[1:-1] for c in (*range(0x20), 0x7F) if chr(c) != "\t"}
+
+
+def one_line_cell(value: object) -> object:
+    """A text cell with its control characters escaped (`\\n`, `\\x00`); others as they are."""
+    return value.translate(_CONTROL) if isinstance(value, str) else value
+
+
 def _safe_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
-    return [{k: spreadsheet_safe(v) for k, v in row.items()} for row in rows]
+    return [{k: spreadsheet_safe(one_line_cell(v)) for k, v in row.items()} for row in rows]
 
 
 class CsvStore:

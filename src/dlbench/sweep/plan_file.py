@@ -14,6 +14,7 @@ from dlbench.config import MAX_REPEATS, MODES
 from dlbench.config.flags import typed_value
 from dlbench.errors import UserError, one_line, unknown_choice
 from dlbench.results.schema import check_tag
+from dlbench.results.store import writable_folder
 from dlbench.sweep.plan import AXES, SweepPlan, SweepPoint
 from dlbench.workloads import get_workload
 
@@ -211,10 +212,14 @@ _EXAMPLES = {
 def check_points(points: list[SweepPoint]) -> None:
     """Each point as the run would resolve it (RunConfig's checks, the workload and its input
     size), so that a plan whose points cannot run is refused whole, before the first starts."""
+    folders: set[Path] = set()
     for point in points:
         try:
             config = point.config()
             workload = get_workload(config.model)
             workload.shape(config.width, config.height, config.seq_len)
+            if config.cache_dir is not None and config.cache_dir not in folders:
+                writable_folder(config.cache_dir, "cache_dir")  # not at the point, later
+                folders.add(config.cache_dir)
         except UserError as exc:
             raise UserError(f"PLAN: point `{point.label}`: {exc}") from None

@@ -1,0 +1,147 @@
+"""Hostile values a user or an operator passes in variables, caches and plans: cells that would
+break a CSV, cached records dlbench must not trust, launcher variables, numbers at their edges,
+rows that cannot say which code measured them. Each ends in a correct row or in one line and
+exit 2, with no traceback and no earlier row changed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dlbench.results.store import CsvStore
+from tests.analysis.rows import benchmark_row, write_rows
+from tests.conftest import cli_env, read_rows, refused, run_cli, tiny_run
+
+BREAKING = ["4242\n=1+1", "a\r\nb", "nul\x00byte", "cr\ronly", "\x1b[31mred", "tab\tkept",
+            "=HYPERLINK(\"x\")", "-2+3"]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", BREAKING)
+def test_a_text_cell_with_a_line_break_or_a_nul_stays_one_cell(tmp_path, text):
+    path = tmp_path / "rows.csv"
+    store = CsvStore(path)
+    for i in range(3):  # appended lines, then a rewrite for a new column
+        row = {**benchmark_row(), "slurm_job_id": text, "cache_dir": f"/c/{text}"}
+        store.append({**row, **({"new_column": text} if i == 2 else {})})
+    store.check_rows()  # dlbench reads its own file back
+    assert b"\x00" not in path.read_bytes()
+    with path.open(newline="") as f:
+        lines = f.read().split("\n")
+    assert len([line for line in lines if line]) == 4  # a header and three rows, a line each
+    frame = pd.read_csv(path)
+    assert len(frame) == 3 and frame["slurm_job_id"].notna().all()
+    rows = store.rows()
+    assert all("\n" not in v and "\x00" not in v for r in rows for v in r.values() if v)
+
+
+def test_no_nul_reaches_a_report_from_an_old_csv(dlbench, tmp_path):
+    path = tmp_path / "old.csv"
+    write_rows(path, [{**benchmark_row(), "hostname": "node\x00one"}])
+    out = tmp_path / "report"
+    code, _, err = dlbench("report", path, "-o", out)
+    assert code == 0, err
+    for name in ("report.md", "report.html"):
+        assert "\x00" not in (out / name).read_text()
+
+
+@pytest.mark.e2e
+def test_a_run_under_a_broken_job_id_and_cache_path_writes_rows_it_can_append_to(tmp_path):
+    env = {**cli_env(), "SLURM_JOB_ID": "4242\n=1+1",
+           "DLBENCH_CACHE_DIR": str(tmp_path / "cache\nwith a break")}  # fmt: skip
+    csv_path = tmp_path / "rows.csv"
+    for _ in range(2):
+        out = tiny_run(output=csv_path, env=env)
+        assert out.returncode == 0, out.stderr
+    rows = read_rows(csv_path)
+    assert len(rows) == 2 and rows[0]["slurm_job_id"] == "4242\\n=1+1"
+    assert "\\n" in rows[1]["cache_dir"]
+
+
+def test_every_runconfig_field_survives_the_workers_round_trip(tmp_path):
+    """A sweep worker gets its points as JSON: a path came back as text (`cache_dir`: every
+    point of a plan that set it failed with a TypeError in the default worker)."""
+    import dataclasses
+
+    from dlbench.config import RunConfig
+    from dlbench.config.flags import config_from_json, config_to_json
+
+    config = RunConfig(
+        model="vit", mode="infer", batch_size=3, n_iters=11, warmup_steps=2, precision="bf16-mixed",
+        width=64, height=48, seq_len=64, prompt_len=8, new_tokens=9, accelerator="cpu",
+        devices="2", num_nodes=2, strategy="ddp", ddp=("bucket_cap_mb=50",),
+        collective_timeout=30.0, channels_last=False, compile=True, cache_dir=tmp_path / "c",
+        cache=False, cudnn_search="off", cuda_graphs=False, llm_impl="hf", attention="math",
+        optimizer="adamw", data_on="host", data=f"folder:{tmp_path}", data_workers=2,
+        data_decode="gpu",
+        output=tmp_path / "o.csv", json=True, seed=7, max_noise=3.0, max_time=9.0, min_time=1.0,
+        run_id="abc", telemetry=False, sample_interval=0.5, telemetry_log=tmp_path / "t.csv",
+        strict=True, usd_per_hour=2.5, nvtx=True, breakdown=True, extra={"purpose": "x"},
+    )  # fmt: skip
+    every = {f.name for f in dataclasses.fields(RunConfig)}
+    defaults = RunConfig()
+    assert {n for n in every if getattr(config, n) == getattr(defaults, n)} == set()
+    back = config_from_json(json.loads(json.dumps(config_to_json(config))))
+    assert back == config
+    assert isinstance(back.cache_dir, Path) and isinstance(back.telemetry_log, Path)
+
+
+PLAN = """
+name: cached
+fixed: {{accelerator: cpu, n_iters: 2, warmup_steps: 0, width: 32, height: 32,
+        cache_dir: {cache}, cudnn_search: off}}
+runs:
+  - models: [timm:test_resnet]
+    batch_sizes: [2]
+"""
+
+
+@pytest.mark.e2e
+def test_a_plan_with_a_cache_dir_runs_in_the_default_worker(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN.format(cache=tmp_path / "cache"))
+    out = run_cli("sweep", plan, "--output", tmp_path / "rows.csv")
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(tmp_path / "rows.csv")
+    assert row["status"] == "ok" and row["isolation"] == "worker"
+    assert row["cache_dir"].startswith(str(tmp_path / "cache"))
+
+
+def test_a_plan_whose_cache_dir_cannot_be_used_is_refused_before_any_point(dlbench, kept, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN.format(cache=blocker / "cache"))
+    refused(dlbench("sweep", plan, "--output", kept), "cache_dir", str(blocker))
+
+
+@pytest.mark.parametrize(
+    ("fixed", "field", "expected"),
+    [("cudnn_search: off", "cudnn_search", "off"), ("cudnn_search: on", "cudnn_search", "on"),
+     ("n_iters: '3'", "n_iters", 3), ("max_time: '2.5'", "max_time", 2.5),
+     ("min_time: '1e-1'", "min_time", 0.1)],
+)  # fmt: skip
+def test_yaml_values_are_read_as_the_user_meant_them(fixed, field, expected):
+    from dlbench.sweep.plan_file import parse_plan
+
+    plan = parse_plan(f"fixed: {{{fixed}}}\nruns:\n  - models: [resnet50]\n", "PLAN")
+    assert getattr(plan.points()[0].config(), field) == expected
+
+
+@pytest.mark.parametrize(
+    ("fixed", "needles"),
+    [("max_time: soon", ("max_time", "e.g.")), ("batch_sizes_x: 1", ("unknown",)),
+     ("channels_last: 'maybe'", ("channels_last",)), ("max_time: .inf", ("max-time",)),
+     ("data_on: no", ("data_on", "quote it"))],
+)  # fmt: skip
+def test_yaml_values_that_cannot_be_meant_are_refused_saying_how_to_write_them(fixed, needles):
+    from dlbench.errors import UserError
+    from dlbench.sweep.plan_file import parse_plan
+
+    with pytest.raises(UserError) as caught:
+        plan = parse_plan(f"fixed: {{{fixed}}}\nruns:\n  - models: [resnet50]\n", "PLAN")
+        plan.points()[0].config()
+    for needle in needles:
+        assert needle in str(caught.value)
