@@ -6,6 +6,7 @@ exit 2, with no traceback and no earlier row changed."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -145,3 +146,60 @@ def test_yaml_values_that_cannot_be_meant_are_refused_saying_how_to_write_them(f
         plan.points()[0].config()
     for needle in needles:
         assert needle in str(caught.value)
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize(
+    "figure", [1e-12, float("inf"), float("nan"), 1e30, -5.0, 0.0, True, "742", 990.0]
+)
+def test_a_recorded_peak_the_gpu_cannot_have_is_no_record(tmp_path, figure):
+    from dlbench.results.attained import PEAKS_FILE, attained_peaks
+
+    record = {"GPU-1": {"bf16": figure, "read_tb_s": 3.1, "run_id": "p"}}
+    (tmp_path / PEAKS_FILE).write_text(json.dumps(record))  # Infinity and NaN as JSON allows
+    peaks = attained_peaks(tmp_path, "GPU-1", H100)
+    assert peaks == {"read_tb_s": 3.1, "run_id": "p"}  # the bf16 figure dropped, read kept
+    only_bad = {"GPU-1": {"bf16": figure, "run_id": "p"}}
+    (tmp_path / PEAKS_FILE).write_text(json.dumps(only_bad))
+    assert attained_peaks(tmp_path, "GPU-1", H100) is None
+
+
+def test_mfu_against_the_attained_peak_is_never_above_one():
+    from dlbench.engine.efficiency import attained_columns
+
+    peaks = {"bf16": 100.0, "read_tb_s": 1.0, "run_id": "p"}
+    row = {"achieved_tflops": 400.0, "decode_hbm_tb_s": 2.0}
+    assert attained_columns(row, "bf16-mixed", peaks) == {"attained_peak_run_id": "p"}
+    fine = attained_columns({"achieved_tflops": 50.0}, "bf16-mixed", peaks)
+    assert fine["mfu_attained"] == 0.5
+
+
+def test_records_that_are_not_files_or_nest_too_deep_are_no_records(tmp_path):
+    from dlbench.caches import read_record, write_json
+
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert read_record(tmp_path, "deep.json") == {}
+    os.mkfifo(tmp_path / "fifo.json")  # reading it would wait for a writer forever
+    assert read_record(tmp_path, "fifo.json") == {}
+    (tmp_path / "folder.json").mkdir()
+    assert read_record(tmp_path, "folder.json") == {}
+    with pytest.raises(OSError):
+        write_json(tmp_path / "folder.json", {"a": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deep.json", "fifo.json", "folder.json"]
+
+
+@pytest.mark.e2e
+def test_peak_keeps_its_rows_when_its_record_cannot_be_written(tmp_path):
+    from dlbench.caches import cache_key
+    from dlbench.results.attained import PEAKS_FILE
+    from dlbench.results.environment import collect_environment
+
+    cache = tmp_path / "cache"
+    (cache / cache_key(collect_environment("cpu")) / PEAKS_FILE).mkdir(parents=True)
+    out = run_cli("peak", "--accelerator", "cpu", "--max-time", "1", "--output",
+                  tmp_path / "peak.csv", "--cache-dir", cache)  # fmt: skip
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "cannot keep the attained peaks" in out.stderr
+    assert len(read_rows(tmp_path / "peak.csv")) == 1

@@ -72,20 +72,28 @@ def _same_ptxas_for_every_kernel() -> None:
 
 def read_record(folder: Path | None, name: str) -> dict:
     """A small JSON record kept in a cache folder: {} for a cold run (no folder), a missing
-    file, or one that is not a JSON object (a record is only ever a hint, never an error)."""
+    file, one that is not a regular file (a FIFO would hang the read), one nested too deep to
+    parse, or one that is not a JSON object (a record is only ever a hint, never an error)."""
     if folder is None:
         return {}
+    path = folder / name
     try:
-        loaded = json.loads((folder / name).read_text())
-    except (OSError, ValueError):
+        if not path.is_file():
+            return {}
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
 
 
 def write_json(path: Path, data: object) -> None:
     """Write a small record whole, then rename it into place: a killed run leaves the old
-    record or the new one, never half of one."""
+    record or the new one, never half of one, and a failed write leaves no temporary file."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w") as out:
-        json.dump(data, out, indent=1, sort_keys=True)
-    os.replace(temporary, path)
+    try:
+        with os.fdopen(handle, "w") as out:
+            json.dump(data, out, indent=1, sort_keys=True)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

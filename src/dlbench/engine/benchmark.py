@@ -235,7 +235,7 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         if monitor:
             monitor.close()
     mine = rank_facts(loop, telemetry, fabric.device, device_index)
-    mine["attained"] = attained_peaks(cache, str(mine["gpu_uuid"]))  # this rank's own GPU's
+    mine["attained"] = attained_peaks(cache, str(mine["gpu_uuid"]), str(mine["gpu_name"]))
     per_rank = gather_ranks(fabric, mine)
     several = fabric.world_size > 1
     if several and telemetry:

@@ -57,10 +57,11 @@ def attained_columns(
         return {}
     out: dict[str, object] = {"attained_peak_run_id": peaks.get("run_id")}
     achieved, attained = row.get("achieved_tflops"), peaks.get(precision_field(precision))
-    if isinstance(achieved, float) and isinstance(attained, float) and attained > 0:
+    # a run above what the GPU "attains" shows the record wrong, not a share above 1
+    if isinstance(achieved, float) and isinstance(attained, float) and attained >= achieved:
         out.update(attained_tflops=attained, mfu_attained=achieved / attained)
     decode, read = row.get("decode_hbm_tb_s"), peaks.get("read_tb_s")
-    if isinstance(decode, float) and isinstance(read, float) and read > 0:
+    if isinstance(decode, float) and isinstance(read, float) and read >= decode:
         out.update(attained_hbm_tb_s=read, hbm_bandwidth_share_attained=decode / read)
     return out
 

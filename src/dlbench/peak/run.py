@@ -127,8 +127,15 @@ def run_peak(
         row.update(verdict_columns(row))
     store.append_many(rows)
     for row in rows:
-        if not impossible_peak(row):  # a timing fault is no GPU's peak
+        if impossible_peak(row):  # a timing fault is no GPU's peak
+            continue
+        try:
             record_peaks(folder, str(row["gpu_uuid"]), attained_figures(row))
+        except OSError as exc:  # the rows are written; later runs just go without the figures
+            stderr.print(
+                f"[yellow]warning:[/yellow] cannot keep the attained peaks in {folder} "
+                f"({exc.strerror or exc}); later rows get no mfu_attained"
+            )
     return rows
 
 

@@ -5,11 +5,19 @@ read) by GPU UUID: `dlbench peak` writes them, every later run divides by them
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from dlbench.caches import read_record, write_json
+from dlbench.hardware import peak_bandwidth_tb_s, peak_tflops
+from dlbench.results.verdict import MAX_DATASHEET_SHARE
 
 PEAKS_FILE = "attained_peaks.json"
+# Figures a record may hold: at least a host's rate (a CPU core's fp32 is tens of GFLOP/s, its
+# memory tens of GB/s), at most its GPU's datasheet, or where the GPU is not in dlbench.hardware
+# beyond any device made.
+MIN_TFLOPS, MIN_POSSIBLE = 1e-3, {"read_tb_s": 1e-3}
+MAX_TFLOPS, MAX_TB_S = 1e5, 1e3
 
 
 def recorded_peaks(folder: Path | None) -> dict[str, dict]:
@@ -17,9 +25,30 @@ def recorded_peaks(folder: Path | None) -> dict[str, dict]:
     return {k: v for k, v in read_record(folder, PEAKS_FILE).items() if isinstance(v, dict)}
 
 
-def attained_peaks(folder: Path | None, uuid: str) -> dict | None:
-    """The latest figures `dlbench peak` recorded for this GPU, or None."""
-    return recorded_peaks(folder).get(uuid)
+def attained_peaks(folder: Path | None, uuid: str, gpu_name: str = "") -> dict | None:
+    """The latest figures `dlbench peak` recorded for this GPU, those it can have (a record
+    is a hint from a file anyone can edit: a figure that is not finite, under a sane floor or
+    above the datasheet of `gpu_name` is no figure), or None."""
+    peaks = recorded_peaks(folder).get(uuid)
+    if peaks is None:
+        return None
+    kept = {
+        k: v for k, v in peaks.items() if k in ("run_id", "timestamp") or _possible(k, v, gpu_name)
+    }
+    return kept if set(kept) - {"run_id", "timestamp"} else None
+
+
+def _possible(key: str, value: object, gpu_name: str) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if not (math.isfinite(value) and value >= MIN_POSSIBLE.get(key, MIN_TFLOPS)):
+        return False
+    if key == "read_tb_s":
+        sheet = peak_bandwidth_tb_s(gpu_name)
+        return value <= (sheet or MAX_TB_S) * MAX_DATASHEET_SHARE
+    precision = {"fp32": "32", "tf32": "tf32", "fp16": "16-mixed", "bf16": "bf16-mixed"}
+    sheet = peak_tflops(gpu_name, precision[key]) if key in precision else None
+    return value <= (sheet[0] if sheet else MAX_TFLOPS) * MAX_DATASHEET_SHARE
 
 
 def record_peaks(folder: Path, uuid: str, figures: dict) -> None:
