@@ -203,3 +203,101 @@ def test_peak_keeps_its_rows_when_its_record_cannot_be_written(tmp_path):
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     assert "cannot keep the attained peaks" in out.stderr
     assert len(read_rows(tmp_path / "peak.csv")) == 1
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("variable", ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"])
+def test_the_codes_identity_comes_from_its_own_tree_whatever_gits_variables_say(tmp_path, variable):
+    import subprocess
+
+    other = tmp_path / "other"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    subprocess.run(["git", "-C", str(other), "-c", "user.email=a@b", "-c", "user.name=a",
+                    "commit", "-q", "--allow-empty", "-m", "x"], check=True)  # fmt: skip
+    env = {**cli_env(), variable: str(other / ".git" if variable == "GIT_DIR" else other)}
+    out = run_cli("--version", env=env)
+    ours = subprocess.run(["git", "-C", str(Path(__file__).parents[1]), "rev-parse", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert ours[:7] in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("SLURM_PROCID", "abc"), ("LOCAL_RANK", "x"), ("RANK", "-1"), ("WORLD_SIZE", "1e3"),
+     ("MASTER_PORT", "99999999999"), ("NODE_RANK", " "), ("SLURM_LOCALID", "0\n1"),
+     ("JSM_NAMESPACE_RANK", "one")],
+)  # fmt: skip
+def test_a_launcher_variable_that_is_no_number_is_one_line_before_any_import(
+    dlbench, kept, monkeypatch, variable, value
+):
+    monkeypatch.setenv(variable, value)
+    line = refused(dlbench("train", "--accelerator", "cpu", "--output", kept), variable)
+    assert "whole number" in line
+
+
+@pytest.mark.e2e
+def test_a_launcher_variable_that_is_no_number_is_refused_by_a_fresh_process(tmp_path):
+    out = run_cli("train", "--accelerator", "cpu", env={**cli_env(), "SLURM_PROCID": "abc"})
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [(["train", "--collective-timeout", "1e300"], "--collective-timeout"),
+     (["train", "--max-time", "1e300"], "--max-time"),
+     (["train", "--min-time", "-1"], "--min-time"),
+     (["train", "--sample-interval", "1e9"], "--sample-interval"),
+     (["train", "--usd-per-hour", "1e300"], "--usd-per-hour"),
+     (["scaling", "--timeout", "-5"], "--timeout"),
+     (["scaling", "--timeout", "0"], "--timeout"),
+     (["scaling", "--timeout", "1e12"], "--timeout"),
+     (["sweep", "quick", "--timeout", "-1"], "--timeout"),
+     (["sweep", "quick", "--settle-s", "-1"], "--settle-s"),
+     (["peak", "--max-time", "1e300"], "--max-time"),
+     (["data", ".", "--min-time", "1e300"], "--min-time")],
+)  # fmt: skip
+def test_numbers_at_their_edges_are_refused_where_the_flag_is_read(dlbench, kept, args, needle):
+    refused(dlbench(*args, "--output", kept), needle)
+
+
+@pytest.mark.parametrize(
+    "fixed", ["collective_timeout: 1e300", "max_time: -1", "sample_interval: 0"]
+)
+def test_numbers_at_their_edges_are_refused_where_the_plan_is_read(fixed):
+    from dlbench.errors import UserError
+    from dlbench.sweep.plan_file import parse_plan
+
+    with pytest.raises(UserError):
+        parse_plan(f"fixed: {{{fixed}}}\nruns:\n  - models: [resnet50]\n", "PLAN").points()[
+            0
+        ].config()
+    with pytest.raises(UserError):
+        parse_plan("timeout_s: 1e300\nruns:\n  - models: [resnet50]\n", "PLAN")
+
+
+@pytest.mark.parametrize(
+    ("commit", "dirty"),
+    [("", "False"), ("unknown", "False"), ("a" * 40, ""), ("a" * 40, "maybe"), ("", "")],
+)
+def test_rows_that_cannot_say_their_code_are_never_the_same_code(tmp_path, commit, dirty):
+    from dlbench.analysis.compare import OTHER_CODE, compare_runs
+    from dlbench.analysis.load import load_rows
+
+    row = {**benchmark_row(), "dlbench_commit": commit, "dlbench_dirty": dirty}
+    base = write_rows(tmp_path / "a.csv", [row])
+    cand = write_rows(tmp_path / "b.csv", [{**row, "run_id": "other"}])
+    result = compare_runs(load_rows([base]), load_rows([cand]), same_code=True)
+    assert list(result.table["verdict"]) == [OTHER_CODE]
+    known = {**row, "dlbench_commit": "b" * 40, "dlbench_dirty": "False"}
+    base = write_rows(tmp_path / "c.csv", [known])
+    cand = write_rows(tmp_path / "d.csv", [{**known, "run_id": "other"}])
+    same = compare_runs(load_rows([base]), load_rows([cand]), same_code=True)
+    assert list(same.table["verdict"]) != [OTHER_CODE]
+
+
+def test_no_lock_file_is_left_beside_the_csv(tmp_path):
+    path = tmp_path / "rows.csv"
+    CsvStore(path).append(benchmark_row())
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["rows.csv"]

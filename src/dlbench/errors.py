@@ -44,6 +44,22 @@ def unknown_choice(flag: str, value: str, choices: Iterable[str]) -> UserError:
     return UserError(f"{flag}: unknown value {value!r}.{hint} Valid: {listing}")
 
 
+# The longest stretch of time any flag may give: a week (a collective timeout of 1e300 s
+# overflowed below with a traceback; a negative timeout wrote rows "timed out after -5 s").
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+def check_seconds(flag: str, value: float | None, zero: bool = False) -> None:
+    """A number of seconds: finite, positive (or 0 where `zero`), at most MAX_SECONDS."""
+    if value is None:
+        return
+    check_finite(flag, value)
+    if value < 0 or (value == 0 and not zero):
+        raise invalid(flag, value, f"must be {'0 or more' if zero else 'positive'} seconds")
+    if value > MAX_SECONDS:
+        raise invalid(flag, value, f"must be at most {MAX_SECONDS:,.0f} seconds (a week)")
+
+
 def check_finite(flag: str, value: float | None) -> None:
     """NaN and infinity pass every `<` and `>` test the wrong way: refuse them by name."""
     if value is not None and not math.isfinite(value):

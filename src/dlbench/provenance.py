@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -36,12 +37,16 @@ class CodeIdentity:
 
 
 def _git(folder: Path, *args: str) -> str | None:
+    """git about the tree that holds `folder`, whatever git's variables say (GIT_DIR or
+    GIT_WORK_TREE set for another repository would name that one's commit)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     try:
         out = subprocess.run(
             ["git", "-C", str(folder), *args],
             capture_output=True,
             text=True,
             timeout=GIT_TIMEOUT_S,
+            env=environ,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

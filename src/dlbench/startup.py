@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from contextvars import ContextVar
 
 _STARTED: ContextVar[float | None] = ContextVar("command_started", default=None)
@@ -43,3 +43,30 @@ def set_cuda_work_queues(environ: MutableMapping[str, str] = os.environ) -> None
     """Before CUDA starts in this process (its children inherit it): 32 hardware work queues,
     unless the user set their own. The row's `cuda_env` says what ran."""
     environ.setdefault(WORK_QUEUES_VARIABLE, WORK_QUEUES)
+
+
+# Launcher variables that dlbench, Lightning and lightning_utilities read as whole numbers, some
+# at import (a rank of `abc` ended in a ValueError deep inside an import): checked first.
+WHOLE_NUMBER_VARIABLES = (
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
+    "MASTER_PORT", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS",
+    "JSM_NAMESPACE_RANK", "JSM_NAMESPACE_LOCAL_RANK", "JSM_NAMESPACE_SIZE",
+)  # fmt: skip
+MAX_LAUNCHER_NUMBER = 2**31 - 1
+
+
+def bad_launcher_variable(environ: Mapping[str, str] = os.environ) -> str | None:
+    """What is wrong with the first launcher variable that is not a whole number where one is
+    read (one line for the user), or None."""
+    for name in WHOLE_NUMBER_VARIABLES:
+        value = environ.get(name)
+        if value is None:
+            continue
+        text = value.strip()
+        if not text.isdigit() or int(text) > MAX_LAUNCHER_NUMBER:
+            shown = value.encode("unicode_escape").decode()[:40]
+            return (
+                f"{name}={shown!r}: a launcher variable that must be a whole number from 0 to "
+                f"{MAX_LAUNCHER_NUMBER:,}; unset it or set what the launcher would"
+            )
+    return None

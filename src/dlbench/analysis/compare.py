@@ -23,6 +23,7 @@ from dlbench.analysis.load import (
     split_invalid,
 )
 from dlbench.analysis.machines import code_labels
+from dlbench.analysis.machines import same_code as one_code
 from dlbench.errors import UserError
 
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
@@ -178,6 +179,9 @@ def compare_runs(
             "compare against"
         )
     joined = base.merge(cand, on=key, how="outer", suffixes=("_baseline", "_candidate"))
+    codes = (joined.get(f"code_{side}", joined.get("code")).fillna("").astype(str)
+             for side in ("baseline", "candidate"))  # fmt: skip
+    joined["one_code"] = one_code(*codes)
     lines = []
     for _, r in joined.iterrows():
         line = {k: r[k] for k in key}
@@ -191,7 +195,7 @@ def compare_runs(
             line["verdict"] = _failure(candidate, key, r)
         elif pd.isna(r["samples_per_s_baseline"]):
             line["verdict"] = "new"
-        elif same_code and r["code_baseline"] != r["code_candidate"]:
+        elif same_code and not r["one_code"]:
             line["verdict"] = OTHER_CODE
         else:
             change = 100.0 * (r["samples_per_s_candidate"] / r["samples_per_s_baseline"] - 1.0)

@@ -32,10 +32,18 @@ def code_labels(rows: pd.DataFrame) -> pd.Series:
     alone with `(commit unknown)` for rows from before rows named their commit."""
     version = _text(rows, "dlbench")
     commit = _text(rows, "dlbench_commit")
-    dirty = _text(rows, "dlbench_dirty") == "True"
-    known = (commit != "") & (commit != "unknown")
+    dirty_text = _text(rows, "dlbench_dirty")
+    dirty = dirty_text == "True"
+    # a commit and whether the tree had changes, both said, or the code is unknown
+    known = (commit != "") & (commit != "unknown") & dirty_text.isin(["True", "False"])
     label = version + " " + commit.str[:7] + dirty.map({True: "+dirty", False: ""})
     return label.where(known, version + " " + UNKNOWN_CODE)
+
+
+def same_code(a: pd.Series, b: pd.Series) -> pd.Series:
+    """Whether two sides' code labels name one known commit: unknown is never the same, nor is
+    an aggregate of several (`a, b`). The report and `compare --same-code` both ask this."""
+    return (a == b) & ~a.str.contains(",") & ~a.str.contains(UNKNOWN_CODE, regex=False)
 
 
 def _text(rows: pd.DataFrame, column: str) -> pd.Series:
@@ -93,11 +101,7 @@ def machine_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     pairs["noise_pct"] = spreads.pow(2).sum(axis=1, min_count=1).pow(0.5)
     pairs["within_noise"] = 100.0 * (pairs["speedup"] - 1).abs() <= pairs["noise_pct"]
     # one known commit on both sides; rows that name no commit may come from any code
-    pairs["same_code"] = (
-        (pairs["code"] == pairs["code_baseline"])
-        & ~pairs["code"].str.contains(",")
-        & ~pairs["code"].str.contains(UNKNOWN_CODE, regex=False)
-    )
+    pairs["same_code"] = same_code(pairs["code"], pairs["code_baseline"])
     pairs["workload"] = [_workload(r) for _, r in pairs.iterrows()]
     return pairs.reset_index(drop=True)
 

@@ -50,8 +50,13 @@ _NO_ARGS = "NoArgsIsHelpError"  # `dlbench` alone: the help is the answer, not a
 def run_command(args: list[str] | None = None) -> int:
     """One command line (default: this process's) to its exit code: user errors and parse
     errors 2 with one line and no traceback, signals 128 + the signal."""
+    from dlbench.startup import bad_launcher_variable, mark_command_start
+
+    wrong = bad_launcher_variable()
+    if wrong:  # before Lightning's import, which reads some of them
+        print(f"error: {wrong}", file=sys.stderr)
+        return EXIT_USER_ERROR
     from dlbench.run import guarded, report
-    from dlbench.startup import mark_command_start
 
     mark_command_start(fresh_process=args is None)
 

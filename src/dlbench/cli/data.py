@@ -10,7 +10,7 @@ import typer
 from dlbench.cli.app import app
 from dlbench.cli.options import Height, Model, Output, SeqLen, Width
 from dlbench.config import DEFAULT_OUTPUT, check_count
-from dlbench.errors import UserError, check_finite
+from dlbench.errors import UserError, check_seconds
 
 MAX_IMAGES = 10_000_000  # images or text lines one make-data call writes (a demo, not a set)
 
@@ -34,9 +34,7 @@ def data(
     from dlbench.data.loader_rows import run_loader_sweep
 
     check_count("--batch-size", batch_size)
-    check_finite("--min-time", min_time)
-    if min_time <= 0:
-        raise UserError(f"--min-time: invalid value {min_time}; must be positive seconds")
+    check_seconds("--min-time", min_time)
     kind = "folder" if path.is_dir() else "text"
     run_loader_sweep(
         f"{kind}:{path}",

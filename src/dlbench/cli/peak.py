@@ -10,7 +10,7 @@ import typer
 from dlbench.cli.app import app
 from dlbench.cli.options import Output
 from dlbench.config import ACCELERATORS, DEFAULT_OUTPUT
-from dlbench.errors import check_finite, invalid
+from dlbench.errors import check_seconds, invalid
 
 DEFAULT_PEAK_TIME_S = 60.0
 
@@ -37,9 +37,7 @@ def peak(
 
     if accelerator not in ACCELERATORS:
         raise invalid("--accelerator", accelerator, f"allowed: {', '.join(ACCELERATORS)}")
-    check_finite("--max-time", max_time)
-    if max_time <= 0:
-        raise invalid("--max-time", max_time, "must be positive seconds")
+    check_seconds("--max-time", max_time)
     rows = run_peak(accelerator, devices, max_time, output, cache_dir)
     if json:
         import json as json_module

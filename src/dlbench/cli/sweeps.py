@@ -10,7 +10,7 @@ import typer
 from dlbench.cli.app import app
 from dlbench.cli.options import Output, config_from_flags, run_options
 from dlbench.config import DEFAULT_OUTPUT, MAX_REPEATS, RunConfig, check_count
-from dlbench.errors import UserError, check_finite
+from dlbench.errors import check_seconds
 
 
 @app.command("sweep", help="Run a grid of isolated points (packaged plan name or YAML file).")
@@ -55,11 +55,9 @@ def sweep(
     from dlbench.sweep.runner import SweepRunner, finish, summary_table
 
     sweep_plan = load_plan(plan)
-    check_finite("--settle-s", settle_s)
+    check_seconds("--settle-s", settle_s, zero=True)
     if timeout is not None:
-        check_finite("--timeout", timeout)
-        if timeout <= 0:
-            raise UserError(f"--timeout: invalid value {timeout}; must be positive seconds")
+        check_seconds("--timeout", timeout)
         sweep_plan.timeout_s = timeout
     if repeats is not None:
         check_count("--repeats", repeats, MAX_REPEATS)
@@ -111,7 +109,7 @@ def scaling(
 
     counts_text, output, mode = flags.pop("devices"), flags.pop("output"), flags.pop("mode")
     config_from_flags(flags, mode=mode, output=output)  # the same checks as a single run
-    check_finite("--timeout", timeout)
+    check_seconds("--timeout", timeout)
     counts = device_counts(counts_text, flags["accelerator"])
     fixed = {k: tuple(v) if k == "ddp" else v for k, v in flags.items() if v not in (None, [])}
     runner = SweepRunner(scaling_plan(fixed, mode, counts, timeout), output)

@@ -14,7 +14,7 @@ from dlbench.config.sources import (
     DdpSettings,
     resolved_strategy,
 )
-from dlbench.errors import check_finite, invalid
+from dlbench.errors import check_finite, check_seconds, invalid
 
 __all__ = [
     "DATA_KINDS",
@@ -39,6 +39,7 @@ MAX_COUNT = 2**31 - 1  # sizes and counts: beyond a C int they overflow below wi
 MAX_STEPS = 10**6  # measured or warm-up steps: the step timer holds one slot per step
 MAX_WORKERS = 256  # loader processes: more is a fork bomb, not a setting
 MAX_REPEATS = 1000  # repeats of a validation or a sweep point: more is a typo, not a plan
+MAX_PRICE = 1e6  # dollars an hour for a machine: more is a typo
 # With GPU telemetry on, the window lasts at least this long: NVML's energy counter moves in
 # steps, timed by the sampler, and a shorter window reads the energy less surely
 # (docs/decisions.md#energy-window).
@@ -298,21 +299,15 @@ class RunConfig:
             raise invalid("--devices", self.devices, "must be a positive integer or 'all'")
         if self.max_noise is not None and not 0 < self.max_noise < 100:
             raise invalid("--max-noise", self.max_noise, "must be a percentage between 0 and 100")
-        if self.max_time <= 0:
-            raise invalid("--max-time", self.max_time, "must be a positive number of seconds")
-        if not self.collective_timeout > 0:
-            raise invalid("--collective-timeout", self.collective_timeout, "positive seconds")
-        if self.min_time is not None and self.min_time < 0:
-            raise invalid("--min-time", self.min_time, "must be 0 or more seconds")
-        if self.sample_interval <= 0:
-            raise invalid("--sample-interval", self.sample_interval, "must be positive seconds")
-        if self.usd_per_hour is not None and not self.usd_per_hour > 0:
-            raise invalid("--usd-per-hour", self.usd_per_hour, "a positive price")
         from dlbench.config.flags import flag_name  # it reads this class's fields
 
-        finite = ("max_noise", "max_time", "min_time", "sample_interval", "usd_per_hour")
-        for name in (*finite, "collective_timeout"):
+        for name in ("max_noise", "usd_per_hour"):
             check_finite(flag_name(name), getattr(self, name))
+        for name in ("max_time", "collective_timeout", "sample_interval"):
+            check_seconds(flag_name(name), getattr(self, name))
+        check_seconds("--min-time", self.min_time, zero=True)
+        if self.usd_per_hour is not None and not 0 < self.usd_per_hour <= MAX_PRICE:
+            raise invalid("--usd-per-hour", self.usd_per_hour, f"a price from 0 to {MAX_PRICE:,}")
 
     def min_time_s(self, device_type: str) -> float:
         """The window's minimum length: as given, else DEFAULT_MIN_TIME_S where GPU telemetry

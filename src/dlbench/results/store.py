@@ -70,8 +70,9 @@ class CsvStore:
         self._lock = FileLock(self.beside(".lock"), timeout=LOCK_TIMEOUT_S)
 
     def beside(self, suffix: str) -> str:
-        """A path beside the file itself (a lock), the same under every name of the file."""
-        return str(self._file) + suffix
+        """A hidden path beside the file itself (a lock: `.NAME.csv.lock`), the same under every
+        name of the file; a results folder lists the CSVs, not a lock for each."""
+        return str(self._file.parent / f".{self._file.name}{suffix}")
 
     def check_writable(self) -> None:
         """Fail early, before anything runs: the folder must be writable and the file ours."""

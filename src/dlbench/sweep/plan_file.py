@@ -12,7 +12,7 @@ import yaml
 
 from dlbench.config import MAX_REPEATS, MODES
 from dlbench.config.flags import typed_value
-from dlbench.errors import UserError, one_line, unknown_choice
+from dlbench.errors import MAX_SECONDS, UserError, one_line, unknown_choice
 from dlbench.results.schema import check_tag
 from dlbench.results.store import writable_folder
 from dlbench.sweep.plan import AXES, SweepPlan, SweepPoint
@@ -82,7 +82,7 @@ def parse_plan(text: str, default_name: str = "plan") -> SweepPlan:
         name=str(data.get("name", default_name)),
         runs=[_check_block(block, f"PLAN: runs[{i}]") for i, block in enumerate(runs)],
         fixed=_check_fixed(data.get("fixed", {}), "PLAN: fixed"),
-        timeout_s=_positive(data.get("timeout_s", 900), "PLAN: timeout_s", float),
+        timeout_s=_positive(data.get("timeout_s", 900), "PLAN: timeout_s", float, MAX_SECONDS),
         repeats=_positive(data.get("repeats", 1), "PLAN: repeats", int, MAX_REPEATS),
     )
     plan.check_size()

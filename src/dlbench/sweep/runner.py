@@ -4,7 +4,7 @@ process that is replaced after any failure (the default), or each in a process o
 Rows: the point's process writes its own row (ok, or oom); where it could not (crash, timeout,
 interruption) this process writes one for it. The CSV grows point by point, so a report can run
 on a partial sweep. Resume: a rerun skips points that already have an ok row (`--no-resume`
-runs them again). One sweep at a time per CSV: the sweep holds `<csv>.sweep.lock` for its
+runs them again). One sweep at a time per CSV: the sweep holds `.<csv>.sweep.lock` for its
 lifetime (an OS lock, released when the process dies, however it dies)."""
 
 from __future__ import annotations
