@@ -5,6 +5,7 @@ exit 2, with no traceback and no earlier row changed."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
@@ -301,3 +302,26 @@ def test_no_lock_file_is_left_beside_the_csv(tmp_path):
     path = tmp_path / "rows.csv"
     CsvStore(path).append(benchmark_row())
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["rows.csv"]
+
+
+@pytest.mark.parametrize("bad", ["inf", "-742", "1e30", "nan"])
+def test_a_report_of_impossible_peaks_names_the_impossible_gpu_not_the_healthy_ones(
+    dlbench, tmp_path, bad
+):
+    from tests.peak.test_fleet import peak
+
+    rows = [peak("h", 0, 745.0, 3.16), peak("h", 1, 740.0, 3.15), peak("h", 2, 748.0, 3.16),
+            {**peak("h", 3, 744.0, 3.15), "attained_bf16_tflops": bad}]  # fmt: skip
+    path = tmp_path / "peaks.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+        writer.writeheader()
+        writer.writerows(rows)
+    code, _, err = dlbench("report", path, "-o", tmp_path / "report")
+    assert code == 0, err
+    named = (tmp_path / "report" / "report.md").read_text().split("Named: ", 1)
+    if bad == "nan":  # no figure at all: nothing to judge it by
+        assert len(named) == 1 or "GPU 3" not in named[1].split("\n", 1)[0]
+        return
+    line = named[1].split("\n", 1)[0]
+    assert "h GPU 3" in line and "GPU 0" not in line and "GPU 1" not in line
