@@ -68,7 +68,8 @@ def _fresh_gpu_baselines():
     keeps them per GPU, and pytest runs many tests in one process."""
     from dlbench.telemetry.monitor import PROCESS_GPU_FACTS
 
-    PROCESS_GPU_FACTS.forget()
+    PROCESS_GPU_FACTS.counter_periods.clear()
+    PROCESS_GPU_FACTS.idle_baselines.clear()
 
 
 @pytest.fixture

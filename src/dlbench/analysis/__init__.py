@@ -1,1 +1,2 @@
-"""Analysis: statistics over step times, comparisons, reports and power recommendations."""
+"""Analysis of stored rows: comparisons and the CI gate, reports, scaling efficiency, the fleet
+check and power recommendations."""

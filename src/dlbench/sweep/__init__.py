@@ -1,1 +1,2 @@
-"""Sweeps: a grid of isolated runs, auto batch size, and power-limit control with restore."""
+"""Sweeps: a grid of runs in a worker process (or a process each), scaling over device counts,
+and power-limit control with restore."""

@@ -1,4 +1,5 @@
-"""`dlbench scaling`: the same run at 1, 2, 4 ... devices, each point isolated, then efficiency."""
+"""`dlbench scaling`: the same run at 1, 2, 4 ... devices (a sweep: one-device points in its
+worker, multi-process ones in processes of their own), then efficiency."""
 
 from __future__ import annotations
 

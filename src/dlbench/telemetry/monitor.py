@@ -69,11 +69,6 @@ class GpuFacts:
             return kept[1], now - kept[0]
         return None
 
-    def forget(self) -> None:
-        """Measure the idle power and the counter period again on the next run."""
-        self.counter_periods.clear()
-        self.idle_baselines.clear()
-
 
 # This process's facts: every monitor shares them unless given its own.
 PROCESS_GPU_FACTS = GpuFacts()
