@@ -44,8 +44,8 @@ def unknown_choice(flag: str, value: str, choices: Iterable[str]) -> UserError:
     return UserError(f"{flag}: unknown value {value!r}.{hint} Valid: {listing}")
 
 
-# The longest stretch of time any flag may give: a week (a collective timeout of 1e300 s
-# overflowed below with a traceback; a negative timeout wrote rows "timed out after -5 s").
+# The longest stretch of time any flag may give: a week (a collective timeout of a googol of
+# seconds overflowed below with a traceback; a negative timeout wrote rows that said so).
 MAX_SECONDS = 7 * 24 * 3600.0
 
 
