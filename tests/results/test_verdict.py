@@ -125,6 +125,19 @@ def test_application_clocks_moved_from_their_default_are_recorded(fake_gpu, tmp_
     assert _row(tmp_path)["gpu_app_clocks_locked"] == "True"
 
 
+def test_a_clock_a_step_under_the_default_is_no_low_clock_and_one_far_under_is():
+    """On Hopper the default application clock is the highest: a sample one clock step under
+    it with no reason set (the power cap stepped between samples) is no low clock."""
+    from dlbench.telemetry.base import Reading
+    from dlbench.telemetry.window import below_base_pct
+
+    def at(mhz: float) -> Reading:
+        return Reading(0.0, 0, 600.0, 50, 99, 40, 1000.0, mhz, 2619)
+
+    assert below_base_pct([at(1980), at(1965), at(1965)], 1980.0) == 0.0
+    assert below_base_pct([at(1980), at(1500), at(1965), at(1410)], 1980.0) == 50.0
+
+
 def test_a_clock_under_the_default_at_the_power_cap_is_no_low_clock(fake_gpu, tmp_path):
     fake_gpu(sm_clock=1755, base_clock=1980, throttle=0x4)  # an H100 at its cap: boost default
     row = _row(tmp_path)

@@ -58,6 +58,10 @@ MIN_SPREAD_STEPS = 10
 # allocator's pools), the second makes the optimizer's state; on a GPU the warm-up then goes on
 # until steps settle (engine.loop.STEADY_PCT): more only costs (docs/decisions.md#warmup-default).
 DEFAULT_WARMUP_STEPS = 3
+# A clock this close under its base is no low clock: on Hopper the base NVML reports is the
+# highest clock, and the power cap's brief steps fall between the samples that would name them
+# (docs/decisions.md#clock-margin).
+CLOCK_MARGIN_PCT = 2.0
 # A rank that waits longer than this in a collective ends the run (--collective-timeout):
 # longer than any step or compilation a rank may run alone, far shorter than PyTorch's default.
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0

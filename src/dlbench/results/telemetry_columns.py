@@ -4,6 +4,8 @@ figures: results.job)."""
 
 from __future__ import annotations
 
+from dlbench.config import CLOCK_MARGIN_PCT
+
 TELEMETRY_COLUMNS: dict[str, str] = {
     "telemetry_backend": "nvml, amdsmi or empty when no GPU telemetry could be read",
     "telemetry_samples": "sampler readings taken in the window",
@@ -48,8 +50,8 @@ TELEMETRY_COLUMNS: dict[str, str] = {
     "energy_above_idle_j": "energy_j minus idle_power_w over the window",
     "energy_above_idle_per_sample_j": "energy_above_idle_j / samples",
     "sm_clock_base_mhz": "the SM clock the GPU guarantees (its default application clock)",
-    "sm_clock_below_base_pct": "% of samples with the SM clock under sm_clock_base_mhz that "
-    "neither the power cap nor idling explains",
+    "sm_clock_below_base_pct": f"% of samples with the SM clock more than {CLOCK_MARGIN_PCT:g} % "
+    "under sm_clock_base_mhz that neither the power cap nor idling explains",
     "gpu_processes_hidden": "True when NVML's process list could not be matched with this "
     "process (another PID namespace, e.g. a container): other_gpu_processes counts all but one",
 }

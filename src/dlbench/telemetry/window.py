@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from dlbench.config import CLOCK_MARGIN_PCT
 from dlbench.telemetry.base import Reading, throttle_names
 
 # A counter read at the window's edges can be off by one update period at each: the window
@@ -220,12 +221,13 @@ def power_integral_j(readings: Sequence[Reading], devices: Sequence[int]) -> flo
 
 
 def below_base_pct(readings: Sequence[Reading], base: float | None) -> float | None:
-    """% of samples with the SM clock under `base` that neither idling nor the power cap
-    explains."""
+    """% of samples with the SM clock more than CLOCK_MARGIN_PCT under `base` that neither
+    idling nor the power cap explains."""
     clocked = [r for r in readings if r.sm_clock_mhz is not None]
     if not base or not clocked:
         return None
-    low = [r for r in clocked if r.sm_clock_mhz < base and not r.throttle_bits & _EXPLAINED]
+    floor = base * (1 - CLOCK_MARGIN_PCT / 100)
+    low = [r for r in clocked if r.sm_clock_mhz < floor and not r.throttle_bits & _EXPLAINED]
     return 100.0 * len(low) / len(clocked)
 
 
