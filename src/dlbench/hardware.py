@@ -120,6 +120,15 @@ def peak_tflops(gpu_name: str, precision: str) -> tuple[float, str] | None:
     return getattr(spec, precision_field(precision)), spec.source
 
 
+def dtype_peak_tflops(gpu_name: str, dtype: str) -> float | None:
+    """The datasheet's TFLOP/s of one matmul dtype (fp32, tf32, fp16, bf16; what `dlbench
+    peak` names its figures by) for an exactly known GPU name, else None."""
+    spec = PEAKS.get(gpu_name.strip().casefold())
+    if spec is None or dtype not in set(_PRECISION_FIELD.values()):
+        return None
+    return getattr(spec, dtype)
+
+
 def peak_bandwidth_tb_s(gpu_name: str) -> float | None:
     """Peak memory bandwidth (TB/s) for an exactly known GPU name, else None."""
     return PEAK_BANDWIDTH_TB_S.get(gpu_name.strip().casefold())

@@ -20,7 +20,7 @@ from dlbench.engine.session import (
     make_optimizer,
     memory_format,
 )
-from dlbench.engine.timer import seconds_of, synchronize
+from dlbench.engine.timer import seconds_of
 from dlbench.workloads import InputShape, Workload
 
 
@@ -113,6 +113,5 @@ class BareLoop:
                 self.timed_step(i)
             if self.cuda_graphs and not self.graphs:
                 self.capture()
-            synchronize(self.device)
             align([0.0])
             return seconds_of(steps, self.timed_step, self.device)

@@ -21,7 +21,8 @@ class DeviceTimer:
         self._cuda = device.type == "cuda"
         self._count = 0
         if self._cuda:
-            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(marks)]
+            with on_device(device):
+                self._events = [torch.cuda.Event(enable_timing=True) for _ in range(marks)]
         else:
             self._clock = [0.0] * marks
 
@@ -37,14 +38,18 @@ class DeviceTimer:
         """Seconds from mark `first` to mark `last`; waits for mark `last` (after the window)."""
         if self._cuda:
             self._events[last].synchronize()
-            return self._events[first].elapsed_time(self._events[last]) / 1e3
-        return self._clock[last] - self._clock[first]
+        return self._gap_s(first, last)
 
     def step_times_s(self) -> list[float]:
-        """The gaps between consecutive marks, in seconds."""
+        """The gaps between consecutive marks, in seconds; waits once, for the last mark."""
         if self._cuda and self._count:
             self._events[self._count - 1].synchronize()
-        return [self.between_s(i, i + 1) for i in range(self._count - 1)]
+        return [self._gap_s(i, i + 1) for i in range(self._count - 1)]
+
+    def _gap_s(self, first: int, last: int) -> float:
+        if self._cuda:
+            return self._events[first].elapsed_time(self._events[last]) / 1e3
+        return self._clock[last] - self._clock[first]
 
     def window_s(self) -> float:
         """First mark to last mark, in seconds."""

@@ -9,14 +9,14 @@ import math
 from pathlib import Path
 
 from dlbench.caches import read_record, write_json
-from dlbench.hardware import peak_bandwidth_tb_s, peak_tflops
+from dlbench.hardware import dtype_peak_tflops, peak_bandwidth_tb_s
 from dlbench.results.verdict import MAX_DATASHEET_SHARE
 
 PEAKS_FILE = "attained_peaks.json"
 # Figures a record may hold: at least a host's rate (a CPU core's fp32 is tens of GFLOP/s, its
 # memory tens of GB/s), at most its GPU's datasheet, or where the GPU is not in dlbench.hardware
 # beyond any device made.
-MIN_TFLOPS, MIN_POSSIBLE = 1e-3, {"read_tb_s": 1e-3}
+MIN_FIGURE = 1e-3  # TFLOP/s or TB/s
 MAX_TFLOPS, MAX_TB_S = 1e5, 1e3
 
 
@@ -41,14 +41,13 @@ def attained_peaks(folder: Path | None, uuid: str, gpu_name: str = "") -> dict |
 def _possible(key: str, value: object, gpu_name: str) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    if not (math.isfinite(value) and value >= MIN_POSSIBLE.get(key, MIN_TFLOPS)):
+    if not (math.isfinite(value) and value >= MIN_FIGURE):
         return False
     if key == "read_tb_s":
         sheet = peak_bandwidth_tb_s(gpu_name)
         return value <= (sheet or MAX_TB_S) * MAX_DATASHEET_SHARE
-    precision = {"fp32": "32", "tf32": "tf32", "fp16": "16-mixed", "bf16": "bf16-mixed"}
-    sheet = peak_tflops(gpu_name, precision[key]) if key in precision else None
-    return value <= (sheet[0] if sheet else MAX_TFLOPS) * MAX_DATASHEET_SHARE
+    sheet = dtype_peak_tflops(gpu_name, key)
+    return value <= (sheet or MAX_TFLOPS) * MAX_DATASHEET_SHARE
 
 
 def record_peaks(folder: Path, uuid: str, figures: dict) -> None:

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Sequence
 
 from dlbench.console import number_or_none
-from dlbench.hardware import peak_bandwidth_tb_s, peak_tflops
+from dlbench.hardware import dtype_peak_tflops, peak_bandwidth_tb_s
 from dlbench.results.verdict import impossible_peak
 
 # The figures a sibling is compared on: the matmul rate MFU divides by, and memory read.
@@ -25,12 +25,11 @@ def datasheet_shares(row: dict) -> dict[str, float | None]:
     name = str(row.get("gpu_name") or "")
     bandwidth = peak_bandwidth_tb_s(name) if name else None
     shares: dict[str, float] = {}
-    for dtype, precision in (("fp32", "32"), ("tf32", "tf32"), ("fp16", "16-mixed"),
-                             ("bf16", "bf16-mixed")):  # fmt: skip
-        sheet = peak_tflops(name, precision) if name else None
+    for dtype in ("fp32", "tf32", "fp16", "bf16"):
+        sheet = dtype_peak_tflops(name, dtype)
         value = number_or_none(row.get(f"attained_{dtype}_tflops"))
         if sheet and value is not None:
-            shares[dtype] = value / sheet[0]
+            shares[dtype] = value / sheet
     for kind in ("read", "copy"):
         value = number_or_none(row.get(f"attained_{kind}_tb_s"))
         if bandwidth and value is not None:
