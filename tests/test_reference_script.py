@@ -77,6 +77,7 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     assert [c[0] for c in commands] == [
         "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
         "validate", "peak", "scaling", "scaling", "scaling", "validate", "validate",
+        "train", "train", "train", "train", "validate",
     ]  # fmt: skip
     launched = [shlex.split(line)[1:] for line in lines if line.startswith("torchrun ")]
     bare = [words for words in launched if "benchmarks/bare_ddp.py" in words]
@@ -98,7 +99,8 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     models = [getattr(first, "model", first) for name, first in executed[1:] if name != "make-data"]
     assert models == ["llm_8b", "resnet50", "resnet50", "resnet50",
                       f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "auto", "resnet50",
-                      "vit", "llm_1b", "resnet50", "vit", "resnet50"]  # fmt: skip
+                      "vit", "llm_1b", "resnet50", "vit", *["llm_8b"] * 4, "llm_1b",
+                      "resnet50"]  # fmt: skip
     decodes = [first.data_decode for name, first in executed if name == "execute"]
     assert decodes[2:4] == ["gpu", "cpu"]  # the JPEG part; the last is the two-node run
 

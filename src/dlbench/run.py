@@ -3,6 +3,7 @@ and a sweep worker's points too; `guarded` turns what a user can get wrong into 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -68,6 +69,31 @@ def out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and HOST_OOM_MESSAGE in str(exc)
 
 
+_UNITS_MB = {"GiB": 1024.0, "MiB": 1.0, "KiB": 1 / 1024, "B": 1 / 2**20}
+
+
+def oom_columns(exc: BaseException) -> dict[str, float]:
+    """What a GPU that ran out was asked for: the most this rank had allocated since the
+    build, the allocation refused, and their sum (at least that much was needed)."""
+    columns: dict[str, float] = {}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        peak = torch.cuda.max_memory_allocated(torch.cuda.current_device()) / 2**20
+        columns["peak_memory_allocated_mb"] = peak
+    found = re.search(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)", str(exc))
+    if found:
+        columns["oom_request_mb"] = float(found[1]) * _UNITS_MB[found[2]]
+    if len(columns) == 2:
+        columns["oom_needed_mb"] = sum(columns.values())
+    return columns
+
+
+def own_rank() -> int:
+    """This process's rank in the job's process group (0 where there is none)."""
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
 def _record_lost_rank(lost: RankLost, config: RunConfig, store: CsvStore, env: dict) -> int:
     """Rank 0 records the run as failed, naming the lost rank: one row, written whole (a
     launcher's SIGTERM waits until it is); every surviving rank exits non-zero."""
@@ -109,7 +135,9 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         if not out_of_memory(exc):
             raise
-        columns = {**config_columns(config), "run_id": config.run_id}
+        columns = {**config_columns(config), "run_id": config.run_id, **oom_columns(exc)}
+        if own_rank() != 0:  # every rank ran out alike; rank 0 records it
+            return EXIT_OOM
         store.append(failure_row(columns, "oom", exception_line(exc), env))
         stderr.print(
             f"[red]out of memory:[/red] {config.model} {config.mode} batch {config.batch_size} "

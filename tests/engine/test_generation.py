@@ -87,7 +87,7 @@ def test_compiled_steps_give_eager_tokens_and_compile_stays_in_warmup(monkeypatc
         warmup_steps=1,
     )
     plan = make_plan(config)
-    fabric = create_fabric(plan.devices, plan.precision)
+    fabric = create_fabric(plan.devices, plan.fabric_precision)
     generator, _ = open_generator(plan.config, plan.workload, plan.shape, plan.precision, fabric)
     with torch.inference_mode():
         eager = prepare_steps(generator, compile=False, cuda_graphs=False).tokens(generator)

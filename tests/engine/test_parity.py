@@ -29,7 +29,7 @@ def test_bare_and_dlbench_loops_get_identical_inputs_and_optimizer(model, precis
     if model == "timm:test_vit":
         config = config.replace(optimizer="adamw")
     plan = make_plan(config)
-    fabric = create_fabric(plan.devices, plan.precision)
+    fabric = create_fabric(plan.devices, plan.fabric_precision)
     session = open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)
     bare = BareLoop(plan.workload, plan.shape, plan.config, plan.precision, session.device)
     for ours, theirs in zip(session.batches, bare.batches):

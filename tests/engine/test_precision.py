@@ -71,7 +71,7 @@ def test_inference_holds_autocast_weights_and_training_keeps_fp32_masters(mode):
     config = RunConfig(model="timm:test_resnet", mode=mode, accelerator="cpu", batch_size=2,
                        precision="bf16-mixed", width=32, height=32)  # fmt: skip
     plan = make_plan(config)
-    fabric = create_fabric(plan.devices, plan.precision)
+    fabric = create_fabric(plan.devices, plan.fabric_precision)
     session = open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)
     bare = BareLoop(plan.workload, plan.shape, plan.config, plan.precision, torch.device("cpu"))
     want = torch.bfloat16 if mode == "infer" else torch.float32

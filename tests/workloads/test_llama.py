@@ -55,7 +55,7 @@ def test_both_implementations_generate_the_same_greedy_tokens(batch):
             new_tokens=20, llm_impl=impl,
         )  # fmt: skip
         plan = make_plan(config)
-        fabric = create_fabric(plan.devices, plan.precision)
+        fabric = create_fabric(plan.devices, plan.fabric_precision)
         generator, _ = open_generator(
             plan.config, plan.workload, plan.shape, plan.precision, fabric
         )
@@ -128,7 +128,7 @@ def test_compile_covers_the_model_and_its_loss(monkeypatch, loop):
                        accelerator="cpu", compile=True)  # fmt: skip
     plan = make_plan(config)
     if loop == "session":
-        fabric = create_fabric(plan.devices, plan.precision)
+        fabric = create_fabric(plan.devices, plan.fabric_precision)
         session.open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)
     else:
         bare.BareLoop(plan.workload, plan.shape, plan.config, plan.precision, torch.device("cpu"))

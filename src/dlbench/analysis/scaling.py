@@ -44,12 +44,13 @@ def scaling_table(rows: pd.DataFrame) -> pd.DataFrame:
     if "samples_per_s_per_device" not in runs:
         runs["samples_per_s_per_device"] = runs["samples_per_s"] / runs["world_size"]
     runs["strategy"] = _strategy(runs)
-    key = key_columns(runs, tuple(k for k in (*RUN_KEY, "gpu_name") if k != "strategy"))
+    apart = ("strategy", "activation_checkpointing")  # a sharded run against the plain one
+    key = key_columns(runs, tuple(k for k in (*RUN_KEY, "gpu_name") if k not in apart))
     measured = ["world_size", "samples_per_s", "samples_per_s_per_device", "run_id"]
     runs = latest(runs, [*key, "world_size", "strategy"])
     single = runs[runs["strategy"] == "single"]
     wrapped = runs[(runs["strategy"] == "ddp") & (runs["world_size"] == 1)]
-    scaled = runs[runs["strategy"] == "ddp"]
+    scaled = runs[runs["strategy"].isin(("ddp", "fsdp"))]
     scaled = pd.concat([single, scaled[scaled["world_size"] > 1]])[[*key, *measured]]
     base = single[single["world_size"] == 1][[*key, "samples_per_s", "run_id"]].rename(
         columns={"samples_per_s": "baseline_samples_per_s", "run_id": "baseline_run_id"}

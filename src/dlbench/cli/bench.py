@@ -9,7 +9,8 @@ import typer
 
 from dlbench.cli.app import app
 from dlbench.cli.options import config_from_flags, run_options
-from dlbench.config import MAX_REPEATS, check_count
+from dlbench.config import check_count
+from dlbench.config.limits import MAX_REPEATS
 from dlbench.errors import UserError
 
 AUTO_BATCH = (str, "32", "Samples per step per device, or 'auto' (largest that fits).")

@@ -9,7 +9,8 @@ import typer
 
 from dlbench.cli.app import app
 from dlbench.cli.options import Output, config_from_flags, run_options
-from dlbench.config import DEFAULT_OUTPUT, MAX_REPEATS, RunConfig, check_count
+from dlbench.config import DEFAULT_OUTPUT, RunConfig, check_count
+from dlbench.config.limits import MAX_REPEATS
 from dlbench.errors import check_seconds
 
 

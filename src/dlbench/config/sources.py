@@ -43,7 +43,8 @@ class DataSource:
         return self.kind == "synthetic"
 
 
-STRATEGIES = ("auto", "ddp")  # auto: DDP when more than one process runs; ddp: always
+# auto: DDP when more than one process runs; ddp: always; fsdp: sharded data parallel (FSDP2)
+STRATEGIES = ("auto", "ddp", "fsdp")
 
 
 @dataclass(frozen=True)
@@ -96,5 +97,8 @@ def _value(key: str, text: str, kind: str) -> object:
 
 
 def resolved_strategy(requested: str, world_size: int) -> str:
-    """What ran: 'ddp' (several processes, or --strategy ddp on one) or 'single'."""
+    """What ran: 'fsdp' where asked, 'ddp' (several processes, or --strategy ddp on one) or
+    'single'."""
+    if requested == "fsdp":
+        return "fsdp"
     return "ddp" if requested == "ddp" or world_size > 1 else "single"

@@ -2,7 +2,9 @@
 
 Deliberately plain torch (no Lightning, no dlbench loop): what a careful user writes by hand.
 Under DDP it wraps the model in torch's own DistributedDataParallel, on the process group that
-is already up, with the same settings as the dlbench loop."""
+is already up, with the same settings as the dlbench loop; under FSDP it builds the model on the
+meta device and shards it with torch's fully_shard on a device mesh of its own, as the dlbench
+loop's model is sharded (engine.sharding), with no autocast (the policy gathers half precision)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from torch.nn.parallel import DistributedDataParallel
 from dlbench.config import DdpSettings, RunConfig
 from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.engine.session import (
+    LossModule,
     build_model,
     cast_inputs,
     compiled,
@@ -20,6 +23,7 @@ from dlbench.engine.session import (
     make_optimizer,
     memory_format,
 )
+from dlbench.engine.sharding import ShardingPlan, materialize, resettable, shard_model
 from dlbench.engine.timer import seconds_of
 from dlbench.workloads import InputShape, Workload
 
@@ -35,10 +39,14 @@ class BareLoop:
         precision: PrecisionPlan,
         device: torch.device,
         ddp: DdpSettings | None = None,
+        sharding: ShardingPlan | None = None,
     ) -> None:
         torch.manual_seed(config.seed)
         fmt = memory_format(config, workload)
-        model, self.loss_fn = build_model(workload, shape, config.llm_impl, torch.device(device))
+        where = torch.device("meta" if sharding else device)
+        model, self.loss_fn = build_model(workload, shape, config.llm_impl, where)
+        if sharding and not resettable(model):  # built whole, then sharded
+            model, self.loss_fn = build_model(workload, shape, config.llm_impl, device)
         model = model.to(dtype=precision.param_dtype, memory_format=fmt)
         if config.mode != "train":
             hold_autocast_weights(model, precision)
@@ -46,12 +54,16 @@ class BareLoop:
         self.batch_size = config.batch_size
         self.train = config.mode == "train"
         self.cuda_graphs = bool(config.cuda_graphs)
-        self.optimizer = make_optimizer(config.optimizer, model.parameters(), self.cuda_graphs)
         self.graphs: list[torch.cuda.CUDAGraph] = []
+        if sharding is not None:
+            if config.compile:  # the blocks are compiled as they are sharded
+                self.loss_fn = torch.compile(self.loss_fn)
+            model = _sharded(LossModule(model, self.loss_fn), device, sharding)
+        self.optimizer = make_optimizer(config.optimizer, model.parameters(), self.cuda_graphs)
         if ddp is not None:
             ids = [device.index] if device.type == "cuda" else None
             model = DistributedDataParallel(model, device_ids=ids, **ddp.kwargs())
-        if config.compile:
+        if config.compile and sharding is None:
             model, self.loss_fn = compiled(model, self.loss_fn)
         self.model = model
         self.model.train(self.train)
@@ -60,7 +72,7 @@ class BareLoop:
         for b in make_batches(workload, shape, config.batch_size, config.seed, fmt, on):
             b = cast_inputs(b.map(lambda t: t.to(device)), precision)
             self.batches.append((b.inputs, b.targets))
-        dtype = precision.autocast_dtype
+        dtype = None if sharding else precision.autocast_dtype
         self.autocast_dtype = dtype
         self.scaler = torch.amp.GradScaler(device.type, enabled=dtype is torch.float16)
 
@@ -74,7 +86,10 @@ class BareLoop:
                 self.model(inputs)
                 return
             self.optimizer.zero_grad(set_to_none=True)
-            loss = self.loss_fn(self.model(inputs), targets)
+            if isinstance(self.model, LossModule):  # sharded: the loss inside the root's forward
+                loss = self.model(inputs, targets)
+            else:
+                loss = self.loss_fn(self.model(inputs), targets)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -115,3 +130,16 @@ class BareLoop:
                 self.capture()
             align([0.0])
             return seconds_of(steps, self.timed_step, self.device)
+
+
+def _sharded(root: LossModule, device: torch.device, sharding: ShardingPlan) -> LossModule:
+    """The model with its loss (one root: the output layer's gathered weight, which an LLM's
+    loss reads, stays gathered until backward), sharded over every rank of the process group
+    that is up, its shards made and filled on `device` where it was built on the meta device."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    shard_model(root, mesh, sharding)
+    materialize(root, device)
+    return root

@@ -240,10 +240,6 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
     several = fabric.world_size > 1
     if several and telemetry:
         telemetry = {**telemetry, **job_telemetry(per_rank)}
-    allocated = reserved = None
-    if fabric.device.type == "cuda":
-        allocated = torch.cuda.max_memory_allocated(fabric.device) / 2**20
-        reserved = torch.cuda.max_memory_reserved(fabric.device) / 2**20
     measurement = Measurement(
         plan=plan,
         loop=loop,
@@ -251,8 +247,8 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         world_size=fabric.world_size,
         global_rank=fabric.global_rank,
         per_rank=per_rank,
-        peak_allocated_mb=allocated,
-        peak_reserved_mb=reserved,
+        peak_allocated_mb=_largest(per_rank, "peak_memory_allocated_mb"),
+        peak_reserved_mb=_largest(per_rank, "peak_memory_reserved_mb"),
         launcher=launcher(fabric),
         gpus=job_gpus(per_rank) if several else {},
     )
@@ -265,11 +261,18 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
         **_mfu(measurement, gpu_name, cache),
         **(plan.ddp.columns() if plan.config.strategy == "ddp" else {}),
+        **(plan.sharding.columns(fabric.world_size) if plan.sharding else {}),
         "gpu_uuid": mine["gpu_uuid"],
     }
     peaks = job_peaks([r.get("attained") for r in per_rank])
     measurement.extra.update(attained_columns(measurement.extra, config.precision, peaks))
     return measurement
+
+
+def _largest(per_rank: list[dict[str, object]], key: str) -> float | None:
+    """The largest of the ranks' figures (the GPU that came closest to its memory), or None."""
+    figures = [float(r[key]) for r in per_rank if r.get(key) is not None]
+    return max(figures) if figures else None
 
 
 def decoder_column(decode: str | None, jpeg_busy_pct: float | None) -> dict[str, str]:

@@ -11,9 +11,9 @@ import warnings
 from datetime import timedelta
 from typing import Any
 
-from dlbench.config import DEFAULT_COLLECTIVE_TIMEOUT_S
+from dlbench.config.limits import DEFAULT_COLLECTIVE_TIMEOUT_S
 from dlbench.engine.devices import DevicePlan
-from dlbench.engine.precision import PrecisionPlan
+from dlbench.engine.sharding import ShardingPlan, shard_model
 
 # Lightning asks for srun wherever SLURM's commands are installed (a login node, a CI runner with
 # a test cluster), though a run without it is what the user asked for: one process, or
@@ -38,29 +38,38 @@ def own_processes_in_allocation(world_size: int) -> Any:
 
 def create_fabric(
     devices: DevicePlan,
-    precision: PrecisionPlan,
+    precision: str,
     strategy: str = "single",
     ddp=None,
     collective_timeout_s: float = DEFAULT_COLLECTIVE_TIMEOUT_S,
+    sharding: ShardingPlan | None = None,
 ):
-    """Lightning Fabric for the device plan: DDP with the given settings (DdpSettings) when the
-    strategy is 'ddp' (several processes, or a DDP-wrapped single one for scaling baselines),
-    its collectives failing after `collective_timeout_s` (docs/clusters.md)."""
+    """Lightning Fabric for the device plan and Lightning's `precision`: DDP with the given
+    settings (DdpSettings) when the strategy is 'ddp' (several processes, or a DDP-wrapped
+    single one for scaling baselines); FSDP2 by `sharding` when it is 'fsdp'; collectives
+    failing after `collective_timeout_s` (docs/clusters.md)."""
     from lightning.fabric import Fabric
-    from lightning.fabric.strategies import DDPStrategy
+    from lightning.fabric.strategies import DDPStrategy, ModelParallelStrategy
 
     from dlbench.config import DdpSettings
 
     chosen = "auto"
+    timeout = timedelta(seconds=collective_timeout_s)
     if strategy == "ddp":
-        timeout = timedelta(seconds=collective_timeout_s)
         chosen = DDPStrategy(timeout=timeout, **(ddp or DdpSettings()).kwargs())
+    if strategy == "fsdp":
+        chosen = ModelParallelStrategy(
+            lambda model, mesh: shard_model(model, mesh["data_parallel"], sharding),
+            data_parallel_size=devices.world_size,
+            tensor_parallel_size=1,
+            timeout=timeout,
+        )
     environment = own_processes_in_allocation(devices.world_size)
     fabric = Fabric(
         accelerator=devices.accelerator,
         devices=devices.count,
         num_nodes=devices.num_nodes,
-        precision=precision.lightning,
+        precision=precision,
         strategy=chosen,
         plugins=[environment] if environment else None,
     )
@@ -89,7 +98,12 @@ def fabric_for(plan) -> Any:
     """`create_fabric` with everything the plan says about devices and DDP."""
     config = plan.config
     return create_fabric(
-        plan.devices, plan.precision, config.strategy, plan.ddp, config.collective_timeout
+        plan.devices,
+        plan.fabric_precision,
+        config.strategy,
+        plan.ddp,
+        config.collective_timeout,
+        plan.sharding,
     )
 
 

@@ -14,6 +14,7 @@ from dlbench.engine.devices import DevicePlan, plan_devices
 from dlbench.engine.graphs import can_capture
 from dlbench.engine.loop import STEADY_PCT, LoopSettings
 from dlbench.engine.precision import PrecisionPlan, plan_precision
+from dlbench.engine.sharding import FABRIC_PRECISION, ShardingPlan
 from dlbench.errors import invalid
 from dlbench.workloads import InputShape, Workload, get_workload
 
@@ -37,6 +38,14 @@ class Plan:
     devices: DevicePlan
     precision: PrecisionPlan
     ddp: DdpSettings
+    sharding: ShardingPlan | None = None  # --strategy fsdp
+
+    @property
+    def fabric_precision(self) -> str:
+        """Lightning's precision: under FSDP the policy gathers half precision, not autocast."""
+        if self.sharding is None:
+            return self.precision.lightning
+        return FABRIC_PRECISION[self.precision.name]
 
     @property
     def scenario(self) -> str:
@@ -54,9 +63,13 @@ def make_plan(config: RunConfig) -> Plan:
     shape = workload.shape(resolved.width, resolved.height, resolved.seq_len)
     precision = plan_precision(resolved.precision, devices.device_type)
     ddp = DdpSettings.parse(resolved.ddp)
+    sharding = None
+    if resolved.strategy == "fsdp":
+        checkpointing = resolved.activation_checkpointing
+        sharding = ShardingPlan.of(precision, checkpointing, resolved.compile)
     if ignored:  # once the config is known to run: a refused one gets its one error line only
         stderr.print(f"[yellow]warning:[/yellow] this run ignores {'; '.join(ignored)}")
-    return Plan(resolved, workload, shape, devices, precision, ddp)
+    return Plan(resolved, workload, shape, devices, precision, ddp, sharding)
 
 
 def ignored_flags(config: RunConfig, workload: Workload) -> list[str]:
@@ -75,6 +88,7 @@ def ignored_flags(config: RunConfig, workload: Workload) -> list[str]:
         "channels_last": (not workload.is_image, f"{workload.name} takes text"),
         "optimizer": (config.mode == "infer", "inference"),
         "breakdown": (generation, "generation has no training step"),
+        "activation_checkpointing": (config.strategy != "fsdp", "only with --strategy fsdp"),
     }
     return [
         f"{flag_name(name)} {getattr(config, name)} ({why})"
@@ -89,6 +103,8 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     real context length (prompt + new tokens) as seq_len."""
     generation = scenario_of(workload, config.mode) == "generate"
     on_gpu = devices.device_type == "cuda"
+    if config.strategy == "fsdp":
+        check_sharding(config, devices)
     if config.cuda_graphs and not can_capture(devices.device_type):
         raise invalid("--cuda-graphs", True, "CUDA graphs need a CUDA GPU")
     ddp = config.strategy == "ddp" or devices.world_size > 1
@@ -104,6 +120,8 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     changes: dict[str, object] = {
         "strategy": resolved_strategy(config.strategy, devices.world_size)
     }
+    if config.strategy == "fsdp":
+        changes["activation_checkpointing"] = config.activation_checkpointing or "none"
     if config.optimizer is None:
         changes["optimizer"] = workload.default_optimizer
     if config.attention in ("efficient", "cudnn") and not on_gpu:
@@ -126,6 +144,25 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
         if config.data_workers is None:
             changes["data_workers"] = default_workers()
     return config.replace(**changes)
+
+
+def check_sharding(config: RunConfig, devices: DevicePlan) -> None:
+    """What FSDP cannot run, refused before anything starts."""
+    if devices.world_size < 2:
+        raise invalid("--strategy", "fsdp", "sharding needs several devices (--devices N)")
+    if config.mode != "train":
+        raise invalid("--strategy", "fsdp", "training only; inference keeps a replica a device")
+    if config.cuda_graphs:
+        raise invalid(
+            "--cuda-graphs",
+            True,
+            "not under FSDP: its all-gathers and reduce-scatters are issued from the host as "
+            "blocks run, which a captured step would replay without them",
+        )
+    if config.precision not in FABRIC_PRECISION:
+        raise invalid(
+            "--precision", config.precision, "FSDP runs 32, tf32, bf16-mixed, bf16-true or 16-true"
+        )
 
 
 def loop_settings(

@@ -74,6 +74,10 @@ def rank_facts(
         if cuda
         else "",
     }
+    facts.update(
+        peak_memory_allocated_mb=torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
+        peak_memory_reserved_mb=torch.cuda.max_memory_reserved(device) / 2**20 if cuda else None,
+    )
     facts.update({key: telemetry.get(key) for key in RANK_TELEMETRY})
     return facts
 

@@ -88,5 +88,13 @@ def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:
 
 
 # What the side file shows of each rank beyond its window: its GPU and its telemetry.
-SIDE_FACTS = ("hostname", "gpu_uuid", "gpu_name", "gpu_memory_mb", "gpu_capability",
-              *RANK_TELEMETRY)  # fmt: skip
+SIDE_FACTS = (
+    "hostname",
+    "gpu_uuid",
+    "gpu_name",
+    "gpu_memory_mb",
+    "gpu_capability",
+    "peak_memory_allocated_mb",
+    "peak_memory_reserved_mb",
+    *RANK_TELEMETRY,
+)

@@ -16,6 +16,7 @@ from dlbench.data.on_device import STEP_STREAM_PRIORITY, OnDevice
 from dlbench.data.pipeline import open_pipeline
 from dlbench.engine.graphs import GraphedStep, graphed_step
 from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
+from dlbench.engine.sharding import resettable
 from dlbench.workloads import Batch, InputShape, Workload
 
 DISTINCT_BATCHES = 2  # rotate so that no step reads exactly what the previous one cached
@@ -172,15 +173,20 @@ def open_session(
     precision.apply_matmul_settings()
     torch.backends.cudnn.benchmark = autotune
     torch.manual_seed(config.seed + fabric.global_rank)
-    model, loss = build_model(workload, shape, config.llm_impl, fabric.init_module())
+    sharded = config.strategy == "fsdp"
+    model, loss = (
+        build_sharded_model(workload, shape, config.llm_impl, fabric)
+        if sharded
+        else (build_model(workload, shape, config.llm_impl, fabric.init_module()))
+    )
     fmt = memory_format(config, workload)
     model = model.to(memory_format=fmt)
     param_count = sum(p.numel() for p in model.parameters())
     convolutions = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     if config.mode != "train":
         hold_autocast_weights(model, precision)
-    if config.compile:
-        model, loss = compiled(model, loss)
+    if config.compile:  # under FSDP each block is compiled as it is sharded
+        model, loss = (model, torch.compile(loss)) if sharded else compiled(model, loss)
     feed = batches = None
     if config.data_source().synthetic:
         batches = synthetic_batches(config, workload, shape, precision, fmt, fabric)
@@ -188,9 +194,14 @@ def open_session(
     else:
         feed = open_feed(config, workload, shape, precision.input_dtype, fmt, fabric.device)
         fetch = feed.fetch
-    if config.mode == "train":
+    if config.mode == "train" and sharded:  # the optimizer is made for the shards
+        module = fabric.setup_module(LossModule(model, loss))
+        built = make_optimizer(config.optimizer, module.parameters())
+        optimizer = fabric.setup_optimizers(built)
+    elif config.mode == "train":
         built = make_optimizer(config.optimizer, model.parameters(), bool(config.cuda_graphs))
         module, optimizer = fabric.setup(LossModule(model, loss), built)
+    if config.mode == "train":
         module.train()
 
         def update() -> None:
@@ -265,6 +276,16 @@ def build_model(workload: Workload, shape: InputShape, llm_impl: str | None, whe
         if llm_impl == "native" and workload.native is not None:
             return workload.native(model), workload.native_loss
     return model, workload.loss
+
+
+def build_sharded_model(workload: Workload, shape: InputShape, llm_impl: str | None, fabric):
+    """The model for FSDP: on the meta device where each module can fill its own parameters
+    again (the shards are then made on the device, nothing whole on any rank), else built
+    whole on the host and moved as it is sharded."""
+    model, loss = build_model(workload, shape, llm_impl, fabric.init_module(empty_init=True))
+    if resettable(model):
+        return model, loss
+    return build_model(workload, shape, llm_impl, torch.device("cpu"))
 
 
 def drawn_on(config: RunConfig, device: torch.device) -> torch.device | None:

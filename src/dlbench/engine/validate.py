@@ -40,7 +40,9 @@ def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[f
     fabric = fabric_for(plan)
     session = open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)
     ddp = plan.ddp if plan.config.strategy == "ddp" else None
-    bare = BareLoop(plan.workload, plan.shape, plan.config, plan.precision, session.device, ddp)
+    bare = BareLoop(
+        plan.workload, plan.shape, plan.config, plan.precision, session.device, ddp, plan.sharding
+    )
     agree = agree_max(fabric)
     settings = loop_settings(plan.config, session.device.type)
     with session.context():  # graphs captured as the benchmark captures them
@@ -73,6 +75,8 @@ def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[f
         peak_reserved_mb=None,
     )
     measurement.extra = {**graph.columns(), **(ddp.columns() if ddp is not None else {})}
+    if plan.sharding is not None:
+        measurement.extra.update(plan.sharding.columns(fabric.world_size))
     return measurement, rates, bare_rates
 
 

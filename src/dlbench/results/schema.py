@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from dlbench.config import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
+from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
 from dlbench.errors import invalid
 from dlbench.results.peak_columns import PEAK_COLUMNS
 from dlbench.results.telemetry_columns import TELEMETRY_COLUMNS
@@ -36,7 +36,11 @@ COLUMNS: dict[str, str] = {
     "devices": "devices per node",
     "num_nodes": "nodes",
     "world_size": "processes over all nodes",
-    "strategy": "single, or ddp (several processes, or --strategy ddp on one: a scaling baseline)",
+    "strategy": "single, ddp (several processes, or --strategy ddp on one: a scaling baseline) "
+    "or fsdp (FSDP2: parameters, gradients and optimizer state sharded)",
+    "sharding_degree": "FSDP: devices each parameter is sharded over",
+    "activation_checkpointing": "FSDP: none, selective (matmul and attention outputs kept, the "
+    "rest recomputed in backward) or full (each block recomputed from its input)",
     "ddp_bucket_cap_mb": "DDP: gradient bucket size in MB (--ddp bucket_cap_mb=...)",
     "ddp_gradient_as_bucket_view": "DDP: gradients are views into the communication buckets",
     "ddp_static_graph": "DDP: static_graph (the same parameters used every step)",
@@ -138,8 +142,13 @@ COLUMNS: dict[str, str] = {
     "(engine.loop.STEADY_PCT); False: they had not within MAX_STEADY_WARMUP_S and the window "
     "began anyway; empty: not checked (CPU)",
     "param_count": "model parameters",
-    "peak_memory_allocated_mb": "peak memory allocated by tensors (rank 0)",
-    "peak_memory_reserved_mb": "peak memory reserved by the caching allocator (rank 0)",
+    "peak_memory_allocated_mb": "peak memory allocated by tensors on a GPU (the largest over "
+    "the job's; side file: each rank's); status=oom: before it ran out",
+    "peak_memory_reserved_mb": "peak memory reserved by the caching allocator on a GPU (the "
+    "largest over the job's; side file: each rank's)",
+    "oom_request_mb": "status=oom: the allocation the GPU refused",
+    "oom_needed_mb": "status=oom: at least this much was needed on a GPU (peak allocated + the "
+    "allocation refused)",
     **TELEMETRY_COLUMNS,
     "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",
     "verdict_reasons": "why invalid, ;-separated: failed, short_window, few_steps, noisy, "

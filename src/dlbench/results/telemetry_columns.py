@@ -4,7 +4,7 @@ figures: results.job)."""
 
 from __future__ import annotations
 
-from dlbench.config import CLOCK_MARGIN_PCT
+from dlbench.config.limits import CLOCK_MARGIN_PCT
 
 TELEMETRY_COLUMNS: dict[str, str] = {
     "telemetry_backend": "nvml, amdsmi or empty when no GPU telemetry could be read",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from dlbench.config import MIN_SPREAD_STEPS
+from dlbench.config.limits import MIN_SPREAD_STEPS
 from dlbench.console import number_or_none
 from dlbench.results.schema import is_true
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from dlbench.config import MAX_REPEATS, MODES
+from dlbench.config import MODES
 from dlbench.config.flags import typed_value
+from dlbench.config.limits import MAX_REPEATS
 from dlbench.errors import MAX_SECONDS, UserError, one_line, unknown_choice
 from dlbench.results.schema import check_tag
 from dlbench.results.store import writable_folder

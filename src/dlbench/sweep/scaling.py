@@ -32,7 +32,9 @@ def scaling_plan(
     flags: dict[str, object], mode: str, counts: list[int], timeout_s: float
 ) -> SweepPlan:
     """A sweep over the device counts, plus one DDP-wrapped run on one device (the baseline
-    that separates DDP's own cost from communication); `flags` are the other CLI flags."""
+    that separates DDP's own cost from communication); `flags` are the other CLI flags. Under
+    `--strategy fsdp` the one-device run is a plain one (nothing to shard over) and the
+    others shard."""
     fixed = {k: v for k, v in flags.items() if k not in ("model", "batch_size", "precision")}
     block = {
         "models": [flags["model"]],
@@ -41,5 +43,10 @@ def scaling_plan(
         "precisions": [flags["precision"]],
         "devices": counts,
     }
+    if flags.get("strategy") == "fsdp":
+        plain = {"strategy": "auto", "activation_checkpointing": None}
+        single = {**block, "devices": [1], "fixed": plain}
+        sharded = {**block, "devices": [n for n in counts if n > 1]}
+        return SweepPlan(name="scaling", runs=[single, sharded], fixed=fixed, timeout_s=timeout_s)
     wrapped = {**block, "devices": [1], "fixed": {"strategy": "ddp"}}
     return SweepPlan(name="scaling", runs=[block, wrapped], fixed=fixed, timeout_s=timeout_s)

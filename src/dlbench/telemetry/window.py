@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from dlbench.config import CLOCK_MARGIN_PCT
+from dlbench.config.limits import CLOCK_MARGIN_PCT
 from dlbench.telemetry.base import Reading, throttle_names
 
 # A counter read at the window's edges can be off by one update period at each: the window

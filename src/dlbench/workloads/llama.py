@@ -30,6 +30,10 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(hidden))
         self.eps = eps
 
+    def reset_parameters(self) -> None:
+        """Unit scale (a model built on the meta device is filled by this)."""
+        nn.init.ones_(self.weight)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
         x = x.float()
@@ -171,6 +175,15 @@ class ForwardPath:
         return decode_attention(rows, *cache, pos, *self.rope, block.heads).view(b, t, -1)
 
 
+def _rope_frequencies(rotary: nn.Module, config) -> torch.Tensor:
+    """The rotary module's inverse frequencies on the host: made again there where the model
+    was built on the meta device (they are computed, not learned)."""
+    if rotary.inv_freq.is_meta:
+        with torch.device("cpu"):
+            rotary = type(rotary)(config)
+    return rotary.inv_freq.detach().float().cpu()
+
+
 class NativeLlama(nn.Module):
     """Llama-style decoder; `from_transformers` loads a LlamaForCausalLM's weights into it."""
 
@@ -191,6 +204,7 @@ class NativeLlama(nn.Module):
         self.head_dim, self.kv_heads = hidden // heads, kv_heads
         self.register_buffer("inv_freq", torch.ones(self.head_dim // 2), persistent=False)
         self.rope_scaling = 1.0
+        self.frequencies = torch.ones(self.head_dim // 2, device="cpu")  # inv_freq's values
         self.cache: KVCache | None = None
         self.max_len = 0
         self.decode_kernels = True  # batch-1 decode's attention by the Triton kernel
@@ -218,9 +232,16 @@ class NativeLlama(nn.Module):
                 block.w2.weight.copy_(m.down_proj.weight)
                 block.attention_norm.weight.copy_(layer.input_layernorm.weight)
                 block.ffn_norm.weight.copy_(layer.post_attention_layernorm.weight)
-            native.inv_freq.copy_(model.rotary_emb.inv_freq.float())
+            native.frequencies = _rope_frequencies(model.rotary_emb, config)
+            native.inv_freq.copy_(native.frequencies)
         native.rope_scaling = float(getattr(model.rotary_emb, "attention_scaling", 1.0))
         return native
+
+    def reset_parameters(self) -> None:
+        """RoPE's frequencies again (a model built on the meta device is filled by this; its
+        layers fill their own weights)."""
+        with torch.no_grad():
+            self.inv_freq.copy_(self.frequencies)
 
     def kernel_decode(self, batch: int) -> bool:
         """Whether a decode step of `batch` sequences runs the Triton kernels end to end."""
