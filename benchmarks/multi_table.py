@@ -1,7 +1,8 @@
 """The README's "Several GPUs" table from the multi-GPU reference CSVs (`benchmarks/reference.sh
 multi`): per host, dlbench's DDP rows beside the bare torch DDP loop at the same GPU counts
 (benchmarks/bare_ddp.py), scaling efficiency of both, `validate` on every GPU, the two-launcher
-row and what each GPU attains (dlbench peak). Used by readme_table.py, which writes it."""
+row and what each GPU attains (dlbench peak); and docs/sharding.md's table of sharded training
+(FSDP2) beside it. Used by readme_table.py, which writes both."""
 
 from __future__ import annotations
 
@@ -117,3 +118,38 @@ def multi_table() -> str:
     codes = sorted({c for h in hosts() for c in _scaling(h)["code"]})
     out.append(f"Measured by dlbench {' and '.join(codes)} (`benchmarks/reference/multi-*.csv`).")
     return "\n".join(out)
+
+
+def fsdp_table() -> str:
+    """docs/sharding.md's table: each host's sharded rows (llm_8b), the harness check of the
+    sharded loop, and the code that measured them."""
+    out: list[str] = []
+    paths = sorted(REFERENCE.glob("multi-fsdp-*.csv"), key=lambda p: ("h100" not in p.name, p))
+    paths = [p for p in paths if ".per_rank" not in p.name]
+    head = ["model", "tokens", "batch / GPU", "recompute", "tokens/s", "MFU", "peak GiB / GPU",
+            "verdict"]  # fmt: skip
+    for path in paths:
+        rows = load_rows([path])
+        rows = rows.assign(verdict_label=verdict_labels(rows), code=code_labels(rows))
+        runs = rows[rows["run_kind"] == "benchmark"]
+        host = path.name.removeprefix("multi-fsdp-").removesuffix(".csv")
+        out += [f"**{host.rsplit('x', 1)[-1]} x {runs['gpu_name'].iloc[0]}** (`{host}`)", ""]
+        out += ["| " + " | ".join(head) + " |", "|---|--:|--:|---|--:|--:|--:|---|"]
+        for r in runs.to_dict("records"):
+            ok = r["status"] == "ok"
+            memory = r["peak_memory_allocated_mb"] if ok else r.get("oom_needed_mb")
+            cells = [
+                r["model"], f"{int(r['seq_len']):,}", str(int(r["batch_size"])),
+                str(r["activation_checkpointing"]),
+                f"{r['tokens_per_s']:,.0f}" if ok else "", f"{r['mfu']:.3f}" if ok else "",
+                f"{memory / 1024:.1f}" if pd.notna(memory) else "",
+                r["verdict_label"] if ok else f"{r['status']}",
+            ]  # fmt: skip
+            out.append("| " + " | ".join(cells) + " |")
+        for r in rows[rows["run_kind"] == "validate"].to_dict("records"):
+            out += ["", f"`validate` of the sharded loop against a bare FSDP2 loop, {r['model']} "
+                    f"at {int(r['seq_len']):,} tokens, batch {int(r['batch_size'])} a GPU: "
+                    f"{r['harness_ratio']:.4f} (repeats {r['harness_ratios']}; "
+                    f"{r['verdict_label']})"]  # fmt: skip
+        out += ["", f"Measured by dlbench {' and '.join(sorted(set(rows['code'])))}.", ""]
+    return "\n".join(out).rstrip()

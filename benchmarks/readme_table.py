@@ -25,6 +25,11 @@ BLOCK = re.compile(r"(<!-- generated: [^>]*-->\n)(.*?)(\n<!-- end generated -->)
 MULTI_BLOCK = re.compile(
     r"(<!-- generated multi: [^>]*-->\n)(.*?)(\n<!-- end generated multi -->)", re.S
 )
+# docs/sharding.md's table, from the sharded part of the multi-GPU reference.
+SHARDING = README.parent / "docs" / "sharding.md"
+FSDP_BLOCK = re.compile(
+    r"(<!-- generated fsdp: [^>]*-->\n)(.*?)(\n<!-- end generated fsdp -->)", re.S
+)
 POINT = ["model", "mode", "batch_size", "precision"]
 
 
@@ -79,6 +84,14 @@ def default_paths() -> list[Path]:
     return sorted(paths, key=lambda p: "h100" not in p.name)
 
 
+def write_block(path: Path, block: re.Pattern, new: str) -> None:
+    """`path` with its generated `block` replaced by `new`."""
+    text = path.read_text()
+    if not block.search(text):
+        raise SystemExit(f"{path}: no block {block.pattern[:30]}")
+    path.write_text(block.sub(lambda m: m.group(1) + new + m.group(3), text, count=1))
+
+
 def write_readme(text: str, multi: str | None = None) -> None:
     """The README with its generated block replaced by `text`, and its "Several GPUs" block
     by `multi` where given."""
@@ -93,10 +106,12 @@ def write_readme(text: str, multi: str | None = None) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from multi_table import hosts, multi_table
+    from multi_table import fsdp_table, hosts, multi_table
 
     args = sys.argv[1:]
     write = "--write" in args
     text = table([Path(p) for p in args if p != "--write"] or default_paths())
     multi = multi_table() if hosts() else None
     write_readme(text, multi) if write else print(text, multi or "", sep="\n\n")
+    if write:  # docs/sharding.md's table of sharded training
+        write_block(SHARDING, FSDP_BLOCK, fsdp_table())

@@ -68,16 +68,32 @@ def test_reference_table_numbers_come_from_the_committed_csvs():
     assert several and several.group(1) == "**" + multi
 
 
+def test_the_sharding_table_is_the_generators_output_for_the_committed_csvs():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from multi_table import fsdp_table
+
+    text = (ROOT / "docs" / "sharding.md").read_text()
+    block = re.search(
+        r"<!-- generated fsdp: [^>]*-->\n(.*?)\n<!-- end generated fsdp -->", text, re.S
+    )
+    assert block and block.group(1) == fsdp_table()
+    assert "| llm_8b | 8,192 |" in block.group(1)
+
+
 def test_every_reference_csv_was_measured_by_one_commit_per_command():
     """One reference, one commit: every row of the single-GPU reference names the same code,
-    and every row of the several-GPU one (`reference.sh multi`, run when hosts of several GPUs
-    were lent) names one clean commit too; docs/reference.md names both."""
+    and every row of each host's several-GPU one (`reference.sh multi`, run when hosts of
+    several GPUs were lent) names one clean commit too; docs/reference.md names each."""
     import pandas as pd
 
     csvs = sorted((ROOT / "benchmarks" / "reference").glob("*.csv"))
     assert {c.name.split("-pt")[0] for c in csvs} >= {"default", "decode", "jpeg", "validate"}
-    for several in (False, True):
-        part = [c for c in csvs if c.name.startswith("multi-") == several]
+    hosts = {c.name.split("-pt", 1)[1].removesuffix(".csv").removesuffix(".per_rank")
+             for c in csvs if c.name.startswith("multi-")}  # fmt: skip
+    for host in (None, *sorted(hosts)):  # the single-GPU reference, then each host's
+        part = [c for c in csvs if (host is None) != c.name.startswith("multi-")]
+        ends = (f"{host}.csv", f"{host}.per_rank.csv")
+        part = [c for c in part if host is None or c.name.endswith(ends)]
         rows = [r for c in part for r in pd.read_csv(c, dtype=str).to_dict("records")]
         rows = [r for r in rows if r.get("run_kind") not in (None, "scaling", "per_rank")]
         commits = {(r["dlbench"], r["dlbench_commit"], str(r["dlbench_dirty"])) for r in rows}

@@ -122,14 +122,12 @@ class RunConfig:
     num_nodes: int = option(1, "Nodes (torchrun or SLURM set the ranks).", panel="Devices")
     strategy: str = option(
         "auto",
-        "auto (DDP for several processes), ddp (DDP even for one) or fsdp (FSDP2: parameters, "
-        "gradients and optimizer state sharded over the devices; training).",
+        "auto (DDP for several processes), ddp (even for one) or fsdp (FSDP2, sharded).",
         panel="Devices",
     )
     activation_checkpointing: str | None = option(
         None,
-        "--strategy fsdp: recompute in backward: none (default), selective (matmul and attention "
-        "outputs kept) or full (each block's input kept).",
+        "FSDP: none, selective or full recompute in backward.",
         panel="Devices",
     )
     ddp: tuple[str, ...] = option(
@@ -148,7 +146,7 @@ class RunConfig:
     )
     compile: bool | None = option(
         None,
-        "torch.compile the model and its loss (default: on for LLM generation on a GPU, else off).",
+        "torch.compile model and loss (default: LLM generation on a GPU).",
         panel="Precision and compilation",
     )
     cache_dir: Path | None = option(
@@ -168,19 +166,17 @@ class RunConfig:
     )
     cuda_graphs: bool | None = option(
         None,
-        "Replay each step as a CUDA graph, captured in warm-up (default on a GPU for inference "
-        "and generation; training: on when given).",
+        "Replay steps as CUDA graphs (default: inference on a GPU).",
         panel="Precision and compilation",
     )
     llm_impl: str | None = option(
         None,
-        "LLM workloads: native (fused projections, static cache, chunked loss; default) or hf "
-        "(the transformers model, to benchmark transformers itself).",
+        "LLMs: native (written for the GPU; default) or hf (transformers' own model).",
         panel="Workload",
     )
     attention: str | None = option(
         None,
-        "SDPA kernel: flash, efficient, cudnn or math (default: PyTorch's choice).",
+        "SDPA kernel: flash, efficient, cudnn or math (default: torch's).",
         panel="Precision and compilation",
     )
     optimizer: str | None = option(
