@@ -9,8 +9,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-NOISY_SPREAD_PCT = 5.0
-
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -43,7 +41,9 @@ def result_table(row: dict[str, object]) -> Table:
         ("batches_per_s", "batches/s"),
         ("step_time_median_ms", "median step (ms)"),
         ("step_time_p99_ms", "p99 step (ms)"),
-        ("step_time_stdev_pct", "spread (stdev % of mean)"),
+        ("throughput_interval_pct", "throughput +/- (%, 95 % interval)"),
+        ("step_time_robust_spread_pct", "step spread (%, robust)"),
+        ("step_outliers", "outlier steps"),
         ("warmup_s", "warm-up incl. compile (s)"),
         ("peak_memory_allocated_mb", "peak memory allocated (MiB)"),
         ("avg_power_w", "average power (W)"),
@@ -62,13 +62,7 @@ def result_table(row: dict[str, object]) -> Table:
 
 def warnings_for(row: dict[str, object]) -> list[str]:
     """Reasons not to trust the number as is."""
-    notes = []
-    spread = row.get("step_time_stdev_pct")
-    if isinstance(spread, float) and spread > NOISY_SPREAD_PCT:
-        notes.append(
-            f"step times vary by {spread:.1f}% (over {NOISY_SPREAD_PCT:.0f}%): the machine may be "
-            "shared or throttling; consider --max-noise"
-        )
+    notes = []  # noise is the verdict's to judge (results.verdict), against the row's limit
     if row.get("throttle_pct") not in (None, "", 0, 0.0):
         notes.append(
             f"the GPU throttled for {row['throttle_pct']}% of samples: "

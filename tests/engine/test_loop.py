@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
@@ -23,26 +21,44 @@ class Recorder:
         self.events.append("end")
 
 
-def sleeper(step_s: float, warmup_s: float, warmup_steps: int):
-    def step(i: int) -> None:
-        time.sleep(warmup_s if i < warmup_steps else step_s)
+class PlantedClock:
+    """The loop's clock, moved only by the steps: each step takes exactly the time planted for
+    it, so no test depends on how long a sleep lasts on a busy machine."""
 
-    return step
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def steps(self, seconds):
+        """A step function whose step i takes `seconds(i)` on this clock."""
+
+        def step(i: int) -> None:
+            self.now += seconds(i)
+
+        return step
 
 
-def test_known_step_time_is_measured_within_tolerance():
-    result = run_measured_loop(sleeper(0.02, 0.0, 0), CPU, LoopSettings(0, 10))
+def planted(settings: LoopSettings, seconds, **kwargs):
+    """The measured loop over steps of planted times."""
+    clock = PlantedClock()
+    return run_measured_loop(clock.steps(seconds), CPU, settings, clock=clock, **kwargs)
+
+
+def test_known_step_time_is_measured_exactly():
+    result = planted(LoopSettings(0, 10), lambda i: 0.02)
     assert result.steps == 10
-    assert result.stats.median_s == pytest.approx(0.02, rel=0.25)
-    assert result.window_s == pytest.approx(sum(result.step_times_s), rel=0.01)
+    assert result.stats.median_s == pytest.approx(0.02)
+    assert result.window_s == pytest.approx(0.2)
 
 
 def test_warmup_steps_are_not_counted():
-    result = run_measured_loop(sleeper(0.01, 0.2, 3), CPU, LoopSettings(3, 8))
+    result = planted(LoopSettings(3, 8), lambda i: 0.2 if i < 3 else 0.01)
     assert result.steps == 8
-    assert max(result.step_times_s) < 0.1  # a 0.2 s warm-up step would show here
-    assert result.warmup_s >= 0.6
-    assert result.first_step_s == pytest.approx(0.2, rel=0.25)
+    assert result.step_times_s == pytest.approx([0.01] * 8)  # no 0.2 s warm-up step
+    assert result.warmup_s == pytest.approx(0.6)
+    assert result.first_step_s == pytest.approx(0.2)
 
 
 def test_observer_window_wraps_only_measured_steps():
@@ -58,35 +74,29 @@ def test_observer_window_wraps_only_measured_steps():
     assert [i for state, i in seen if state == "begin"] == [2, 3, 4]
 
 
-def test_max_noise_keeps_measuring_until_spread_is_small():
-    calls = {"n": 0}
-
-    def noisy_then_steady(i: int) -> None:
-        calls["n"] += 1
-        time.sleep(0.1 if calls["n"] == 1 else 0.02)  # 20 ms: sleep jitter on a busy CI is small
-
-    # One 5x outlier: stdev% ~ 400/sqrt(steps), under 30% after ~180 steps (~4 s).
-    result = run_measured_loop(noisy_then_steady, CPU, LoopSettings(0, 5, 30.0, 60.0))
+def test_a_rare_outlier_that_moved_the_number_is_measured_past_until_it_no_longer_does():
+    """nvbench's rule: a 5x first step among 5 took 44 % of the window; the loop measures on
+    until that one step's share is under MAX_OUTLIER_TIME_PCT, and then stops."""
+    result = planted(LoopSettings(0, 5, 30.0, 60.0), lambda i: 0.1 if i == 0 else 0.02)
     assert result.noise_met is True
     assert result.steps > 5 and result.steps % 5 == 0
+    assert result.noise.outliers == 1 and result.noise.outlier_time_pct <= 1.0
+    assert result.steps <= 420  # it stopped once it could: 0.08 s over 1 % is 8 s, 400 steps
 
 
 def test_max_time_caps_adaptive_measuring():
-    flip = {"n": 0}
+    import random
 
-    def alternating(i: int) -> None:
-        flip["n"] += 1
-        time.sleep(0.001 if flip["n"] % 2 else 0.02)
-
-    result = run_measured_loop(alternating, CPU, LoopSettings(0, 4, 1.0, 0.3))
+    draw = random.Random(0)  # wide, independent steps: the interval narrows only as sqrt(n)
+    result = planted(LoopSettings(0, 4, 0.01, 0.3), lambda i: draw.uniform(0.001, 0.02))
     assert result.noise_met is False
-    assert result.wall_window_s < 2.0
+    assert 0.3 <= result.wall_window_s < 0.3 + 4 * 0.02  # stopped at the first chunk past it
 
 
 def test_min_time_keeps_stepping_until_the_window_is_long_enough():
-    result = run_measured_loop(sleeper(0.01, 0.0, 0), CPU, LoopSettings(0, 3, min_time_s=0.4))
+    result = planted(LoopSettings(0, 3, min_time_s=0.4), lambda i: 0.01)
     assert result.steps > 3
-    assert 0.4 <= result.wall_window_s < 0.4 * 1.05 + 0.15  # sized from the rate, not overshot
+    assert 0.4 <= result.wall_window_s <= 0.4 * 1.05 + 0.01  # sized from the rate, not overshot
 
 
 def test_min_time_is_met_on_the_clock_the_row_reports(monkeypatch):
@@ -95,32 +105,35 @@ def test_min_time_is_met_on_the_clock_the_row_reports(monkeypatch):
     rows stopped at 5 s on the host's clock and reported 4.92 s, short of their own minimum)."""
     from dlbench.engine import loop
 
+    clock = PlantedClock()
+
     class SlowToRead(loop.DeviceTimer):
         def step_times_s(self) -> list[float]:
-            time.sleep(0.1)
+            clock.now += 0.1  # the host's time to read the chunk, not the device's
             return super().step_times_s()
 
     monkeypatch.setattr(loop, "DeviceTimer", SlowToRead)
-    result = run_measured_loop(sleeper(0.01, 0.0, 0), CPU, LoopSettings(0, 3, min_time_s=0.3))
+    step = clock.steps(lambda i: 0.01)
+    result = run_measured_loop(step, CPU, LoopSettings(0, 3, min_time_s=0.3), clock=clock)
     assert result.window_s >= 0.3
 
 
 def test_the_stop_decision_follows_the_noisiest_rank():
-    # This rank is steady (its own spread is met at once); another rank reports 50 % spread,
-    # so every rank keeps measuring until --max-time, and all of them stop together.
+    # This rank is steady (its noise settles at once); another rank's has not, so every rank
+    # keeps measuring until --max-time, and all of them stop together.
     def other_rank_is_noisy(values: list[float]) -> list[float]:
-        return [max(values[0], 50.0), *values[1:]]
+        return [1.0, *values[1:]] if len(values) == 2 else values
 
-    settings = LoopSettings(0, 4, max_noise_pct=30.0, max_time_s=0.3)
-    alone = run_measured_loop(sleeper(0.01, 0.0, 0), CPU, settings)
-    agreed = run_measured_loop(sleeper(0.01, 0.0, 0), CPU, settings, agree=other_rank_is_noisy)
-    assert alone.noise_met is True and alone.steps == 4
+    settings = LoopSettings(0, 8, max_noise_pct=30.0, max_time_s=0.3)
+    alone = planted(settings, lambda i: 0.01)
+    agreed = planted(settings, lambda i: 0.01, agree=other_rank_is_noisy)
+    assert alone.noise_met is True and alone.steps == 8
     assert agreed.noise_met is False and agreed.steps > 4 and agreed.wall_window_s >= 0.3
 
 
 def test_chunks_hold_whole_units():
     settings = LoopSettings(0, 4, min_time_s=0.2, steps_per_unit=4)
-    result = run_measured_loop(sleeper(0.005, 0.0, 0), CPU, settings)
+    result = planted(settings, lambda i: 0.005)
     assert len(result.step_times_s) % 4 == 0 and len(result.step_times_s) > 4
     assert result.steps == len(result.step_times_s) // 4  # steps count whole units
     assert result.stats.count == result.steps
@@ -128,25 +141,25 @@ def test_chunks_hold_whole_units():
 
 def test_next_chunk_is_sized_from_the_rate_and_agreed_numbers():
     settings = LoopSettings(0, 10, min_time_s=5.0)
-    assert next_chunk_steps(settings, 0.0, 1.0, 10) == 42  # 4 s more at 10 steps/s, +5 %
-    assert next_chunk_steps(settings, 0.0, 5.0, 50) == 0
+    assert next_chunk_steps(settings, False, 1.0, 10) == 42  # 4 s more at 10 steps/s, +5 %
+    assert next_chunk_steps(settings, False, 5.0, 50) == 0
     noisy = LoopSettings(0, 10, max_noise_pct=2.0, max_time_s=3.0)
-    assert next_chunk_steps(noisy, 5.0, 1.0, 10) == 10
-    assert next_chunk_steps(noisy, 5.0, 3.5, 30) == 0  # max time spent
-    assert next_chunk_steps(noisy, 1.0, 1.0, 10) == 0  # spread met
+    assert next_chunk_steps(noisy, True, 1.0, 10) == 10
+    assert next_chunk_steps(noisy, True, 3.5, 30) == 0  # max time spent
+    assert next_chunk_steps(noisy, False, 1.0, 10) == 0  # noise settled
 
 
 def test_warmup_keeps_the_device_busy_for_its_minimum_time_before_the_window():
     # NVML's power reading averages the last second: the window must not open on an idle GPU
     settings = LoopSettings(2, 3, min_warmup_s=0.3, steps_per_unit=1)
-    result = run_measured_loop(sleeper(0.02, 0.02, 2), CPU, settings)
+    result = planted(settings, lambda i: 0.02)
     assert result.warmup_steps > 2
     assert result.warmup_s >= 0.3
     assert result.steps == 3
 
 
 def test_warmup_without_a_minimum_time_runs_exactly_its_steps():
-    result = run_measured_loop(sleeper(0.01, 0.01, 0), CPU, LoopSettings(4, 2))
+    result = planted(LoopSettings(4, 2), lambda i: 0.01)
     assert result.warmup_steps == 4
 
 
@@ -190,14 +203,11 @@ def test_a_signal_whose_exception_was_swallowed_still_stops_the_loop():
 def test_warmup_runs_on_until_the_steps_settle_and_the_row_says_so():
     # the first 30 steps run slow and ever faster (a search, an allocator growing); a fixed
     # count of 2 would open the window on them
-    def step(i: int) -> None:
-        time.sleep(0.004 + (0.02 * (30 - i) / 30 if i < 30 else 0.0))
-
     settings = LoopSettings(2, 5, steady_pct=10.0)
-    result = run_measured_loop(step, CPU, settings)
+    result = planted(settings, lambda i: 0.004 + (0.02 * (30 - i) / 30 if i < 30 else 0.0))
     assert result.warmup_steady is True
     assert result.warmup_steps >= 30
-    assert max(result.step_times_s) < 0.0045 + 0.004  # no slow step in the window
+    assert result.step_times_s == pytest.approx([0.004] * 5)  # no slow step in the window
 
 
 def test_a_point_that_never_settles_is_measured_after_the_bound_and_says_so(monkeypatch):
@@ -205,18 +215,14 @@ def test_a_point_that_never_settles_is_measured_after_the_bound_and_says_so(monk
 
     monkeypatch.setattr(loop, "MAX_STEADY_WARMUP_S", 0.5)
 
-    def step(i: int) -> None:
-        time.sleep(0.001 * (1 + i / 50))  # every step longer: no two chunks ever agree
-
-    settings = LoopSettings(2, 5, steady_pct=1.0)
-    began = time.perf_counter()
-    result = run_measured_loop(step, CPU, settings)
+    settings = LoopSettings(2, 5, steady_pct=1.0)  # every step longer: no two chunks agree
+    result = planted(settings, lambda i: 0.001 * (1 + i / 50))
     assert result.warmup_steady is False
-    assert 0.5 <= time.perf_counter() - began < 2.0
+    assert 0.5 <= result.warmup_s < 0.5 + 0.3  # the bound, and the chunk it was in
 
 
 def test_warmup_steadiness_is_not_checked_without_a_target():
-    result = run_measured_loop(sleeper(0.002, 0.002, 0), CPU, LoopSettings(4, 2))
+    result = planted(LoopSettings(4, 2), lambda i: 0.002)
     assert result.warmup_steady is None and result.warmup_steps == 4
 
 

@@ -3,8 +3,11 @@
 A configuration is every field that decides the experiment plus the GPU and the world size
 (EXPERIMENT_KEY). Each side's figure is the mean over its repeats (rows with a `repeat` column,
 as `dlbench sweep --repeats` writes them; otherwise the latest row, since a rerun replaces an
-older one). A baseline configuration with no finished candidate row fails the gate: the
-candidate's failure row is named if it has one (`failed (oom)`), else it is `missing`."""
+older one), with its confidence interval. Within noise means the two intervals overlap. A baseline
+configuration with no finished candidate row fails the gate: the candidate's failure row is
+named if it has one (`failed (oom)`), else it is `missing`. A row invalid only for its noise
+(`noisy`, `drift`) is compared with its own, wide, interval and says so in its note: one hiccup
+does not fail a gate, a slowdown beyond the threshold and outside the noise does."""
 
 from __future__ import annotations
 
@@ -69,31 +72,55 @@ class Comparison:
         return self.regressions.empty and self.failures.empty
 
 
-def noise_pct(stdev_pct: float, steps: float) -> float:
-    """Uncertainty of one row's mean throughput, in %: the step spread over sqrt(steps)."""
-    if any(pd.isna(v) for v in (stdev_pct, steps)) or steps <= 0:
+NOISE_REASONS = {"noisy", "drift"}  # invalid for these alone: compared, with their interval
+Z_975 = 1.96  # a row from before intervals were recorded: its standard error times this
+
+
+def interval_pct(row: pd.Series | dict) -> float:
+    """Half the width of one row's confidence interval of its throughput, in %: its own column
+    (results.stats.Noise), or for an older row the step spread over sqrt(steps) times Z_975."""
+    recorded = row.get("throughput_interval_pct")
+    if recorded is not None and not pd.isna(recorded):
+        return float(recorded)
+    stdev_pct, steps = row.get("step_time_stdev_pct"), row.get("steps")
+    if any(v is None or pd.isna(v) for v in (stdev_pct, steps)) or float(steps) <= 0:
         return math.nan
-    return float(stdev_pct) / math.sqrt(float(steps))
+    return Z_975 * float(stdev_pct) / math.sqrt(float(steps))
 
 
 def _uncertainty_pct(group: pd.DataFrame) -> float:
-    """Uncertainty of the mean over a configuration's runs, in %: the larger of the within-run
-    estimate (step spread) and the between-run one (spread of the runs' throughputs)."""
+    """Half the width of the confidence interval of the mean over a configuration's runs, in %: the
+    larger of the within-run one (each run's interval) and the between-run one (the runs'
+    throughputs, Student's t at its 97.5th percentile taken as Z_975 for want of more runs)."""
     rates = group["samples_per_s"].astype(float).tolist()
-    within = [noise_pct(r.get("step_time_stdev_pct"), r.get("steps")) for _, r in group.iterrows()]
+    within = [interval_pct(r) for _, r in group.iterrows()]
     known = [w for w in within if not math.isnan(w)]
     within_mean = math.sqrt(sum(w * w for w in known)) / len(rates) if known else 0.0
     between = 0.0
     if len(rates) > 1:
         mean = statistics.fmean(rates)
-        between = 100.0 * statistics.stdev(rates) / mean / math.sqrt(len(rates))
+        between = Z_975 * 100.0 * statistics.stdev(rates) / mean / math.sqrt(len(rates))
     return max(within_mean, between)
+
+
+def _reasons_of(runs: pd.DataFrame) -> str:
+    """The verdict reasons of these rows, once each."""
+    text = runs.get("verdict_reasons", pd.Series(dtype=object)).dropna().astype(str)
+    return ";".join(sorted({r for t in text for r in t.split(";") if r}))
+
+
+def _only_noisy(runs: pd.DataFrame) -> pd.Series:
+    """Invalid rows whose every reason is noise."""
+    reasons = runs.get("verdict_reasons", pd.Series("", index=runs.index)).fillna("").astype(str)
+    return reasons.map(lambda text: bool(text) and set(text.split(";")) <= NOISE_REASONS)
 
 
 def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """One line per configuration: mean samples/s over its runs, their count and uncertainty,
     whether any run was host-bound, and the latest run's environment."""
-    runs, _ = split_invalid(benchmark_rows(rows))
+    valid, invalid = split_invalid(benchmark_rows(rows))
+    noisy = invalid[_only_noisy(invalid)]
+    runs = pd.concat([valid, noisy.assign(noisy=True)]) if not noisy.empty else valid
     for k in key:
         runs[k] = runs[k].map(canonical)
     runs = latest(runs, [*key, "repeat"] if "repeat" in runs else key)
@@ -101,6 +128,7 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     for values, group in runs.groupby(key, dropna=False, sort=False):
         newest = group.iloc[-1]
         bound = flag_column(group, "host_bound")
+        noisy = group["noisy"].fillna(False).astype(bool) if "noisy" in group else group.index < 0
         lines.append(
             {
                 **dict(zip(key, values if isinstance(values, tuple) else (values,))),
@@ -108,6 +136,7 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
                 "runs": len(group),
                 "uncertainty_pct": _uncertainty_pct(group),
                 "host_bound": bool(bound.any()),
+                "noisy": _reasons_of(group[noisy]),
                 **{c: newest[c] for c in ENVIRONMENT if c in group},
             }
         )
@@ -161,9 +190,10 @@ def compare_runs(
     threshold_pct: float = 5.0,
     same_code: bool = False,
 ) -> Comparison:
-    """change = candidate / baseline - 1 per configuration. The noise band is twice the combined
-    uncertainty of the two means (two standard errors), at least NOISE_FLOOR_PCT: inside it the
-    verdict is `same`; a slowdown outside it is `slower`, and `regression` beyond the threshold too.
+    """change = candidate / baseline - 1 per configuration. The noise band is where the two
+    means' confidence intervals overlap (the sum of their half-widths), at least NOISE_FLOOR_PCT:
+    inside it the verdict is `same`; a slowdown outside it is `slower`, and `regression` beyond
+    the threshold too.
     A pair measured by different code says so in its note; with `same_code` its verdict is `other
     code` and it neither passes nor fails the gate."""
     key = resolve_key(baseline, candidate, key)
@@ -200,7 +230,7 @@ def compare_runs(
         else:
             change = 100.0 * (r["samples_per_s_candidate"] / r["samples_per_s_baseline"] - 1.0)
             u = [r[f"uncertainty_pct_{side}"] for side in ("baseline", "candidate")]
-            band = max(NOISE_FLOOR_PCT, 2 * math.hypot(*(0.0 if pd.isna(x) else x for x in u)))
+            band = max(NOISE_FLOOR_PCT, sum(0.0 if pd.isna(x) else x for x in u))
             line.update(
                 change_pct=change, noise_pct=band, verdict=_verdict(change, band, threshold_pct)
             )
@@ -215,6 +245,9 @@ def _note(joined_row: pd.Series) -> str:
     for side in ("baseline", "candidate"):
         if joined_row.get(f"host_bound_{side}") is True:
             notes.append(f"{side} host-bound")
+        noisy = joined_row.get(f"noisy_{side}")
+        if isinstance(noisy, str) and noisy:
+            notes.append(f"{side} invalid ({noisy})")
     for column in ENVIRONMENT:
         a = joined_row.get(f"{column}_baseline")
         b = joined_row.get(f"{column}_candidate")

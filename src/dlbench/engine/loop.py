@@ -1,16 +1,18 @@
 """The measured loop every workload shares: warm-up outside, device-timed window, no host sync.
 
 The window is measured in chunks. Between chunks (never inside one) the loop decides whether to
-go on: for a spread target (`--max-noise`) and a minimum window (`--min-time`, so that energy
+go on: until the window's noise settles (nvbench's stopping rule: the throughput's interval
+narrow enough and outliers' share small enough, results.stats.Noise; `--max-noise`, by default
+on a GPU) or `--max-time` is spent, and until the window lasts `--min-time` (so that energy
 counters see enough of it). Under DDP every rank takes the same decision from the same agreed
-numbers (the largest spread and the longest elapsed time over the ranks), so all ranks run the
-same steps and no collective is left unmatched."""
+numbers (the noisiest rank's figures and the longest elapsed time), so all ranks run the same
+steps and no collective is left unmatched. The loop reads the clock it is given: the host's,
+or a test's planted one."""
 
 from __future__ import annotations
 
 import gc
 import math
-import statistics
 import time
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
@@ -20,7 +22,7 @@ from typing import Protocol
 import torch
 
 from dlbench.engine.timer import DeviceTimer, synchronize
-from dlbench.results.stats import StepStats
+from dlbench.results.stats import Noise, StepStats
 from dlbench.signals import raise_if_interrupted
 
 # Elementwise maximum over all ranks of a few numbers; identity for a single process.
@@ -59,8 +61,9 @@ class WindowObservers:
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """How long to measure: `n_iters` steps at least, then more while the spread is over its
-    target (up to `max_time_s`) or the window is shorter than `min_time_s`.
+    """How long to measure: `n_iters` steps at least, then more while the noise is over its
+    target `max_noise_pct` (None: no target), up to `max_time_s`, or while the window is
+    shorter than `min_time_s`.
 
     `steps_per_unit` groups steps into units that belong together (a generation round is one
     prefill and its decode steps): chunks hold whole units and the spread is over unit times."""
@@ -106,6 +109,11 @@ class LoopResult:
         """Statistics over the measured units."""
         return StepStats.from_values(self.unit_times_s)
 
+    @property
+    def noise(self) -> Noise:
+        """How far the window's number can be trusted, over the measured units."""
+        return Noise.of(self.unit_times_s)
+
 
 def unit_times(step_times: list[float], steps_per_unit: int) -> list[float]:
     """Step times summed into whole units (rounds), in order."""
@@ -149,15 +157,14 @@ class _Window:
 
 
 def next_chunk_steps(
-    settings: LoopSettings, spread_pct: float, elapsed_s: float, steps_done: int
+    settings: LoopSettings, unsettled: bool, elapsed_s: float, steps_done: int
 ) -> int:
     """Steps of the next chunk (0: stop), from numbers every rank agrees on.
 
-    Goes on while the spread is over target and `max_time_s` is not spent, and while the window
-    is shorter than `min_time_s`; the latter sizes the chunk from the rate so far."""
+    Goes on while the noise has not settled and `max_time_s` is not spent, and while the
+    window is shorter than `min_time_s`; the latter sizes the chunk from the rate so far."""
     unit = settings.steps_per_unit
-    noisy = settings.max_noise_pct is not None and spread_pct > settings.max_noise_pct
-    steps = settings.n_iters if noisy and elapsed_s < settings.max_time_s else 0
+    steps = settings.n_iters if unsettled and elapsed_s < settings.max_time_s else 0
     if elapsed_s < settings.min_time_s:
         rate = steps_done / elapsed_s if elapsed_s > 0 else 0.0
         missing = (settings.min_time_s - elapsed_s) * MIN_TIME_OVERSHOOT
@@ -171,10 +178,11 @@ def run_measured_loop(
     settings: LoopSettings,
     observer: WindowObserver | None = None,
     agree: Agreement = _single,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> LoopResult:
     """Warm up, then time chunks of steps until `next_chunk_steps` says stop."""
     nvtx = settings.nvtx and device.type == "cuda"
-    started = time.perf_counter()
+    started = clock()
     first_step_s = None
     with _nvtx("dlbench.warmup", nvtx):
         for i in range(settings.warmup_steps):
@@ -182,11 +190,13 @@ def run_measured_loop(
             step(i)
             if i == 0:
                 synchronize(device)
-                first_step_s = time.perf_counter() - started
+                first_step_s = clock() - started
         synchronize(device)
         busy_since = started + (first_step_s or 0.0)
-        warmed, steady = _warm_for(step, device, settings, settings.warmup_steps, busy_since, agree)
-    warmup_s = time.perf_counter() - started
+        warmed, steady = _warm_for(
+            step, device, settings, settings.warmup_steps, busy_since, agree, clock
+        )
+    warmup_s = clock() - started
 
     window = _Window(times=[])
     next_step, chunk, noise_met = warmed, settings.n_iters, None
@@ -199,15 +209,16 @@ def run_measured_loop(
         agree([0.0])
         with _nvtx("dlbench.measured_window", nvtx):
             while chunk:
-                _time_chunk(step, device, range(next_step, next_step + chunk), window, nvtx)
+                steps = range(next_step, next_step + chunk)
+                _time_chunk(step, device, steps, window, nvtx, clock)
                 next_step += chunk
-                spread = _spread(window.times, settings)
+                unsettled = _unsettled(window.times, settings)
                 # the device's clock, which the row reports; the host's also counts reading each
                 # chunk's events (docs/decisions.md#event-chunks)
-                spread, elapsed = agree([spread, window.device_s])
+                unsettled, elapsed = agree([unsettled, window.device_s])
                 if settings.max_noise_pct is not None:
-                    noise_met = spread <= settings.max_noise_pct
-                chunk = next_chunk_steps(settings, spread, elapsed, len(window.times))
+                    noise_met = not unsettled
+                chunk = next_chunk_steps(settings, bool(unsettled), elapsed, len(window.times))
         if observer:
             observer.end_window()
     return LoopResult(
@@ -230,6 +241,7 @@ def _warm_for(
     done: int,
     busy_since: float,
     agree: Agreement,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[int, bool | None]:
     """More warm-up until the device has stepped for `min_warmup_s` since the first step and,
     with `steady_pct`, until two chunks in a row agree per step (for at most
@@ -239,9 +251,9 @@ def _warm_for(
     checking = settings.steady_pct is not None
     if not checking and settings.min_warmup_s <= 0:
         return done, None
-    began, previous, steady = time.perf_counter(), None, not checking
+    began, previous, steady = clock(), None, not checking
     while True:
-        now = time.perf_counter()
+        now = clock()
         elapsed, unsettled, checked = agree([now - busy_since, float(not steady), now - began])
         steady = not unsettled
         if elapsed >= settings.min_warmup_s and steady:
@@ -254,12 +266,12 @@ def _warm_for(
         if checking:
             wanted = STEADY_CHUNK_S
         extra = math.ceil(max(wanted * rate, 1) / unit) * unit
-        chunk_began = time.perf_counter()
+        chunk_began = clock()
         for i in range(done, done + extra):
             raise_if_interrupted()
             step(i)
         synchronize(device)
-        per_step = (time.perf_counter() - chunk_began) / extra
+        per_step = (clock() - chunk_began) / extra
         done += extra
         if checking:
             limit = settings.steady_pct or 0.0
@@ -269,11 +281,16 @@ def _warm_for(
 
 
 def _time_chunk(
-    step: Callable[[int], None], device: torch.device, steps: range, window: _Window, nvtx: bool
+    step: Callable[[int], None],
+    device: torch.device,
+    steps: range,
+    window: _Window,
+    nvtx: bool,
+    clock: Callable[[], float],
 ) -> None:
     """One chunk: an event (or clock) mark before the first step and after each one."""
-    timer = DeviceTimer(device, len(steps) + 1)
-    chunk_started = time.perf_counter()
+    timer = DeviceTimer(device, len(steps) + 1, clock)
+    chunk_started = clock()
     timer.mark()
     for i in steps:
         raise_if_interrupted()
@@ -281,16 +298,15 @@ def _time_chunk(
             step(i)
         timer.mark()
     synchronize(device)
-    window.wall_s += time.perf_counter() - chunk_started
+    window.wall_s += clock() - chunk_started
     window.times += timer.step_times_s()
     window.device_s += timer.window_s()
 
 
-def _spread(times: list[float], settings: LoopSettings) -> float:
-    """Stdev % of the mean over whole units; 0 when no spread target is set."""
+def _unsettled(times: list[float], settings: LoopSettings) -> float:
+    """1.0 while the window's noise over whole units is over its target (0.0: settled, or no
+    target): a number, so that ranks agree on it by their maximum."""
     if settings.max_noise_pct is None:
         return 0.0
-    units = unit_times(times, settings.steps_per_unit)
-    if len(units) < 2:
-        return math.inf
-    return 100.0 * statistics.stdev(units) / statistics.fmean(units)
+    noise = Noise.of(unit_times(times, settings.steps_per_unit))
+    return float(not noise.settled(settings.max_noise_pct))

@@ -16,6 +16,7 @@ from dlbench.engine.loop import STEADY_PCT, LoopSettings
 from dlbench.engine.precision import PrecisionPlan, plan_precision
 from dlbench.engine.sharding import FABRIC_PRECISION, ShardingPlan
 from dlbench.errors import invalid
+from dlbench.results.stats import MAX_NOISE_PCT
 from dlbench.workloads import InputShape, Workload, get_workload
 
 SCENARIOS = ("train", "infer", "generate")
@@ -169,11 +170,16 @@ def loop_settings(
     config: RunConfig, device_type: str, energy_counter: bool = False
 ) -> LoopSettings:
     """The loop's share of the config; `energy_counter`: every rank's GPU counts its energy
-    (the warm-up before the window then need not cover the power reading's average)."""
+    (the warm-up before the window then need not cover the power reading's average). A GPU
+    measures until its noise settles (MAX_NOISE_PCT unless --max-noise) or --max-time is
+    spent; the CPU, a shared host, measures longer only when --max-noise asks."""
+    target = config.max_noise
+    if target is None and device_type == "cuda":
+        target = MAX_NOISE_PCT
     return LoopSettings(
         warmup_steps=config.warmup_steps,
         n_iters=config.n_iters,
-        max_noise_pct=config.max_noise,
+        max_noise_pct=target,
         max_time_s=config.max_time,
         min_time_s=config.min_time_s(device_type),
         nvtx=config.nvtx,

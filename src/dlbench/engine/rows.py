@@ -37,6 +37,7 @@ def measurement_row(
         "samples_per_s_per_device": global_rate / m.world_size,
         "batches_per_s": loop.steps / m.slowest_window_s,
         **loop.stats.as_row(),
+        **loop.noise.columns(),
         "slowest_rank_median_step_ms": m.slowest_median_step_s * 1e3,
         "slowest_rank": m.slowest_rank,
         "warmup_s": loop.warmup_s,

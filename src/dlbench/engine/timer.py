@@ -16,10 +16,13 @@ import torch
 class DeviceTimer:
     """Up to `marks` step edges on `device`'s clock, read after the window."""
 
-    def __init__(self, device: torch.device, marks: int) -> None:
+    def __init__(
+        self, device: torch.device, marks: int, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self.device = device
         self._cuda = device.type == "cuda"
         self._count = 0
+        self._read = clock  # the host's clock on the CPU (a test plants its own)
         if self._cuda:
             with on_device(device):
                 self._events = [torch.cuda.Event(enable_timing=True) for _ in range(marks)]
@@ -31,7 +34,7 @@ class DeviceTimer:
         if self._cuda:
             self._events[self._count].record(torch.cuda.current_stream(self.device))
         else:
-            self._clock[self._count] = time.perf_counter()
+            self._clock[self._count] = self._read()
         self._count += 1
 
     def between_s(self, first: int, last: int) -> float:

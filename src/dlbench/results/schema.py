@@ -7,6 +7,12 @@ import re
 from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
 from dlbench.errors import invalid
 from dlbench.results.peak_columns import PEAK_COLUMNS
+from dlbench.results.stats import (
+    MAX_DRIFT_PCT,
+    MAX_NOISE_PCT,
+    MAX_OUTLIER_TIME_PCT,
+    MAX_SPREAD_PCT,
+)
 from dlbench.results.telemetry_columns import TELEMETRY_COLUMNS
 
 SCHEMA_VERSION = 1
@@ -83,8 +89,11 @@ COLUMNS: dict[str, str] = {
     "steps": "measured steps (per rank; every rank runs the same number)",
     "min_time_s": "the window lasted at least this long "
     f"(--min-time; {DEFAULT_MIN_TIME_S:g} s with GPU telemetry)",
-    "max_noise_pct": "target spread for adaptive measuring, if any",
-    "noise_met": "whether the spread target was reached",
+    "max_noise_pct": "--max-noise: the widest 95 % interval of the throughput (% of it) the "
+    "window measures toward and the verdict allows (empty: the default, "
+    f"{MAX_NOISE_PCT:g})",
+    "noise_met": "whether the window's noise settled (interval and outliers within their "
+    "limits) before --max-time; empty where no target applied (the CPU without --max-noise)",
     "window_s": "device time of the measured window (CUDA events)",
     "wall_window_s": "host time between the synchronized window edges",
     "samples_per_s": "global throughput: samples over all ranks / slowest rank's window",
@@ -105,7 +114,16 @@ COLUMNS: dict[str, str] = {
     "step_time_min_ms": "fastest step",
     "step_time_max_ms": "slowest step",
     "step_time_stdev_ms": "standard deviation of step times",
-    "step_time_stdev_pct": "stdev as % of the mean (spread)",
+    "step_time_stdev_pct": "stdev as % of the mean (spread; one slow step moves it)",
+    "step_time_robust_spread_pct": "1.4826 x the median absolute deviation, % of the median "
+    f"step (a robust spread; noisy beyond {MAX_SPREAD_PCT:g})",
+    "step_outliers": "steps outside Tukey's fences (1.5 interquartile ranges past the quartiles)",
+    "step_outlier_time_pct": "the outliers' time beyond a median step, % of the window (noisy "
+    f"beyond {MAX_OUTLIER_TIME_PCT:g} where they are rare: they moved the number)",
+    "step_time_drift_pct": "the second half's median step against the first half's, % (drift "
+    f"beyond {MAX_DRIFT_PCT:g} and beyond the interval)",
+    "throughput_interval_pct": "half the width of the throughput's 95 % confidence interval, % "
+    "of it (batch means; docs/timing.md#noise)",
     "slowest_rank_median_step_ms": "median step time of the slowest rank",
     "slowest_rank": "global rank whose window was longest (it sets samples_per_s)",
     "per_rank_file": "side CSV beside this one with each rank's window, throughput and power",

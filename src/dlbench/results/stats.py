@@ -1,9 +1,131 @@
-"""Turn a list of step times into one set of statistics that every scenario reuses."""
+"""Turn a list of step times into one set of statistics that every scenario reuses, and judge
+their noise in one place: the measured loop's stopping rule, the verdict, the console and
+`compare` all read `Noise` (docs/timing.md#noise says how and why)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass
+
+# How noise is judged; every threshold here. The throughput's confidence interval (half its width, %
+# of the throughput) beyond MAX_NOISE_PCT (or --max-noise) is noise: the number is not known
+# well enough. So is a robust spread of the steps beyond MAX_SPREAD_PCT (pyperf warns past it),
+# and outliers that took more than MAX_OUTLIER_TIME_PCT of the window beyond a median step: they
+# moved the number. Outliers are rare steps (one, or at most RARE_OUTLIERS_PCT of the steps):
+# where more lie outside the fences, the steps have two modes (a sampler thread sharing the
+# host's cores) and the interval, not the fences, says how well the number is known. A second
+# half whose median step is more than MAX_DRIFT_PCT off the first's, and off by more than the
+# interval, drifted (heat, clocks, a neighbour arriving).
+MAX_NOISE_PCT = 5.0
+MAX_SPREAD_PCT = 10.0
+MAX_OUTLIER_TIME_PCT = 1.0
+RARE_OUTLIERS_PCT = 10.0
+MAX_DRIFT_PCT = 3.0
+MAD_TO_SIGMA = 1.4826  # a normal distribution's standard deviation is 1.4826 MADs
+TUKEY_FENCE = 1.5  # outliers lie this many interquartile ranges beyond the quartiles
+FENCE_FLOOR = 1e-6  # ... and further than this share of the median (equal steps: no outliers)
+MAX_BATCHES = 10  # batch means: at most this many batches of consecutive steps ...
+MIN_BATCHES = 4  # ... and at least this many, else no interval
+# Student's t at its 97.5th percentile by degrees of freedom (batches - 1).
+T_975 = {3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+@dataclass(frozen=True)
+class Noise:
+    """How far a window's number can be trusted: the robust spread of its steps, its outliers
+    (count, and their time beyond a median step as a share of the window), drift between its
+    halves, and the confidence interval of its throughput, each in % (inf: too few steps to
+    tell)."""
+
+    robust_spread_pct: float
+    outliers: int
+    outlier_time_pct: float
+    drift_pct: float
+    interval_pct: float
+    steps: int = 0
+
+    @classmethod
+    def of(cls, times: list[float]) -> Noise:
+        """The noise of step (or unit) times, in the order they ran."""
+        if len(times) < 2:
+            return cls(math.inf, 0, 0.0, 0.0, math.inf)
+        ordered = sorted(times)
+        median = percentile(ordered, 50)
+        mad = statistics.median(abs(t - median) for t in times)
+        q1, q3 = percentile(ordered, 25), percentile(ordered, 75)
+        fence = TUKEY_FENCE * (q3 - q1) + FENCE_FLOOR * median
+        low, high = q1 - fence, q3 + fence
+        outside = [t for t in times if t < low or t > high]
+        excess = sum(max(t - median, 0.0) for t in outside)
+        half = len(times) // 2
+        first, second = statistics.median(times[:half]), statistics.median(times[-half:])
+        return cls(
+            robust_spread_pct=100.0 * MAD_TO_SIGMA * mad / median if median > 0 else math.inf,
+            outliers=len(outside),
+            outlier_time_pct=100.0 * excess / sum(times) if sum(times) > 0 else 0.0,
+            drift_pct=100.0 * (second / first - 1.0) if first > 0 else 0.0,
+            interval_pct=batch_means_interval_pct(times),
+            steps=len(times),
+        )
+
+    @property
+    def outliers_moved_it(self) -> bool:
+        """Rare outliers that took more than MAX_OUTLIER_TIME_PCT of the window."""
+        rare = self.outliers <= max(1.0, self.steps * RARE_OUTLIERS_PCT / 100.0)
+        return rare and self.outlier_time_pct > MAX_OUTLIER_TIME_PCT
+
+    def reasons(self, max_noise_pct: float | None = None) -> list[str]:
+        """`noisy` and `drift` where they apply, against --max-noise or MAX_NOISE_PCT."""
+        limit = max_noise_pct or MAX_NOISE_PCT
+        found = []
+        if (
+            self.interval_pct > limit
+            or self.robust_spread_pct > MAX_SPREAD_PCT
+            or self.outliers_moved_it
+        ):
+            found.append("noisy")
+        if abs(self.drift_pct) > max(MAX_DRIFT_PCT, self.interval_pct):
+            found.append("drift")
+        return found
+
+    def settled(self, max_noise_pct: float | None = None) -> bool:
+        """Whether measuring longer would not help: the interval is narrow enough and the
+        outliers' share small enough (both shrink as the window grows; a spread does not)."""
+        limit = max_noise_pct or MAX_NOISE_PCT
+        return self.interval_pct <= limit and not self.outliers_moved_it
+
+    def columns(self) -> dict[str, float | int | None]:
+        """The row's noise columns (None where there were too few steps to tell)."""
+        finite = {
+            k: (v if math.isfinite(v) else None) for k, v in asdict(self).items() if k != "steps"
+        }
+        return {
+            "step_time_robust_spread_pct": finite["robust_spread_pct"],
+            "step_outliers": self.outliers,
+            "step_outlier_time_pct": finite["outlier_time_pct"],
+            "step_time_drift_pct": finite["drift_pct"],
+            "throughput_interval_pct": finite["interval_pct"],
+        }
+
+
+def batch_means_interval_pct(times: list[float]) -> float:
+    """Half the width of the confidence interval of the mean step, % of it, by batch means: the
+    window cut into MAX_BATCHES runs of consecutive steps, Student's t over their means.
+    Steps in a row are not independent (clocks and heat wander), and consecutive batches
+    carry that into the interval where treating steps as independent would hide it; it is
+    deterministic, unlike a bootstrap. The throughput's interval is the same share, to first
+    order. inf under MIN_BATCHES batches of at least two steps."""
+    batches = min(MAX_BATCHES, len(times) // 2)
+    if batches < MIN_BATCHES:
+        return math.inf
+    size = len(times) // batches
+    used = times[len(times) - size * batches :]  # whole batches, the latest steps
+    means = [statistics.fmean(used[k * size : (k + 1) * size]) for k in range(batches)]
+    mean = statistics.fmean(means)
+    if mean <= 0:
+        return math.inf
+    return 100.0 * T_975[batches - 1] * statistics.stdev(means) / math.sqrt(batches) / mean
 
 
 @dataclass(frozen=True)

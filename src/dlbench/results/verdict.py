@@ -9,8 +9,8 @@ import math
 from dlbench.config.limits import MIN_SPREAD_STEPS
 from dlbench.console import number_or_none
 from dlbench.results.schema import is_true
+from dlbench.results.stats import MAX_NOISE_PCT, Noise
 
-MAX_SPREAD_PCT = 5.0  # step-time spread (stdev % of mean) beyond this, or beyond --max-noise
 LOW_CLOCK_SAMPLES_PCT = 10.0  # SM clock under its base in more than this share of samples
 # Slowdowns the hardware imposes: a row measured through them measures the cooling or the
 # power supply. A software power cap at the board's limit is how an H100 runs heavy GEMMs.
@@ -37,8 +37,14 @@ REASONS = {
         "raise --n-iters or --min-time",
     ),
     "noisy": (
-        "step times spread {step_time_stdev_pct:.1f} %",
-        "run on a quiet machine, or --max-noise",
+        "the throughput is known to +/-{throughput_interval_pct:.1f} %, its steps spread "
+        "{step_time_robust_spread_pct:.1f} % and {step_outliers:.0f} outlier(s) took "
+        "{step_outlier_time_pct:.1f} % of the window",
+        "run on a quiet machine, or measure longer (--max-noise, --max-time)",
+    ),
+    "drift": (
+        "the second half's steps ran {step_time_drift_pct:+.1f} % against the first half's",
+        "warm up longer (--warmup-steps), or find what changed during the window",
     ),
     "host_bound": ("the host held the GPU back", "a bigger batch, or --cuda-graphs"),
     "input_bound": ("the host waited for data {data_wait_pct:.0f} % of the window", "{input_fix}"),
@@ -103,10 +109,7 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     steps = _number(row, "steps")
     if steps is not None and steps < MIN_SPREAD_STEPS:
         reasons.append("few_steps")
-    spread = _number(row, "step_time_stdev_pct")
-    limit = _number(row, "max_noise_pct") or MAX_SPREAD_PCT
-    if spread is not None and spread > limit:
-        reasons.append("noisy")
+    reasons += noise_reasons(row)
     if _flag(row, "input_bound"):
         reasons.append("input_bound")
     elif _flag(row, "host_bound"):
@@ -143,6 +146,25 @@ def impossible_peak(row: dict) -> str:
     return "above_datasheet" if top is not None and top > MAX_DATASHEET_SHARE else ""
 
 
+def noise_reasons(row: dict) -> list[str]:
+    """`noisy` and `drift` by results.stats.Noise from the row's noise columns, against its
+    --max-noise. A row from before they existed is noisy when its stdev spread passes the
+    limit, as it was then."""
+    limit = _number(row, "max_noise_pct")
+    if row.get("throughput_interval_pct") is None and row.get("step_outliers") is None:
+        spread = _number(row, "step_time_stdev_pct")
+        return ["noisy"] if spread is not None and spread > (limit or MAX_NOISE_PCT) else []
+    noise = Noise(
+        robust_spread_pct=_number(row, "step_time_robust_spread_pct") or 0.0,
+        outliers=int(_number(row, "step_outliers") or 0),
+        outlier_time_pct=_number(row, "step_outlier_time_pct") or 0.0,
+        drift_pct=_number(row, "step_time_drift_pct") or 0.0,
+        interval_pct=_number(row, "throughput_interval_pct") or 0.0,  # none: few_steps says it
+        steps=int(_number(row, "steps") or 0),  # units: what the noise columns are over
+    )
+    return noise.reasons(limit)
+
+
 def _peak_reasons(row: dict) -> list[str]:
     """A measured peak its GPU cannot have, or under its datasheet or its siblings (rows of
     `dlbench peak`)."""
@@ -177,6 +199,8 @@ def advice(row: dict) -> str:
     reasons, notes = reasons_and_notes(row)
     values = {**row}
     for key in ("window_s", "min_time_s", "step_time_stdev_pct", "data_wait_pct",
+                "throughput_interval_pct", "step_time_robust_spread_pct", "step_outliers",
+                "step_outlier_time_pct", "step_time_drift_pct",
                 "sm_clock_below_base_pct", "throttle_pct", "steps", "siblings_share", "siblings",
                 "attained_bf16_datasheet_share", "attained_read_datasheet_share",
                 "attained_datasheet_share_max"):  # fmt: skip
