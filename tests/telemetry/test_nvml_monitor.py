@@ -378,3 +378,12 @@ def test_gpu_facts_are_state_a_monitor_is_given_not_a_hidden_cache(fake_gpus):
     assert PROCESS_GPU_FACTS.idle_baselines == {}  # the process's own facts untouched
     fresh = TelemetryMonitor(NvmlBackend([0]), None)  # the process's facts: not measured yet
     assert fresh.facts is PROCESS_GPU_FACTS and fresh.idle_power_w is None
+
+
+def test_a_monitor_of_two_gpus_judges_each_clock_against_its_own_base(fake_gpus):
+    """Each GPU at its own base clock is no low clock: judged against GPU 0's higher base,
+    GPU 1's samples all read low. The power limit is the one they share, or none."""
+    fake_gpus({"sm_clock": 1980, "base_clock": 1980}, {"sm_clock": 1590, "base_clock": 1590})
+    summary = _window(TelemetryMonitor(NvmlBackend([0, 1]), None, interval_s=0.02), 0.2)
+    assert summary["sm_clock_below_base_pct"] == 0.0
+    assert summary["sm_clock_base_mhz"] == 1590

@@ -19,8 +19,6 @@ from dlbench.errors import invalid
 from dlbench.results.stats import MAX_NOISE_PCT
 from dlbench.workloads import InputShape, Workload, get_workload
 
-SCENARIOS = ("train", "infer", "generate")
-
 
 def scenario_of(workload: Workload, mode: str) -> str:
     """train, infer, or generate (a decoder LLM's inference: prefill and decode rounds)."""

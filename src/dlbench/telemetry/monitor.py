@@ -233,7 +233,11 @@ class TelemetryMonitor:
     def _measure(self) -> WindowMeasurement:
         if not self.gpu or not self.readings:
             return WindowMeasurement("", self._t1 - self._t0, None, None, self._cpu_j)
-        window_s, base = self._t1 - self._t0, self.gpu.base_sm_clock_mhz(0)
+        window_s = self._t1 - self._t0
+        bases = {d: self.gpu.base_sm_clock_mhz(d) for d in self.devices}
+        limits = {self.gpu.power_limit_w(d) for d in self.devices}
+        low = [below_base_pct([r for r in self.readings if r.device == d], bases[d])
+               for d in self.devices]  # fmt: skip
         energy = Energy.of(
             self.gpu.name,
             self._counter_j(),
@@ -243,21 +247,22 @@ class TelemetryMonitor:
             self.counter_period_s,
             self.min_integral_s,
         )
+        one = len(self.devices) == 1  # a description is of one GPU (each rank watches its own)
         return WindowMeasurement(
             backend=self.gpu.name,
             window_s=window_s,
             energy=energy,
             samples=Samples.of(self.readings),
             cpu_energy_j=self._cpu_j,
-            power_limit_w=self.gpu.power_limit_w(0),
-            sm_clock_base_mhz=base,
-            sm_clock_below_base_pct=below_base_pct(self.readings, base),
+            power_limit_w=limits.pop() if len(limits) == 1 else None,  # one, or none common
+            sm_clock_base_mhz=min((b for b in bases.values() if b), default=None),
+            sm_clock_below_base_pct=max((p for p in low if p is not None), default=None),
             idle_power_w=self.idle_power_w,
             idle_power_age_s=self.idle_power_age_s,
             gpu_processes_hidden=self.isolation.hidden,
             other_gpu_processes=self.isolation.most,
             other_gpu_process_list=self.isolation.named(),
-            device=self.gpu.describe(0) if hasattr(self.gpu, "describe") else {},
+            device=self.gpu.describe(0) if hasattr(self.gpu, "describe") and one else {},
         )
 
     def summary(self) -> dict[str, object]:
