@@ -129,7 +129,8 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
         raise invalid("--llm-impl", config.llm_impl, f"{workload.name} is no LLM workload")
     if workload.native is not None and config.llm_impl is None:
         changes["llm_impl"] = "native"
-    if config.compile is None:
+    if config.compile is None:  # batch-1 inference compiled ran faster where measured, and
+        # the default plan opts in point by point (docs/decisions.md#batch1-compile)
         changes["compile"] = generation and on_gpu
     if config.cuda_graphs is None:  # inference replays short steps; training when asked
         changes["cuda_graphs"] = on_gpu and config.mode == "infer" and not ddp
