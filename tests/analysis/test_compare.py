@@ -159,3 +159,33 @@ def test_invalid_rows_are_left_out_of_the_ratio_and_named(tmp_path):
     assert not gate.passed and gate.table["verdict"].item() == "invalid (host_bound)"
     out = run_cli("compare", only_invalid, base)  # nothing valid to compare against
     assert out.returncode == 2 and "BASELINE: every row's verdict is invalid" in out.stderr
+
+
+def _one(path, rate, interval, **columns):
+    row = benchmark_row(model="vit", samples_per_s=rate, throughput_interval_pct=interval,
+                        step_outliers=0, **columns)  # fmt: skip
+    return load_rows([write_rows(path, [row])])
+
+
+def test_within_noise_means_the_two_intervals_overlap(tmp_path):
+    base = _one(tmp_path / "b.csv", 1000.0, 2.0)
+    [same] = compare_runs(base, _one(tmp_path / "s.csv", 965.0, 2.0)).table.to_dict("records")
+    assert same["verdict"] == "same" and same["noise_pct"] == pytest.approx(4.0)  # 2 + 2
+    [slower] = compare_runs(base, _one(tmp_path / "l.csv", 955.0, 2.0)).table.to_dict("records")
+    assert slower["verdict"] == "slower"  # outside both intervals, inside the 5 % threshold
+
+
+def test_a_candidate_invalid_only_for_noise_is_compared_and_named_not_a_failure(tmp_path):
+    base = _one(tmp_path / "b.csv", 1000.0, 0.5)
+    hiccup = {"verdict": "invalid", "verdict_reasons": "noisy"}
+    cand = _one(tmp_path / "c.csv", 990.0, 6.0, **hiccup)
+    comparison = compare_runs(base, cand, threshold_pct=5)
+    [line] = comparison.table.to_dict("records")
+    assert line["verdict"] == "same" and "candidate invalid (noisy)" in line["note"]
+    assert comparison.passed
+    slow = compare_runs(base, _one(tmp_path / "s.csv", 800.0, 6.0, **hiccup), threshold_pct=5)
+    assert not slow.passed and slow.regressions["model"].tolist() == ["vit"]
+    other = {"verdict": "invalid", "verdict_reasons": "noisy;other_processes"}
+    shared = compare_runs(base, _one(tmp_path / "o.csv", 990.0, 6.0, **other), threshold_pct=5)
+    assert not shared.passed  # a neighbour on the GPU is no noise: the row is not compared
+    assert shared.table["verdict"].tolist() == ["invalid (noisy;other_processes)"]
