@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dlbench.errors import number_or_none
+
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -112,15 +114,6 @@ def show_scaling(table) -> None:
             _fmt(number_or_none(line.get("ddp_overhead")), 3),
         )
     Console(highlight=False, width=max(Console().width, 120)).print(out)
-
-
-def number_or_none(value: object) -> float | None:
-    """A float, or None for a missing value (NaN included)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if number != number else number
 
 
 def show_frame(frame, title: str) -> None:

@@ -64,3 +64,12 @@ def check_finite(flag: str, value: float | None) -> None:
     """NaN and infinity pass every `<` and `>` test the wrong way: refuse them by name."""
     if value is not None and not math.isfinite(value):
         raise invalid(flag, value, "must be a finite number")
+
+
+def number_or_none(value: object) -> float | None:
+    """A cell or a value read as a float, or None for a missing one (NaN included)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else number

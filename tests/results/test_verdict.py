@@ -94,10 +94,11 @@ def fake_gpu(tmp_path, monkeypatch):
 
 
 def _row(tmp_path) -> dict[str, str]:
-    """A run of `steady` (20 ms steps, a test workload) whose spread target a busy CPU meets."""
+    """A run of `steady` (20 ms steps, a test workload) whose noise target a quiet CPU meets
+    at once; on a busy one it measures for at most --max-time."""
     config = RunConfig(
         model="steady", accelerator="cpu", batch_size=2, n_iters=10, warmup_steps=1,
-        min_time=0.3, max_noise=50.0, output=tmp_path / "rows.csv",
+        min_time=0.3, max_noise=50.0, max_time=3.0, output=tmp_path / "rows.csv",
     )  # fmt: skip
     assert execute(config) == 0
     return read_rows(tmp_path / "rows.csv")[-1]
@@ -120,7 +121,8 @@ def test_the_hardware_reasons_come_from_the_gpus_telemetry(fake_gpu, tmp_path, g
 def test_a_power_capped_gpu_is_a_note_and_idle_power_is_the_baseline(fake_gpu, tmp_path):
     fake_gpu(throttle=0x4, power_w=250.0)
     row = _row(tmp_path)
-    assert row["verdict"] == "valid" and row["verdict_notes"] == "power_capped", row
+    assert row["verdict_notes"] == "power_capped", row
+    assert row["verdict_reasons"] in ("", "noisy"), row  # a busy host's noise, none of the GPU's
     assert float(row["idle_power_w"]) == pytest.approx(250.0)  # the fake draws it always
     energy, above = float(row["energy_j"]), float(row["energy_above_idle_j"])
     assert abs(above) < 0.1 * energy  # constant power: almost nothing above idle
@@ -149,7 +151,8 @@ def test_a_clock_a_step_under_the_default_is_no_low_clock_and_one_far_under_is()
 def test_a_clock_under_the_default_at_the_power_cap_is_no_low_clock(fake_gpu, tmp_path):
     fake_gpu(sm_clock=1755, base_clock=1980, throttle=0x4)  # an H100 at its cap: boost default
     row = _row(tmp_path)
-    assert float(row["sm_clock_below_base_pct"]) == 0.0 and row["verdict"] == "valid"
+    assert float(row["sm_clock_below_base_pct"]) == 0.0
+    assert row["verdict_reasons"] in ("", "noisy")  # a busy host's noise, none of the GPU's
 
 
 @pytest.mark.parametrize(

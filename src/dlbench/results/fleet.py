@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from dlbench.console import number_or_none
+from dlbench.errors import number_or_none
 from dlbench.hardware import dtype_peak_tflops, peak_bandwidth_tb_s
 from dlbench.results.verdict import impossible_peak
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from dlbench.config.limits import MIN_SPREAD_STEPS
-from dlbench.console import number_or_none
+from dlbench.errors import number_or_none
 from dlbench.results.schema import is_true
 from dlbench.results.stats import MAX_NOISE_PCT, Noise
 
