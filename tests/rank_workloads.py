@@ -1,8 +1,8 @@
 """A workload whose ranks differ, registered through dlbench's plugin hook (tests/plugins)
 in real DDP processes.
 
-uneven_ranks: rank 0 steps a steady 10 ms; every other rank alternates 5 and 40 ms, so its step
-times never reach a tight spread target while rank 0's reach it at once."""
+uneven_ranks: rank 0 steps a steady 10 ms; every other rank's steps grow by 2 ms each, so the
+interval of its throughput never narrows to a noise target while rank 0's does at once."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class UnevenModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         rank = dist.get_rank() if dist.is_initialized() else 0
-        time.sleep(0.01 if rank == 0 else (0.005 if self.calls % 2 else 0.04))
+        time.sleep(0.01 if rank == 0 else 0.005 + 0.002 * self.calls)
         return self.fc(x)
 
 

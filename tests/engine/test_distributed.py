@@ -185,8 +185,8 @@ def test_device_counts_add_the_baseline_and_refuse_too_many():
 
 @pytest.mark.e2e
 def test_max_noise_under_ddp_stops_all_ranks_together(csv_path):
-    # rank 0 meets a 20 % spread at once, rank 1 never does: both must stop at --max-time with
-    # the same steps, and the row's rate must count every rank's steps.
+    # rank 0's noise settles within 20 % at once, rank 1's never does: both must stop at
+    # --max-time with the same steps, and the row's rate must count every rank's steps.
     env = cli_env()
     out = run_cli(
         "infer",
