@@ -125,3 +125,16 @@ def test_scaling_efficiency_of_sharded_runs_is_against_the_plain_one_device_run(
     ])  # fmt: skip
     table = scaling_table(rows).set_index("world_size")
     assert table.loc[4, "scaling_efficiency"] == pytest.approx(36 / 40)
+
+
+@pytest.mark.e2e
+def test_the_scaling_command_shards_every_count_but_one_and_records_efficiency(csv_path):
+    out = run_cli("scaling", *LLM, "--devices", "1,2", "--strategy", "fsdp", "--n-iters", "8",
+                  "--no-telemetry", "--output", str(csv_path))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = read_rows(csv_path)
+    runs = {r["world_size"]: r for r in rows if r["run_kind"] == "benchmark"}
+    assert (runs["1"]["strategy"], runs["2"]["strategy"]) == ("single", "fsdp")
+    [scaling] = [r for r in rows if r["run_kind"] == "scaling"]
+    one, two = (float(runs[n]["samples_per_s"]) for n in ("1", "2"))
+    assert float(scaling["scaling_efficiency"]) == pytest.approx(two / (2 * one))

@@ -83,7 +83,7 @@ SCALED = (
     "model", "mode", "batch_size", "precision", "devices", "accelerator", "n_iters",
     "warmup_steps", "width", "height", "seq_len", "channels_last", "ddp", "output", "optimizer",
     "compile", "cuda_graphs", "attention", "llm_impl", "min_time", "max_noise", "max_time",
-    "telemetry", "collective_timeout",
+    "telemetry", "collective_timeout", "strategy", "activation_checkpointing",
 )  # fmt: skip
 DEVICE_COUNTS = (str, "all", "Device counts, e.g. 1,2,4, or 'all'.")
 
@@ -91,7 +91,8 @@ DEVICE_COUNTS = (str, "all", "Device counts, e.g. 1,2,4, or 'all'.")
 @app.command(
     "scaling",
     help="One run at 1, 2, 4 ... devices (isolated) and a DDP-wrapped one-device run, then "
-    "scaling efficiency against each.",
+    "scaling efficiency against each (--strategy fsdp: the one-device run plain, the others "
+    "sharded).",
 )
 @run_options(
     exclude=[f.name for f in dataclasses.fields(RunConfig) if f.name not in SCALED],
