@@ -138,3 +138,14 @@ def test_the_scaling_command_shards_every_count_but_one_and_records_efficiency(c
     [scaling] = [r for r in rows if r["run_kind"] == "scaling"]
     one, two = (float(runs[n]["samples_per_s"]) for n in ("1", "2"))
     assert float(scaling["scaling_efficiency"]) == pytest.approx(two / (2 * one))
+
+
+@pytest.mark.e2e
+def test_an_image_model_shards_in_the_contiguous_layout_and_its_row_says_so(csv_path):
+    """FSDP refuses channels_last conv weights (not contiguous): a timm ViT ran into it."""
+    out = run_cli("train", "--model", "timm:test_vit", "--accelerator", "cpu", "--width", "32",
+                  "--height", "32", "--batch-size", "4", *FSDP, "--n-iters", "8",
+                  "--no-telemetry", "--output", str(csv_path))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [row] = read_rows(csv_path)
+    assert (row["strategy"], row["channels_last"], row["status"]) == ("fsdp", "False", "ok")

@@ -119,8 +119,9 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     changes: dict[str, object] = {
         "strategy": resolved_strategy(config.strategy, devices.world_size)
     }
-    if config.strategy == "fsdp":
+    if config.strategy == "fsdp":  # FSDP shards contiguous parameters only
         changes["activation_checkpointing"] = config.activation_checkpointing or "none"
+        changes["channels_last"] = config.channels_last and not workload.is_image
     if config.optimizer is None:
         changes["optimizer"] = workload.default_optimizer
     if config.attention in ("efficient", "cudnn") and not on_gpu:

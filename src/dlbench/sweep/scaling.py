@@ -6,6 +6,7 @@ from __future__ import annotations
 from dlbench.engine.devices import plan_devices
 from dlbench.errors import UserError
 from dlbench.sweep.plan import SweepPlan
+from dlbench.workloads import get_workload
 
 
 def device_counts(spec: str, accelerator: str) -> list[int]:
@@ -45,6 +46,8 @@ def scaling_plan(
     }
     if flags.get("strategy") == "fsdp":
         plain = {"strategy": "auto", "activation_checkpointing": None}
+        if get_workload(str(flags["model"])).is_image:  # like with like: FSDP runs images in
+            plain["channels_last"] = False  # the contiguous layout (engine.plan)
         single = {**block, "devices": [1], "fixed": plain}
         sharded = {**block, "devices": [n for n in counts if n > 1]}
         return SweepPlan(name="scaling", runs=[single, sharded], fixed=fixed, timeout_s=timeout_s)
