@@ -77,13 +77,14 @@ def oom_columns(exc: BaseException) -> dict[str, float]:
     build, the allocation refused, and their sum (at least that much was needed)."""
     columns: dict[str, float] = {}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        peak = torch.cuda.max_memory_allocated(torch.cuda.current_device()) / 2**20
-        columns["peak_memory_allocated_mb"] = peak
+        # the rank's own GPU: Lightning made it the current device when the run began
+        device = torch.cuda.current_device()
+        columns["peak_memory_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     found = re.search(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)", str(exc))
     if found:
         columns["oom_request_mb"] = float(found[1]) * _UNITS_MB[found[2]]
-    if len(columns) == 2:
-        columns["oom_needed_mb"] = sum(columns.values())
+    if "peak_memory_allocated_mb" in columns and "oom_request_mb" in columns:
+        columns["oom_needed_mb"] = columns["peak_memory_allocated_mb"] + columns["oom_request_mb"]
     return columns
 
 

@@ -16,6 +16,7 @@ from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.engine.session import (
     LossModule,
     build_model,
+    build_sharded_model,
     cast_inputs,
     compiled,
     drawn_on,
@@ -23,7 +24,7 @@ from dlbench.engine.session import (
     make_optimizer,
     memory_format,
 )
-from dlbench.engine.sharding import ShardingPlan, materialize, resettable, shard_model
+from dlbench.engine.sharding import ShardingPlan, materialize, shard_model
 from dlbench.engine.timer import seconds_of
 from dlbench.workloads import InputShape, Workload
 
@@ -43,10 +44,13 @@ class BareLoop:
     ) -> None:
         torch.manual_seed(config.seed)
         fmt = memory_format(config, workload)
-        where = torch.device("meta" if sharding else device)
-        model, self.loss_fn = build_model(workload, shape, config.llm_impl, where)
-        if sharding and not resettable(model):  # built whole, then sharded
+        if sharding is None:
             model, self.loss_fn = build_model(workload, shape, config.llm_impl, device)
+        else:
+            meta = torch.device("meta")
+            model, self.loss_fn = build_sharded_model(
+                workload, shape, config.llm_impl, meta, device
+            )
         model = model.to(dtype=precision.param_dtype, memory_format=fmt)
         if config.mode != "train":
             hold_autocast_weights(model, precision)

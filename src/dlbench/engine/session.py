@@ -175,7 +175,9 @@ def open_session(
     torch.manual_seed(config.seed + fabric.global_rank)
     sharded = config.strategy == "fsdp"
     model, loss = (
-        build_sharded_model(workload, shape, config.llm_impl, fabric)
+        build_sharded_model(
+            workload, shape, config.llm_impl, fabric.init_module(empty_init=True), "cpu"
+        )
         if sharded
         else (build_model(workload, shape, config.llm_impl, fabric.init_module()))
     )
@@ -278,14 +280,17 @@ def build_model(workload: Workload, shape: InputShape, llm_impl: str | None, whe
     return model, workload.loss
 
 
-def build_sharded_model(workload: Workload, shape: InputShape, llm_impl: str | None, fabric):
-    """The model for FSDP: on the meta device where each module can fill its own parameters
-    again (the shards are then made on the device, nothing whole on any rank), else built
-    whole on the host and moved as it is sharded."""
-    model, loss = build_model(workload, shape, llm_impl, fabric.init_module(empty_init=True))
+def build_sharded_model(
+    workload: Workload, shape: InputShape, llm_impl: str | None, empty, whole: str | torch.device
+):
+    """The model for FSDP: inside `empty` (a meta-device context) where each module can fill
+    its own parameters again (the shards are then made on the device, nothing whole on any
+    rank), else built whole on `whole` and moved as it is sharded. The bare loop of `validate`
+    builds its own the same way."""
+    model, loss = build_model(workload, shape, llm_impl, empty)
     if resettable(model):
         return model, loss
-    return build_model(workload, shape, llm_impl, torch.device("cpu"))
+    return build_model(workload, shape, llm_impl, torch.device(whole))
 
 
 def drawn_on(config: RunConfig, device: torch.device) -> torch.device | None:

@@ -84,9 +84,9 @@ def _selective_context():
 
     def policy(ctx, op, *args, **kwargs):
         if op == aten.mm.default:
-            matmuls["recompute" if ctx.is_recompute else "forward"] += 1
-            count = matmuls["recompute" if ctx.is_recompute else "forward"]
-            if count % 2 == 0:
+            phase = "recompute" if ctx.is_recompute else "forward"
+            matmuls[phase] += 1
+            if matmuls[phase] % 2 == 0:
                 return CheckpointPolicy.PREFER_RECOMPUTE
         return CheckpointPolicy.MUST_SAVE if op in kept else CheckpointPolicy.PREFER_RECOMPUTE
 
