@@ -15,6 +15,7 @@ from dlbench.console import show_result, stderr
 from dlbench.engine.autobatch import choose_batch_size
 from dlbench.engine.benchmark import run_benchmark
 from dlbench.engine.compile_cache import open_caches
+from dlbench.engine.compile_choice import choose_compile
 from dlbench.engine.lost_ranks import RankLost
 from dlbench.engine.plan import make_plan
 from dlbench.engine.rows import measurement_row, per_rank_rows
@@ -130,6 +131,8 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
         if auto_batch:
             plan, fabric, search = choose_batch_size(plan)
             config = plan.config
+        choice = choose_compile(plan, cache)
+        plan = choice.plan
         measurement = run_benchmark(plan, fabric, cache)
     except RankLost as lost:
         return _record_lost_rank(lost, config, store, env)
@@ -149,6 +152,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
         return EXIT_OK
     measurement.extra["startup_s"] = startup_s
     measurement.extra["cache_dir"] = str(cache or "")
+    measurement.extra.update(choice.finish(measurement.loop.stats.median_s, cache))
     if search is not None:
         measurement.extra.update(search.columns())
     row = measurement_row(measurement, env)

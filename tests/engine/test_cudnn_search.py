@@ -11,13 +11,15 @@ import torch
 
 from dlbench.caches import use_caches
 from dlbench.config import RunConfig
-from dlbench.engine.cudnn_search import (
-    CHOICES_FILE,
-    SEARCH_MIN_GAIN_PCT,
-    plan_cudnn_search,
-    point_key,
-)
+from dlbench.engine.cudnn_search import CUDNN_CHOICE, POINT_FIELDS, plan_cudnn_search
+from dlbench.engine.measured_choice import MIN_GAIN_PCT
+from dlbench.engine.measured_choice import point_key as key_of
 from tests.engine.test_caches import ENVIRONMENT
+
+
+def point_key(config: RunConfig) -> str:
+    return key_of(config, POINT_FIELDS)
+
 
 GPU, CPU = torch.device("cuda"), torch.device("cpu")  # a device's type, no GPU needed
 CONFIG = RunConfig(model="mobilenet_v3", batch_size=512, precision="bf16-mixed")
@@ -47,18 +49,18 @@ def test_auto_runs_the_heuristics_until_the_search_is_measured_to_pay(tmp_path):
     assert searched["cudnn_search_gain_pct"] == pytest.approx(25.0)
     again = run_point(CONFIG, folder, 0.05)  # auto now searches: the record says it pays
     assert again == {"cudnn_algorithms": "searched", "cudnn_search_gain_pct": pytest.approx(25.0)}
-    recorded = json.loads((folder / CHOICES_FILE).read_text())
+    recorded = json.loads((folder / CUDNN_CHOICE.file).read_text())
     assert recorded == {point_key(CONFIG): {"heuristics": 0.0625, "searched": 0.05}}
 
 
 def test_a_search_that_buys_less_than_the_threshold_is_not_run(tmp_path):
     folder = use_caches(tmp_path, ENVIRONMENT)
     run_point(CONFIG.replace(cudnn_search="on"), folder, 0.05)
-    small = 0.05 * (1 + SEARCH_MIN_GAIN_PCT / 100 / 2)
+    small = 0.05 * (1 + MIN_GAIN_PCT / 100 / 2)
     run_point(CONFIG.replace(cudnn_search="off"), folder, small)
     auto = run_point(CONFIG, folder, small)
     assert auto["cudnn_algorithms"] == "heuristics"
-    assert auto["cudnn_search_gain_pct"] == pytest.approx(SEARCH_MIN_GAIN_PCT / 2)
+    assert auto["cudnn_search_gain_pct"] == pytest.approx(MIN_GAIN_PCT / 2)
 
 
 @pytest.mark.parametrize(
@@ -67,7 +69,7 @@ def test_a_search_that_buys_less_than_the_threshold_is_not_run(tmp_path):
 )
 def test_another_gpu_or_software_does_not_read_the_record(tmp_path, column, other):
     folder = use_caches(tmp_path, ENVIRONMENT)
-    (folder / CHOICES_FILE).write_text(
+    (folder / CUDNN_CHOICE.file).write_text(
         json.dumps({point_key(CONFIG): {"heuristics": 0.1, "searched": 0.05}})
     )
     assert plan_cudnn_search(CONFIG, GPU, True, folder, 0).search is True
@@ -78,7 +80,7 @@ def test_another_gpu_or_software_does_not_read_the_record(tmp_path, column, othe
 
 def test_another_point_does_not_read_the_record(tmp_path):
     folder = use_caches(tmp_path, ENVIRONMENT)
-    (folder / CHOICES_FILE).write_text(
+    (folder / CUDNN_CHOICE.file).write_text(
         json.dumps({point_key(CONFIG): {"heuristics": 0.1, "searched": 0.05}})
     )
     for changed in (CONFIG.replace(batch_size=256), CONFIG.replace(mode="infer"),
@@ -90,7 +92,7 @@ def test_no_cache_and_other_ranks_record_nothing(tmp_path):
     assert run_point(CONFIG, None, 0.05)["cudnn_algorithms"] == "heuristics"
     folder = use_caches(tmp_path, ENVIRONMENT)
     run_point(CONFIG, folder, 0.05, rank=1)
-    assert not (folder / CHOICES_FILE).exists()
+    assert not (folder / CUDNN_CHOICE.file).exists()
 
 
 def test_no_gpu_or_no_convolution_leaves_the_column_empty(tmp_path):
@@ -102,14 +104,14 @@ def test_no_gpu_or_no_convolution_leaves_the_column_empty(tmp_path):
 @pytest.mark.parametrize("text", ["[1, 2]", '{"x": {"searched": "fast"}}', "null"])
 def test_a_record_of_another_shape_is_no_record(tmp_path, text):
     folder = use_caches(tmp_path, ENVIRONMENT)
-    (folder / CHOICES_FILE).write_text(text)
+    (folder / CUDNN_CHOICE.file).write_text(text)
     assert run_point(CONFIG, folder, 0.05)["cudnn_algorithms"] == "heuristics"
 
 
 def test_an_unreadable_record_is_no_record(tmp_path):
     folder = use_caches(tmp_path, ENVIRONMENT)
-    (folder / CHOICES_FILE).write_text("{not json")
+    (folder / CUDNN_CHOICE.file).write_text("{not json")
     row = run_point(CONFIG.replace(cudnn_search="on"), folder, 0.05)
     assert row["cudnn_search_gain_pct"] is None
-    recorded = json.loads((folder / CHOICES_FILE).read_text())
+    recorded = json.loads((folder / CUDNN_CHOICE.file).read_text())
     assert recorded == {point_key(CONFIG): {"searched": 0.05}}

@@ -146,7 +146,7 @@ class RunConfig:
     )
     compile: bool | None = option(
         None,
-        "torch.compile model and loss (default: LLM generation on a GPU).",
+        "torch.compile model and loss (GPU default: generation, batch 1).",
         panel="Precision and compilation",
     )
     cache_dir: Path | None = option(

@@ -3,6 +3,7 @@ here means nothing ran. The scenario (train, infer or generate) is decided here,
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from dlbench.config import DdpSettings, RunConfig, resolved_strategy
@@ -27,6 +28,12 @@ def scenario_of(workload: Workload, mode: str) -> str:
     return mode
 
 
+def is_latency_point(scenario: str, batch_size: int, devices: DevicePlan) -> bool:
+    """Inference of batch 1 on one GPU (generation has its own defaults)."""
+    one_gpu = devices.device_type == "cuda" and devices.world_size == 1
+    return scenario == "infer" and batch_size == 1 and one_gpu
+
+
 @dataclass(frozen=True)
 class Plan:
     """A config resolved against this machine; raising here means nothing ran."""
@@ -38,6 +45,7 @@ class Plan:
     precision: PrecisionPlan
     ddp: DdpSettings
     sharding: ShardingPlan | None = None  # --strategy fsdp
+    compile_measured: bool = False  # a latency point left to the record (engine.compile_choice)
 
     @property
     def fabric_precision(self) -> str:
@@ -45,6 +53,11 @@ class Plan:
         if self.sharding is None:
             return self.precision.lightning
         return FABRIC_PRECISION[self.precision.name]
+
+    @property
+    def latency_point(self) -> bool:
+        """One GPU answering one query at a time: compiled or eager is measured there."""
+        return is_latency_point(self.scenario, self.config.batch_size, self.devices)
 
     @property
     def scenario(self) -> str:
@@ -68,7 +81,8 @@ def make_plan(config: RunConfig) -> Plan:
         sharding = ShardingPlan.of(precision, checkpointing, resolved.compile)
     if ignored:  # once the config is known to run: a refused one gets its one error line only
         stderr.print(f"[yellow]warning:[/yellow] this run ignores {'; '.join(ignored)}")
-    return Plan(resolved, workload, shape, devices, precision, ddp, sharding)
+    plan = Plan(resolved, workload, shape, devices, precision, ddp, sharding)
+    return dataclasses.replace(plan, compile_measured=config.compile is None and plan.latency_point)
 
 
 def ignored_flags(config: RunConfig, workload: Workload) -> list[str]:
@@ -99,7 +113,7 @@ def ignored_flags(config: RunConfig, workload: Workload) -> list[str]:
 def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan) -> RunConfig:
     """Fill the defaults that depend on the workload and the device: the optimizer its family
     trains with; for LLM generation on a GPU, compiled steps replayed as CUDA graphs and the
-    real context length (prompt + new tokens) as seq_len."""
+    real context length (prompt + new tokens) as seq_len; a latency point compiled."""
     generation = scenario_of(workload, config.mode) == "generate"
     on_gpu = devices.device_type == "cuda"
     if config.strategy == "fsdp":
@@ -130,9 +144,10 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
         raise invalid("--llm-impl", config.llm_impl, f"{workload.name} is no LLM workload")
     if workload.native is not None and config.llm_impl is None:
         changes["llm_impl"] = "native"
-    if config.compile is None:  # batch-1 inference compiled ran faster where measured, and
-        # the default plan opts in point by point (docs/decisions.md#batch1-compile)
-        changes["compile"] = generation and on_gpu
+    if config.compile is None:  # a latency point runs compiled until measured otherwise
+        scenario = scenario_of(workload, config.mode)
+        latency = is_latency_point(scenario, config.batch_size, devices)
+        changes["compile"] = (generation and on_gpu) or latency
     if config.cuda_graphs is None:  # inference replays short steps; training when asked
         changes["cuda_graphs"] = on_gpu and config.mode == "infer" and not ddp
     if generation:

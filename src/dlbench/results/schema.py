@@ -56,7 +56,7 @@ COLUMNS: dict[str, str] = {
     "channels_last": "image tensors and weights in channels_last layout",
     "compile": "torch.compile on: the model and its loss (generation: the decode step, default "
     "on a GPU, except a batch-1 step run by the Triton decode kernels; generation_path says "
-    "what ran)",
+    "what ran; batch-1 inference on one GPU: default on unless compile_speedup says eager won)",
     "cuda_graphs": "steps replayed as CUDA graphs, as run (default on a GPU for inference and "
     "generation; training with --cuda-graphs; False after a capture that failed)",
     "graph_fallback": "why the step could not be captured as a CUDA graph (it then ran eager)",
@@ -152,6 +152,10 @@ COLUMNS: dict[str, str] = {
     "cudnn_search_gain_pct": "how much longer the step ran on cuDNN's heuristics than on the "
     "searched algorithms, in %, from this GPU's and software's runs of the same point (empty "
     "until one of each ran)",
+    "compile_speedup": "a latency point (batch-1 inference on one GPU): eager's median step "
+    "over compiled's, from this GPU's and software's runs of the same point (empty until one "
+    "of each ran); above 1 compiled was faster, and a run without --compile/--no-compile runs "
+    "eager only where this is below 1 by more than engine.measured_choice.MIN_GAIN_PCT",
     "cache_dir": "the cache folder this run read and wrote (one per GPU, driver, torch and "
     "dlbench); empty with --no-cache",
     "profile_s": "the profiled pass after the window (gpu_busy_pct, attention_backend)",

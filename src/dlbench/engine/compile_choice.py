@@ -1,0 +1,61 @@
+"""Batch-1 inference compiled or eager, chosen by measurement (docs/decisions.md#batch1-compile).
+
+A latency point (one GPU answering one query at a time; generation has its own default) runs
+compiled unless `--compile`/`--no-compile` says otherwise: compiled was the faster way at every
+such point measured. The choice stays the GPU's own (engine.measured_choice): each run records
+its median step by the way it ran, and where the cache's record says eager beat compiled here,
+a later run without the flag runs eager. The row's compile_speedup says what the record says."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlbench.engine.measured_choice import MeasuredChoice, point_key
+from dlbench.engine.plan import Plan
+
+COMPILED, EAGER = "compiled", "eager"
+COMPILE_CHOICE = MeasuredChoice("compile_choice.json", default=COMPILED, other=EAGER)
+
+# The settings that make a latency point what it is, whichever way it runs.
+POINT_FIELDS = (
+    "model", "mode", "batch_size", "width", "height", "seq_len", "precision", "channels_last",
+    "cuda_graphs", "attention", "cudnn_search", "data_on", "data",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CompileChoice:
+    """The plan a latency point runs, and what its row says of the choice."""
+
+    plan: Plan
+    key: str = ""
+    recorded: dict[str, float] | None = None  # None: not a latency point
+
+    def finish(self, window_median_s: float, folder: Path | None) -> dict[str, object]:
+        """Record this run's median step in `folder` (None: a cold run); the row's column."""
+        if self.recorded is None:
+            return {}
+        ran = COMPILED if self.plan.config.compile else EAGER
+        steps = COMPILE_CHOICE.record(folder, self.key, ran, window_median_s, self.recorded)
+        return {"compile_speedup": speedup(steps)}
+
+
+def speedup(steps: dict[str, float]) -> float | None:
+    """Eager's median step over compiled's at the point; None until both were measured."""
+    if COMPILED not in steps or EAGER not in steps:
+        return None
+    return steps[EAGER] / steps[COMPILED]
+
+
+def choose_compile(plan: Plan, folder: Path | None) -> CompileChoice:
+    """At a latency point whose compilation the user left to dlbench, eager where this
+    folder's record says it won by more than MIN_GAIN_PCT; every other plan as it is."""
+    if not plan.latency_point:
+        return CompileChoice(plan)
+    key = point_key(plan.config, POINT_FIELDS)
+    recorded = COMPILE_CHOICE.recorded(folder).get(key, {})
+    if plan.compile_measured and COMPILE_CHOICE.other_wins(recorded):
+        plan = dataclasses.replace(plan, config=plan.config.replace(compile=False))
+    return CompileChoice(plan, key, recorded)
