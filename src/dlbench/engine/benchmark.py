@@ -61,7 +61,8 @@ class Measurement:
     peak_reserved_mb: float | None
     launcher: str = ""
     gpus: dict[str, object] = field(default_factory=dict)  # several ranks: the job's GPUs
-    extra: dict[str, object] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)  # the run's own columns
+    as_run: dict[str, object] = field(default_factory=dict)  # settings the run changed
 
     @property
     def slowest_rank(self) -> int:
@@ -86,12 +87,14 @@ class Measurement:
 
 def _measure(
     plan: Plan, fabric, monitor, cache: Path | None
-) -> tuple[LoopResult, int, dict[str, object]]:
-    """Run the scenario the plan asks for: generation for decoder LLM inference, else steps."""
+) -> tuple[LoopResult, int, dict[str, object], dict[str, object]]:
+    """Run the scenario the plan asks for: generation for decoder LLM inference, else steps.
+    Returns the loop, the parameter count, the run's own columns and the settings as they ran
+    where the run changed them."""
     config = plan.config
     agree = agree_max(fabric)
     if plan.scenario == "generate":
-        return _measure_generation(plan, fabric, monitor, agree)
+        return (*_measure_generation(plan, fabric, monitor, agree), {})
     began = time.perf_counter()
     session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
     build_s = time.perf_counter() - began
@@ -132,7 +135,7 @@ def _measure(
         columns["host_bound"] = bool(columns.get("host_bound") or columns.get("input_bound"))
     columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
     columns.update(cudnn.finish(loop.stats.median_s))
-    return loop, session.param_count, columns
+    return loop, session.param_count, columns, graph.as_run()
 
 
 def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult, int, dict]:
@@ -229,7 +232,7 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
     compiled_before = compile_counts()
     try:
         with attention_kernel(config.attention):
-            loop, param_count, columns = _measure(plan, fabric, monitor, cache)
+            loop, param_count, columns, as_run = _measure(plan, fabric, monitor, cache)
         telemetry = monitor.summary() if monitor else {}
     finally:
         if monitor:
@@ -251,6 +254,7 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         peak_reserved_mb=_largest(per_rank, "peak_memory_reserved_mb"),
         launcher=launcher(fabric),
         gpus=job_gpus(per_rank) if several else {},
+        as_run=as_run,
     )
     gpu_name = "" if measurement.gpus.get("gpu_mixed") else str(mine["gpu_name"])
     measurement.extra = {

@@ -36,14 +36,14 @@ class GraphWarmup:
         )
 
     def columns(self) -> dict[str, object]:
-        """`cuda_graphs` as it ran (False after a failed capture) and why capture failed."""
+        """Why capture failed, and what it cost."""
         if self.graphed is None:
             return {}
-        return {
-            "cuda_graphs": self.graphed,
-            "graph_fallback": self.fallback,
-            "capture_s": self.seconds,
-        }
+        return {"graph_fallback": self.fallback, "capture_s": self.seconds}
+
+    def as_run(self) -> dict[str, object]:
+        """`cuda_graphs` as it ran (False after a failed capture), over the setting asked for."""
+        return {} if self.graphed is None else {"cuda_graphs": self.graphed}
 
 
 GRAPHED_LOOP_WARMUP = 2  # replays before the window, after capture (and the power pre-roll)

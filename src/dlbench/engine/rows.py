@@ -4,30 +4,23 @@ from __future__ import annotations
 
 from dlbench.engine.benchmark import Measurement
 from dlbench.engine.ranks import RANK_TELEMETRY
-from dlbench.results.row import config_columns, identity
-from dlbench.results.verdict import verdict_columns
+from dlbench.results.row import RowBuilder, config_columns, identity
 
 
 def measurement_row(
-    m: Measurement, env: dict[str, object], extra: dict[str, object] | None = None
+    m: Measurement, env: dict[str, object], run_kind: str = "benchmark"
 ) -> dict[str, object]:
-    """A row for a finished run: throughput over the slowest rank's window, stats, memory."""
+    """A row for a finished run: throughput over the slowest rank's window, stats, memory; each
+    column from one part (results.row.RowBuilder)."""
     plan, loop = m.plan, m.loop
     shape = plan.shape
     global_rate = m.samples / m.slowest_window_s
-    row: dict[str, object] = {
-        **identity(plan.config.run_id, "ok"),
-        "run_kind": "benchmark",
-        **config_columns(plan.config),
-        "width": shape.width if plan.workload.is_image else None,
-        "height": shape.height if plan.workload.is_image else None,
-        "seq_len": None if plan.workload.is_image else shape.seq_len,
+    measured: dict[str, object] = {
         "family": plan.workload.family,
         "sample_unit": plan.workload.sample_unit,
         "accelerator": plan.devices.accelerator,
         "world_size": m.world_size,
         "launcher": m.launcher,
-        "warmup_steps": loop.warmup_steps,
         "steps": loop.steps,
         "min_time_s": plan.config.min_time_s(plan.devices.device_type),
         "noise_met": loop.noise_met,
@@ -50,16 +43,41 @@ def measurement_row(
     pixels = plan.workload.pixels_per_sample(shape)
     tokens = plan.workload.tokens_per_sample(shape)
     if pixels:
-        row["images_per_s"] = global_rate
-        row["megapixels_per_s"] = global_rate * pixels / 1e6
-    if tokens:
-        row["tokens_per_s"] = global_rate * tokens
-    row = {**row, **m.extra, **(extra or {}), **env, **m.gpus}  # the job's GPUs, not rank 0's
+        measured["images_per_s"] = global_rate
+        measured["megapixels_per_s"] = global_rate * pixels / 1e6
+    if tokens and plan.scenario != "generate":  # generation counts the tokens it generated
+        measured["tokens_per_s"] = global_rate * tokens
+    gpus = dict(m.gpus)  # several ranks: every rank's GPU, not rank 0's
+    mixed = {"gpu_mixed": gpus.pop("gpu_mixed")} if "gpu_mixed" in gpus else {}
+    row = (
+        RowBuilder()
+        .add("identity", {**identity(plan.config.run_id, "ok"), "run_kind": run_kind})
+        .add("settings", config_columns(plan.config))
+        .amend("the workload's shape", _shape_columns(plan))
+        .amend("the loop", {"warmup_steps": loop.warmup_steps})  # as settled, not as asked
+        .amend("what ran", m.as_run)
+        .add("the measurement", measured)
+        .add("the run", m.extra)
+        .add("environment", env)
+        .amend("the job's GPUs", gpus)
+        .add("the job's GPUs", mixed)
+    )
     price = plan.config.usd_per_hour
     if price:
         per_s = row.get("tokens_per_s") if plan.workload.family == "llm" else global_rate
-        row.update(usd_per_hour=price, usd_per_million_samples=price / 3600 / per_s * 1e6)
-    return {**row, **verdict_columns(row)}
+        per_million = price / 3600 / float(per_s) * 1e6  # type: ignore[arg-type]
+        row.add("cost", {"usd_per_hour": price, "usd_per_million_samples": per_million})
+    return row.row()
+
+
+def _shape_columns(plan) -> dict[str, object]:
+    """The input as it ran: an image's width and height, a sequence's length."""
+    shape, image = plan.shape, plan.workload.is_image
+    return {
+        "width": shape.width if image else None,
+        "height": shape.height if image else None,
+        "seq_len": None if image else shape.seq_len,
+    }
 
 
 def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:

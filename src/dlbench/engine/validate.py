@@ -91,16 +91,12 @@ def execute_validate(config: RunConfig, repeats: int) -> int:
     if measurement.global_rank != 0:
         return 0
     ratios = [d / b for d, b in zip(rates, bare_rates)]
-    row = measurement_row(
-        measurement,
-        env,
-        {
-            "run_kind": "validate",
-            "bare_samples_per_s": statistics.median(bare_rates),
-            "harness_ratio": statistics.median(ratios),
-            "harness_ratios": " ".join(f"{r:.4f}" for r in ratios),
-        },
+    measurement.extra.update(
+        bare_samples_per_s=statistics.median(bare_rates),
+        harness_ratio=statistics.median(ratios),
+        harness_ratios=" ".join(f"{r:.4f}" for r in ratios),
     )
+    row = measurement_row(measurement, env, run_kind="validate")
     store.append(row)
     show_result(row, config.json)
     return 0

@@ -19,9 +19,9 @@ from dlbench.errors import UserError, invalid
 from dlbench.peak.measure import MATMUL_DTYPES, measure_device
 from dlbench.peak.search import Best
 from dlbench.results.attained import record_peaks
-from dlbench.results.environment import collect_environment
+from dlbench.results.environment import collect_environment, gpu_facts
 from dlbench.results.fleet import datasheet_shares, sibling_shares
-from dlbench.results.row import identity
+from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
 from dlbench.results.verdict import impossible_peak, verdict_columns
 from dlbench.telemetry.monitor import open_monitor
@@ -65,8 +65,6 @@ def peak_row(device: torch.device, found: dict, seconds: float, telemetry: dict)
         "window_s": seconds,
         **telemetry,
     }
-    if device.type == "cuda":
-        row["gpu_name"] = torch.cuda.get_device_name(device)
     shapes = []
     for dtype in MATMUL_DTYPES:
         best = found.get(dtype)
@@ -155,9 +153,13 @@ def _measure_one(device: torch.device, max_time_s: float, peers, env: dict) -> d
     finally:
         if monitor:
             monitor.close()
-    row = {**env, **peak_row(device, found, seconds, telemetry)}
-    row.update(datasheet_shares(row))
-    return row
+    row = (
+        RowBuilder()
+        .add("the peak", peak_row(device, found, seconds, telemetry))
+        .add("environment", env)
+        .amend("the device measured", gpu_facts(device.index if device.type == "cuda" else None))
+    )
+    return row.add("the datasheet", datasheet_shares(row.columns())).columns()
 
 
 def _label(device: torch.device) -> str:

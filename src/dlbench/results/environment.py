@@ -95,6 +95,20 @@ def rank_gpu_index(environ: Mapping[str, str] = os.environ) -> int:
     return 0
 
 
+def gpu_facts(index: int | None) -> dict[str, object]:
+    """One GPU's model, memory, capability and form factor (empty without a GPU): a row about
+    GPU 2 states GPU 2's, not those of the rank's default GPU."""
+    if index is None:
+        return dict.fromkeys(("gpu_name", "gpu_memory_mb", "gpu_capability", "gpu_form_factor"), "")
+    name = torch.cuda.get_device_name(index)
+    return {
+        "gpu_name": name,
+        "gpu_memory_mb": torch.cuda.get_device_properties(index).total_memory // 2**20,
+        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
+        "gpu_form_factor": form_factor(name),
+    }
+
+
 def collect_environment(device_type: str) -> dict[str, object]:
     """Hardware and software versions of this host and of this rank's GPU, as result-row
     columns."""
@@ -116,13 +130,8 @@ def collect_environment(device_type: str) -> dict[str, object]:
         "dlbench": dlbench.__version__,
         "dlbench_commit": code.commit,
         "dlbench_dirty": "" if code.dirty is None else code.dirty,
-        "gpu_name": torch.cuda.get_device_name(gpu) if cuda else "",
+        **gpu_facts(gpu if cuda else None),
         "gpu_count": torch.cuda.device_count() if cuda else 0,
-        "gpu_memory_mb": torch.cuda.get_device_properties(gpu).total_memory // 2**20
-        if cuda
-        else "",
-        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(gpu))) if cuda else "",
-        "gpu_form_factor": form_factor(torch.cuda.get_device_name(gpu)) if cuda else "",
         "driver": gpu_driver_version() if cuda else "",
         "nccl": _nccl_version() if cuda else "",
         "nccl_env": " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k[:5] == "NCCL_"),

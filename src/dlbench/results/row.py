@@ -1,13 +1,60 @@
-"""The columns every row starts with, a run's settings as columns, and a failed run's row."""
+"""Rows are assembled here: the columns every row starts with, a run's settings as columns, a
+failed run's row, and the builder that makes one row from named parts."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timezone
 
 from dlbench.config import CONFIG_KEY, RunConfig
-from dlbench.results.schema import SCHEMA_VERSION
+from dlbench.results.schema import COLUMNS, SCHEMA_VERSION
 from dlbench.results.verdict import verdict_columns
+
+
+class ColumnClash(RuntimeError):
+    """Two parts of one row gave the same column, or a part amended one no part gave: which
+    figure the row holds would be an accident of the order of a merge."""
+
+
+class RowBuilder:
+    """One row from named parts. A column comes from one part; a part that knows better (the
+    measured width over the one asked for, the job's GPUs over rank 0's) says so with `amend`."""
+
+    def __init__(self) -> None:
+        self._columns: dict[str, object] = {}
+        self._source: dict[str, str] = {}
+
+    def add(self, source: str, part: Mapping[str, object]) -> RowBuilder:
+        """New columns from `source`; one another part gave is a ColumnClash."""
+        for key, value in part.items():
+            if key in self._columns:
+                raise ColumnClash(f"column {key!r} given by {self._source[key]} and {source}")
+            self._columns[key], self._source[key] = value, source
+        return self
+
+    def amend(self, source: str, part: Mapping[str, object]) -> RowBuilder:
+        """Columns another part gave, replaced by `source`'s; one no part gave is a ColumnClash."""
+        for key, value in part.items():
+            if key not in self._columns:
+                raise ColumnClash(f"{source} amends column {key!r}, which no part gave")
+            self._columns[key], self._source[key] = value, source
+        return self
+
+    def get(self, key: str) -> object:
+        """A column given so far (None where none was)."""
+        return self._columns.get(key)
+
+    def columns(self) -> dict[str, object]:
+        """The columns so far: known ones in the schema's order, then the rest (tags)."""
+        known = [c for c in COLUMNS if c in self._columns]
+        rest = [c for c in self._columns if c not in COLUMNS]
+        return {c: self._columns[c] for c in (*known, *rest)}
+
+    def row(self) -> dict[str, object]:
+        """The finished row, with its verdict."""
+        self.add("verdict", verdict_columns(self._columns))
+        return self.columns()
 
 
 def new_run_id() -> str:
@@ -47,5 +94,10 @@ def failure_row(
     (`config_columns`, or a sweep point's flags, with `run_id`) and the last error line."""
     settings = {k: v for k, v in columns.items() if k != "run_id"}
     first = identity(columns.get("run_id"), status)  # type: ignore[arg-type]
-    row = {**first, "error": error, "run_kind": "benchmark", **settings, **env}
-    return {**row, **verdict_columns(row)}
+    return (
+        RowBuilder()
+        .add("identity", {**first, "error": error, "run_kind": "benchmark"})
+        .add("settings", settings)
+        .add("environment", env)
+        .row()
+    )
