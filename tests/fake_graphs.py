@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from dlbench.engine.graphs import GRAPH_WARMUP_CALLS
+from dlbench.engine.acceleration.graphs import GRAPH_WARMUP_CALLS
 
 captured: list[Callable[[], None]] = []  # what the fake captured, in order
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from dlbench.engine import loop
+from dlbench.engine.timing import loop
 
 PLANTED_S = 0.05
 _run_measured_loop = loop.run_measured_loop

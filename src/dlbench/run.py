@@ -12,11 +12,11 @@ from rich.markup import escape
 
 from dlbench.config import RunConfig
 from dlbench.console import show_result, stderr
+from dlbench.engine.acceleration.compile_cache import open_caches
+from dlbench.engine.acceleration.compile_choice import choose_compile
 from dlbench.engine.autobatch import choose_batch_size
 from dlbench.engine.benchmark import run_benchmark
-from dlbench.engine.compile_cache import open_caches
-from dlbench.engine.compile_choice import choose_compile
-from dlbench.engine.lost_ranks import RankLost
+from dlbench.engine.distribution.lost_ranks import RankLost
 from dlbench.engine.plan import make_plan
 from dlbench.engine.rows import measurement_row, per_rank_rows
 from dlbench.errors import (

@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
 
 
 def _part(module: str) -> str:
-    """dlbench.engine.loop -> engine; dlbench.config -> config."""
+    """dlbench.engine.timing.loop -> engine; dlbench.config -> config."""
     return module.split(".")[1] if module.count(".") else ""
 
 
@@ -76,3 +76,26 @@ def test_no_cycles_between_parts():
 def test_nothing_but_main_imports_the_cli():
     users = {where for part, ts in imports_by_part().items() for t, where in ts if t == "cli"}
     assert users == {"__main__"}
+
+
+ENGINE_ROOMS = {"timing", "acceleration", "distribution", "scenarios"}
+# What runs a whole measurement and makes its rows: built on the rooms, never below them.
+ENGINE_RUNNERS = {"benchmark", "validate", "autobatch", "rows", "child", "efficiency"}
+
+
+def test_the_engine_is_in_rooms_that_do_not_reach_up_to_its_runners():
+    engine = SRC / "engine"
+    rooms = {p.name for p in engine.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert rooms == ENGINE_ROOMS
+    loose = {p.stem for p in engine.glob("*.py")} - {"__init__", "plan"}
+    assert loose == ENGINE_RUNNERS, "a module of one job belongs in a room"
+    upward = [
+        f"{path.relative_to(SRC)} imports {node.module}"
+        for room in ENGINE_ROOMS
+        for path in (engine / room).glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.removeprefix("dlbench.engine.") in ENGINE_RUNNERS
+    ]
+    assert not upward, "\n".join(upward)

@@ -19,7 +19,7 @@ from dlbench.data.images import scan_images
 from dlbench.data.make import ImageSpec, make_images, make_text
 from dlbench.data.pipeline import Pipeline
 from dlbench.data.throughput import worker_counts
-from dlbench.engine.loop import LoopSettings, run_measured_loop
+from dlbench.engine.timing.loop import LoopSettings, run_measured_loop
 from dlbench.errors import UserError
 from tests.conftest import read_rows, run_cli
 
@@ -118,7 +118,7 @@ def test_the_gpu_decode_path_trains_end_to_end_where_it_can_run_here(images, csv
     step keeps the device's usual stream here: only with nvJPEG on a GPU does it get its own."""
     from types import SimpleNamespace
 
-    from dlbench.engine.session import needs_own_stream
+    from dlbench.engine.scenarios.session import needs_own_stream
 
     out = run_cli("train", *TINY_IMAGE, "--batch-size", "8", "--data", f"folder:{images}",
                   "--workers", "2", "--decode", "gpu", "--output", csv_path)  # fmt: skip

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dlbench.config import ATTENTION_KERNELS
-from dlbench.engine.attention import SDPA_BACKENDS, attention_kernel
+from dlbench.engine.acceleration.attention import SDPA_BACKENDS, attention_kernel
 from tests.conftest import read_rows, run_cli
 
 

@@ -81,7 +81,7 @@ def test_synthetic_batches_are_made_on_the_device_that_holds_them(monkeypatch):
     --batch-size auto probes: resident batches are drawn by a generator on the run's device."""
     from types import SimpleNamespace
 
-    from dlbench.engine import session
+    from dlbench.engine.scenarios import session
 
     asked: list[str] = []
     real = torch.Generator

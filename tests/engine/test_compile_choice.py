@@ -12,9 +12,9 @@ import torch
 from dlbench.caches import use_caches
 from dlbench.config import RunConfig
 from dlbench.engine import plan as plan_module
-from dlbench.engine.compile_choice import COMPILE_CHOICE, POINT_FIELDS, choose_compile
-from dlbench.engine.devices import DevicePlan
-from dlbench.engine.measured_choice import MIN_GAIN_PCT, point_key
+from dlbench.engine.acceleration.compile_choice import COMPILE_CHOICE, POINT_FIELDS, choose_compile
+from dlbench.engine.acceleration.measured_choice import MIN_GAIN_PCT, point_key
+from dlbench.engine.distribution.devices import DevicePlan
 from dlbench.engine.plan import make_plan
 from tests.engine.test_caches import ENVIRONMENT
 

@@ -11,9 +11,9 @@ import torch
 
 from dlbench.caches import use_caches
 from dlbench.config import RunConfig
-from dlbench.engine.cudnn_search import CUDNN_CHOICE, POINT_FIELDS, plan_cudnn_search
-from dlbench.engine.measured_choice import MIN_GAIN_PCT
-from dlbench.engine.measured_choice import point_key as key_of
+from dlbench.engine.acceleration.cudnn_search import CUDNN_CHOICE, POINT_FIELDS, plan_cudnn_search
+from dlbench.engine.acceleration.measured_choice import MIN_GAIN_PCT
+from dlbench.engine.acceleration.measured_choice import point_key as key_of
 from tests.engine.test_caches import ENVIRONMENT
 
 

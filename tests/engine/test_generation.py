@@ -7,17 +7,17 @@ import pytest
 import torch
 
 from dlbench.config import RunConfig
-from dlbench.engine import generation
-from dlbench.engine.fabric import create_fabric
-from dlbench.engine.generation import (
+from dlbench.engine.distribution.fabric import create_fabric
+from dlbench.engine.plan import loop_settings, make_plan
+from dlbench.engine.scenarios import generation
+from dlbench.engine.scenarios.generation import (
     PREFILL_SAMPLES,
     measure_generation,
     open_generator,
     prepare_steps,
     token_columns,
 )
-from dlbench.engine.loop import LoopResult
-from dlbench.engine.plan import loop_settings, make_plan
+from dlbench.engine.timing.loop import LoopResult
 from tests.conftest import read_rows, run_cli
 
 
@@ -113,7 +113,7 @@ def test_the_two_stage_greedy_token_is_argmax_ties_included():
     """The greedy token in two stages is argmax's first index of the maximum, eager and
     compiled, with many tied maxima across and inside blocks (logits in a few levels), and
     a vocabulary that is no multiple of the block."""
-    from dlbench.engine.decoders import GREEDY_BLOCK, greedy_token
+    from dlbench.engine.scenarios.decoders import GREEDY_BLOCK, greedy_token
 
     torch.manual_seed(0)
     tied = torch.randint(0, 4, (6, 4 * GREEDY_BLOCK)).float()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dlbench.config import RunConfig
-from dlbench.engine import graph_policy, graphs
+from dlbench.engine.acceleration import graph_policy, graphs
 from dlbench.run import execute
 from tests import fake_graphs
 from tests.conftest import read_rows
@@ -109,8 +109,8 @@ def test_a_burst_of_contention_on_the_replays_keeps_the_graph(stalled):
 
     import torch
 
-    from dlbench.engine import graph_policy
-    from dlbench.engine.graphs import GraphedStep
+    from dlbench.engine.acceleration import graph_policy
+    from dlbench.engine.acceleration.graphs import GraphedStep
 
     stalled = iter(stalled)  # the first replay is untimed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dlbench.engine.loop import LoopSettings, next_chunk_steps, run_measured_loop
+from dlbench.engine.timing.loop import LoopSettings, next_chunk_steps, run_measured_loop
 
 CPU = torch.device("cpu")
 
@@ -103,7 +103,7 @@ def test_min_time_is_met_on_the_clock_the_row_reports(monkeypatch):
     """The window the row reports (device time) reaches --min-time even when reading a chunk's
     step times costs the host time (on an H100, ~11,000 CUDA events a chunk at batch 1: the
     rows stopped at 5 s on the host's clock and reported 4.92 s, short of their own minimum)."""
-    from dlbench.engine import loop
+    from dlbench.engine.timing import loop
 
     clock = PlantedClock()
 
@@ -211,7 +211,7 @@ def test_warmup_runs_on_until_the_steps_settle_and_the_row_says_so():
 
 
 def test_a_point_that_never_settles_is_measured_after_the_bound_and_says_so(monkeypatch):
-    import dlbench.engine.loop as loop
+    import dlbench.engine.timing.loop as loop
 
     monkeypatch.setattr(loop, "MAX_STEADY_WARMUP_S", 0.5)
 

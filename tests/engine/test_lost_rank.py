@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.engine.fabric import own_processes_in_allocation
-from dlbench.engine.lost_ranks import RankLost
+from dlbench.engine.distribution.fabric import own_processes_in_allocation
+from dlbench.engine.distribution.lost_ranks import RankLost
 from tests.conftest import cli_env, read_rows, run_cli
 from tests.engine.test_distributed import _free_port
 

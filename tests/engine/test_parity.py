@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from dlbench.config import RunConfig
-from dlbench.engine.bare import BareLoop
-from dlbench.engine.fabric import create_fabric
+from dlbench.engine.distribution.fabric import create_fabric
 from dlbench.engine.plan import make_plan
-from dlbench.engine.session import open_session
+from dlbench.engine.scenarios.bare import BareLoop
+from dlbench.engine.scenarios.session import open_session
 
 
 def _optimizer_settings(optimizer: torch.optim.Optimizer) -> tuple:

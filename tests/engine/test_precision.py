@@ -10,7 +10,7 @@ import timm
 import torch
 from torch import nn
 
-from dlbench.engine.precision import hold_autocast_weights, plan_precision
+from dlbench.engine.acceleration.precision import hold_autocast_weights, plan_precision
 from dlbench.workloads import InputShape, get_workload
 
 BF16_MIXED = plan_precision("bf16-mixed", "cpu")
@@ -63,10 +63,10 @@ def test_inference_holds_autocast_weights_and_training_keeps_fp32_masters(mode):
     """The dlbench session and validate's bare loop hold the same weights, so that validate
     compares like with like; training keeps fp32 weights for its optimizer."""
     from dlbench.config import RunConfig
-    from dlbench.engine.bare import BareLoop
-    from dlbench.engine.fabric import create_fabric
+    from dlbench.engine.distribution.fabric import create_fabric
     from dlbench.engine.plan import make_plan
-    from dlbench.engine.session import open_session
+    from dlbench.engine.scenarios.bare import BareLoop
+    from dlbench.engine.scenarios.session import open_session
 
     config = RunConfig(model="timm:test_resnet", mode=mode, accelerator="cpu", batch_size=2,
                        precision="bf16-mixed", width=32, height=32)  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlbench.engine.profiled_pass import (
+from dlbench.engine.timing.profiled_pass import (
     HOST_BOUND_BUSY_PCT,
     attention_backend,
     busy_columns,
@@ -68,7 +68,7 @@ def test_host_issue_time_is_not_the_wait_for_a_full_launch_queue(monkeypatch):
     # the host's own cost 0.02-0.04 ms). What the host spends issuing a step is the latter.
     import time
 
-    from dlbench.engine import profiled_pass
+    from dlbench.engine.timing import profiled_pass
 
     queued = [0]
 
@@ -99,6 +99,6 @@ def test_host_issue_time_is_not_the_wait_for_a_full_launch_queue(monkeypatch):
 )
 def test_the_gpu_waited_for_input_where_its_window_was_not_busy(row, waited):
     """The median step hides a loader that falls behind now and then; the window does not."""
-    from dlbench.engine.profiled_pass import HOST_BOUND_BUSY_PCT, window_busy_pct
+    from dlbench.engine.timing.profiled_pass import HOST_BOUND_BUSY_PCT, window_busy_pct
 
     assert (window_busy_pct(*row) < HOST_BOUND_BUSY_PCT) is waited

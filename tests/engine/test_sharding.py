@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dlbench.analysis.scaling import scaling_table
-from dlbench.engine.sharding import repeated_blocks, resettable
+from dlbench.engine.distribution.sharding import repeated_blocks, resettable
 from dlbench.sweep.scaling import scaling_plan
 from dlbench.workloads import get_workload
 from tests.conftest import read_rows, refused, run_cli

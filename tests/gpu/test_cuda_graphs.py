@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dlbench.engine.graphs import graphed_step
-from dlbench.engine.precision import hold_autocast_weights, plan_precision
+from dlbench.engine.acceleration.graphs import graphed_step
+from dlbench.engine.acceleration.precision import hold_autocast_weights, plan_precision
 from dlbench.workloads import get_workload
 
 

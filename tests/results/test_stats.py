@@ -49,7 +49,7 @@ def test_one_step_half_again_slower_among_a_hundred_is_counted_and_valid():
 def test_one_step_ten_times_slower_among_a_hundred_moved_the_number_and_is_noise():
     """It took 8.3 % of the window: the throughput is 8 % under what the other 99 steps ran
     at, and a second window would differ by that much. On a GPU the loop measures on until
-    its share is under 1 % (engine.loop); a window that cannot is noisy, and says why."""
+    its share is under 1 % (engine.timing.loop); a window that cannot is noisy, and says why."""
     times = [1.0] * 100
     times[50] = 10.0
     noise = Noise.of(times)

@@ -255,7 +255,8 @@ def test_default_plan_labels_throughput_and_latency_rows():
             assert batch == 1 and point.mode == "infer"
             if point.flags["model"] != "llm_1b":  # generation counts rounds, not queries
                 assert point.flags["n_iters"] >= 1000  # a p99 over 1,000 queries
-                # compiled or eager is the GPU's measured choice (engine.compile_choice)
+                # compiled or eager is the GPU's measured choice
+                # (engine.acceleration.compile_choice)
                 assert "compile" not in point.flags
         elif point.flags["model"] != "llm_1b":
             assert batch >= 128  # small batches on an H100 measure kernel launches

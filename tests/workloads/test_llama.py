@@ -9,9 +9,9 @@ import torch
 from torch.nn import functional as F
 
 from dlbench.config import RunConfig
-from dlbench.engine.fabric import create_fabric
-from dlbench.engine.generation import open_generator, prepare_steps
+from dlbench.engine.distribution.fabric import create_fabric
 from dlbench.engine.plan import make_plan
+from dlbench.engine.scenarios.generation import open_generator, prepare_steps
 from dlbench.workloads import InputShape, get_workload, llm_loss
 from dlbench.workloads.llama import NativeLlama
 from dlbench.workloads.llm_loss import Hidden, chunked_cross_entropy
@@ -115,7 +115,7 @@ def test_the_chunked_loss_compiles_to_the_same_value_and_gradients(monkeypatch):
 def test_compile_covers_the_model_and_its_loss(monkeypatch, loop):
     """Both the timed loop and the bare yardstick compile the loss beside the model (an eager
     128k-vocabulary loss cost llm_1b's training step 51 of 313 ms on an H100)."""
-    from dlbench.engine import bare, session
+    from dlbench.engine.scenarios import bare, session
 
     compiled_targets = []
 

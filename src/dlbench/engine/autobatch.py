@@ -24,12 +24,12 @@ import torch
 from dlbench.config import RunConfig
 from dlbench.config.flags import config_args
 from dlbench.console import stderr
-from dlbench.engine.attention import attention_kernel
+from dlbench.engine.acceleration.attention import attention_kernel
 from dlbench.engine.child import run_child
-from dlbench.engine.fabric import fabric_for
+from dlbench.engine.distribution.fabric import fabric_for
 from dlbench.engine.plan import Plan, make_plan
-from dlbench.engine.session import open_session
-from dlbench.engine.timer import synchronize
+from dlbench.engine.scenarios.session import open_session
+from dlbench.engine.timing.timer import synchronize
 from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
 
 MEMORY_FRACTION = 0.9

@@ -9,36 +9,36 @@ from pathlib import Path
 import torch
 
 from dlbench.console import stderr
-from dlbench.engine.attention import attention_kernel
-from dlbench.engine.breakdown import run_breakdown
-from dlbench.engine.compile_cache import compile_cache_column, compile_counts
-from dlbench.engine.cudnn_search import plan_cudnn_search
+from dlbench.engine.acceleration.attention import attention_kernel
+from dlbench.engine.acceleration.compile_cache import compile_cache_column, compile_counts
+from dlbench.engine.acceleration.cudnn_search import plan_cudnn_search
+from dlbench.engine.acceleration.graph_policy import prepare_step
+from dlbench.engine.distribution.fabric import fabric_for, launcher, started_ranks
+from dlbench.engine.distribution.lost_ranks import RankWatch
+from dlbench.engine.distribution.ranks import agree_max, gather_ranks, job_process_ids, rank_facts
 from dlbench.engine.efficiency import (
     attained_columns,
     bandwidth_columns,
     energy_columns,
     mfu_columns,
 )
-from dlbench.engine.fabric import fabric_for, launcher, started_ranks
-from dlbench.engine.generation import (
+from dlbench.engine.plan import Plan, loop_settings
+from dlbench.engine.scenarios.generation import (
     decode_bytes_per_step,
     kv_bytes_per_token,
     measure_generation,
     open_generator,
 )
-from dlbench.engine.graph_policy import prepare_step
-from dlbench.engine.loop import LoopResult, WindowObservers, run_measured_loop
-from dlbench.engine.lost_ranks import RankWatch
-from dlbench.engine.plan import Plan, loop_settings
-from dlbench.engine.profiled_pass import (
+from dlbench.engine.scenarios.session import open_session, optimizer_impl
+from dlbench.engine.timing.breakdown import run_breakdown
+from dlbench.engine.timing.loop import LoopResult, WindowObservers, run_measured_loop
+from dlbench.engine.timing.profiled_pass import (
     HOST_BOUND_BUSY_PCT,
     issue_columns,
     pass_steps,
     run_profiled_pass,
     window_busy_pct,
 )
-from dlbench.engine.ranks import agree_max, gather_ranks, job_process_ids, rank_facts
-from dlbench.engine.session import open_session, optimizer_impl
 from dlbench.results.attained import attained_peaks, job_peaks
 from dlbench.results.job import job_gpus, job_telemetry
 from dlbench.results.stats import latency_columns
@@ -56,7 +56,7 @@ class Measurement:
     param_count: int
     world_size: int
     global_rank: int
-    per_rank: list[dict[str, object]]  # every rank's facts (engine.ranks), in rank order
+    per_rank: list[dict[str, object]]  # each rank's facts (distribution.ranks), in rank order
     peak_allocated_mb: float | None
     peak_reserved_mb: float | None
     launcher: str = ""
@@ -206,8 +206,8 @@ def _quiet_baseline(device: torch.device, monitor) -> None:
 
 
 def run_benchmark(plan: Plan, fabric=None, cache: Path | None = None) -> Measurement:
-    """Run the plan; every rank measures, and the slowest rank decides the global throughput.
-    A rank lost on the way ends the run with RankLost (engine.lost_ranks). `cache` is the
+    """Run the plan; every rank measures, and the slowest rank decides the global throughput. A rank
+    lost on the way ends the run with RankLost (engine.distribution.lost_ranks). `cache` is the
     folder that outlives the run (dlbench.caches), None for a cold run."""
     began = time.perf_counter()
     fabric = fabric or fabric_for(plan)

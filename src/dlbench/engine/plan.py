@@ -11,11 +11,11 @@ from dlbench.config.flags import flag_name
 from dlbench.console import stderr
 from dlbench.data.pipeline import check_data
 from dlbench.data.source import default_workers
-from dlbench.engine.devices import DevicePlan, plan_devices
-from dlbench.engine.graphs import can_capture
-from dlbench.engine.loop import STEADY_PCT, LoopSettings
-from dlbench.engine.precision import PrecisionPlan, plan_precision
-from dlbench.engine.sharding import FABRIC_PRECISION, ShardingPlan
+from dlbench.engine.acceleration.graphs import can_capture
+from dlbench.engine.acceleration.precision import PrecisionPlan, plan_precision
+from dlbench.engine.distribution.devices import DevicePlan, plan_devices
+from dlbench.engine.distribution.sharding import FABRIC_PRECISION, ShardingPlan
+from dlbench.engine.timing.loop import STEADY_PCT, LoopSettings
 from dlbench.errors import invalid
 from dlbench.results.stats import MAX_NOISE_PCT
 from dlbench.workloads import InputShape, Workload, get_workload
@@ -45,7 +45,7 @@ class Plan:
     precision: PrecisionPlan
     ddp: DdpSettings
     sharding: ShardingPlan | None = None  # --strategy fsdp
-    compile_measured: bool = False  # a latency point left to the record (engine.compile_choice)
+    compile_measured: bool = False  # a latency point left to the record (compile_choice)
 
     @property
     def fabric_precision(self) -> str:

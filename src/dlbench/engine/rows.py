@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dlbench.engine.benchmark import Measurement
-from dlbench.engine.ranks import RANK_TELEMETRY
+from dlbench.engine.distribution.ranks import RANK_TELEMETRY
 from dlbench.results.row import RowBuilder, config_columns, identity
 
 

@@ -11,18 +11,18 @@ import statistics
 
 from dlbench.config import RunConfig
 from dlbench.console import show_result
-from dlbench.engine.attention import attention_kernel
-from dlbench.engine.bare import BareLoop
+from dlbench.engine.acceleration.attention import attention_kernel
+from dlbench.engine.acceleration.compile_cache import open_caches
+from dlbench.engine.acceleration.graph_policy import prepare_step
 from dlbench.engine.benchmark import Measurement
-from dlbench.engine.compile_cache import open_caches
-from dlbench.engine.devices import plan_devices
-from dlbench.engine.fabric import fabric_for
-from dlbench.engine.graph_policy import prepare_step
-from dlbench.engine.loop import LoopResult, run_measured_loop
+from dlbench.engine.distribution.devices import plan_devices
+from dlbench.engine.distribution.fabric import fabric_for
+from dlbench.engine.distribution.ranks import agree_max, gather_ranks, rank_facts
 from dlbench.engine.plan import loop_settings, make_plan
-from dlbench.engine.ranks import agree_max, gather_ranks, rank_facts
 from dlbench.engine.rows import measurement_row
-from dlbench.engine.session import open_session
+from dlbench.engine.scenarios.bare import BareLoop
+from dlbench.engine.scenarios.session import open_session
+from dlbench.engine.timing.loop import LoopResult, run_measured_loop
 from dlbench.results.environment import collect_environment
 from dlbench.results.store import CsvStore
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import torch
 
-from dlbench.engine.timer import on_device, seconds_of, synchronize
+from dlbench.engine.timing.timer import on_device, seconds_of, synchronize
 from dlbench.peak.search import Shape, matmul_shapes, search_best
 
 MIB = 2**20
@@ -32,7 +32,7 @@ _TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.flo
 
 def seconds_per_call(op: Callable[[], object], device: torch.device, seconds: float) -> float:
     """Mean seconds of one call of `op` over about `seconds`, after two untimed calls, on the
-    clock of the device that does the work (engine.timer)."""
+    clock of the device that does the work (engine.timing.timer)."""
     op()
     op()
     synchronize(device)

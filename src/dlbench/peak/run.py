@@ -14,7 +14,7 @@ import torch
 from dlbench.caches import use_caches
 from dlbench.config import DEFAULT_SAMPLE_INTERVAL_S
 from dlbench.console import show_frame, stderr
-from dlbench.engine.devices import gpu_uuid
+from dlbench.engine.distribution.devices import gpu_uuid
 from dlbench.errors import UserError, invalid
 from dlbench.peak.measure import MATMUL_DTYPES, measure_device
 from dlbench.peak.search import Best

@@ -27,7 +27,8 @@ def _sum(values: list[float | None]) -> float | None:
 
 
 def job_telemetry(per_rank: Sequence[dict]) -> dict[str, object]:
-    """The job's telemetry columns from every rank's own (engine.ranks.RANK_TELEMETRY)."""
+    """The job's telemetry columns from every rank's own
+    (engine.distribution.ranks.RANK_TELEMETRY)."""
     out: dict[str, object] = {k: _sum([_number(r.get(k)) for r in per_rank]) for k in SUMMED}
     for key in HIGHEST:
         values = [r[key] for r in per_rank if _number(r.get(key)) is not None]

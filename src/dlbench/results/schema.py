@@ -155,14 +155,15 @@ COLUMNS: dict[str, str] = {
     "compile_speedup": "a latency point (batch-1 inference on one GPU): eager's median step "
     "over compiled's, from this GPU's and software's runs of the same point (empty until one "
     "of each ran); above 1 compiled was faster, and a run without --compile/--no-compile runs "
-    "eager only where this is below 1 by more than engine.measured_choice.MIN_GAIN_PCT",
+    "eager only where this is below 1 by more than "
+    "engine.acceleration.measured_choice.MIN_GAIN_PCT",
     "cache_dir": "the cache folder this run read and wrote (one per GPU, driver, torch and "
     "dlbench); empty with --no-cache",
     "profile_s": "the profiled pass after the window (gpu_busy_pct, attention_backend)",
     "first_step_s": "wall time of the first step (time to first step)",
     "warmup_steady": "on a GPU, warm-up ran on until two short chunks of steps agreed per step "
-    "(engine.loop.STEADY_PCT); False: they had not within MAX_STEADY_WARMUP_S and the window "
-    "began anyway; empty: not checked (CPU)",
+    "(engine.timing.loop.STEADY_PCT); False: they had not within MAX_STEADY_WARMUP_S and the "
+    "window began anyway; empty: not checked (CPU)",
     "param_count": "model parameters",
     "peak_memory_allocated_mb": "peak memory allocated by tensors on a GPU (the largest over "
     "the job's; side file: each rank's); status=oom: before it ran out",

@@ -3,7 +3,7 @@ worker, multi-process ones in processes of their own), then efficiency."""
 
 from __future__ import annotations
 
-from dlbench.engine.devices import plan_devices
+from dlbench.engine.distribution.devices import plan_devices
 from dlbench.errors import UserError
 from dlbench.sweep.plan import SweepPlan
 from dlbench.workloads import get_workload

@@ -1,6 +1,6 @@
-"""The isolation check: which processes besides the job's own used the run's GPUs in the window.
-The job's own are its ranks and their launchers (engine.ranks gathers their PIDs); anything else
-with a context on a GPU of the run is named in the row (PID, name, memory), so a verdict of
+"""The isolation check: which processes besides the job's own used the run's GPUs in the window. The
+job's own are its ranks and their launchers (engine.distribution.ranks gathers their PIDs); anything
+else with a context on a GPU of the run is named in the row (PID, name, memory), so a verdict of
 `other_processes` says who."""
 
 from __future__ import annotations

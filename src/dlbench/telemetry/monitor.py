@@ -119,7 +119,7 @@ class TelemetryMonitor:
         self._energy0: list[float | None] = []
         self._energy1: list[float | None] = []
         self._steps: dict[int, list[tuple[float, float]]] = {}  # per device: (time, value)
-        self.isolation = IsolationCheck()  # the job's PIDs: engine.ranks sets them under DDP
+        self.isolation = IsolationCheck()  # the job's PIDs: distribution.ranks sets them (DDP)
         self._cpu_j: float | None = None
         self.counter_period_s = None
         self.idle_power_w: float | None = None

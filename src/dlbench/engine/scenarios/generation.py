@@ -19,17 +19,17 @@ from typing import Any
 import torch
 
 from dlbench.config import RunConfig
-from dlbench.engine.decoders import HfDecoder, NativeDecoder, greedy_token
-from dlbench.engine.graphs import capture
-from dlbench.engine.loop import (
+from dlbench.engine.acceleration.graphs import capture
+from dlbench.engine.acceleration.precision import PrecisionPlan
+from dlbench.engine.scenarios.decoders import HfDecoder, NativeDecoder, greedy_token
+from dlbench.engine.timing.loop import (
     Agreement,
     LoopResult,
     LoopSettings,
     WindowObserver,
     run_measured_loop,
 )
-from dlbench.engine.precision import PrecisionPlan
-from dlbench.engine.timer import synchronize
+from dlbench.engine.timing.timer import synchronize
 from dlbench.workloads import InputShape, Workload
 
 PREFILL_SAMPLES = 100  # TTFT percentiles from at least this many prefills (p99 is not a max)

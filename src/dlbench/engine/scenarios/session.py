@@ -14,9 +14,9 @@ from dlbench.config import RunConfig
 from dlbench.data.feed import DataFeed
 from dlbench.data.on_device import STEP_STREAM_PRIORITY, OnDevice
 from dlbench.data.pipeline import open_pipeline
-from dlbench.engine.graphs import GraphedStep, graphed_step
-from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
-from dlbench.engine.sharding import resettable
+from dlbench.engine.acceleration.graphs import GraphedStep, graphed_step
+from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
+from dlbench.engine.distribution.sharding import resettable
 from dlbench.workloads import Batch, InputShape, Workload
 
 DISTINCT_BATCHES = 2  # rotate so that no step reads exactly what the previous one cached
@@ -56,7 +56,7 @@ class Session:
     batches: list[Batch]
     optimizer: torch.optim.Optimizer | None = None
     feed: DataFeed | None = None  # --data folder/text: the loader behind `fetch`
-    convolutions: bool = False  # cuDNN chooses algorithms for this model (engine.cudnn_search)
+    convolutions: bool = False  # cuDNN chooses algorithms for this model (cudnn_search)
 
     def __post_init__(self) -> None:
         self.step = _compose(self.phases)

@@ -4,8 +4,8 @@ Each run records its window's median step, by point and by which way it ran, in 
 folder (dlbench.caches: one per GPU, driver, torch and dlbench). A point runs its default way
 until the record holds one run of each way and the other won by more than MIN_GAIN_PCT; a flag
 that forces either way records it too, so that one run of each decides later runs. cuDNN's
-algorithm search and batch-1 compilation are chosen so (engine.cudnn_search,
-engine.compile_choice)."""
+algorithm search and batch-1 compilation are chosen so (engine.acceleration.cudnn_search,
+engine.acceleration.compile_choice)."""
 
 from __future__ import annotations
 

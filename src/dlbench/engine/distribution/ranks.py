@@ -7,8 +7,8 @@ import socket
 
 import torch
 
-from dlbench.engine.devices import gpu_uuid
-from dlbench.engine.loop import Agreement, LoopResult
+from dlbench.engine.distribution.devices import gpu_uuid
+from dlbench.engine.timing.loop import Agreement, LoopResult
 from dlbench.telemetry.isolation import own_process_ids
 
 # What each rank's telemetry says of its own GPU, gathered once after the window: the job's row

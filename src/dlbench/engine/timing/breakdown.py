@@ -8,9 +8,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from dlbench.engine.profiled_pass import HOST_BOUND_BUSY_PCT
-from dlbench.engine.session import Session
-from dlbench.engine.timer import DeviceTimer, synchronize
+from dlbench.engine.scenarios.session import Session
+from dlbench.engine.timing.profiled_pass import HOST_BOUND_BUSY_PCT
+from dlbench.engine.timing.timer import DeviceTimer, synchronize
 
 PHASES = ("h2d", "forward", "backward", "optimizer")
 INPUT_BOUND_SHARE = 0.3

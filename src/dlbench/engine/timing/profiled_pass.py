@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from dlbench.engine.timer import synchronize
+from dlbench.engine.timing.timer import synchronize
 
 HOST_BOUND_BUSY_PCT = 90.0  # below this share busy, the GPU waits for the host a tenth of each step
 # Profile about this long, in MIN_STEPS to MAX_STEPS steps: the busy share is each step's own

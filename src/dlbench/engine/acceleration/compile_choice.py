@@ -1,10 +1,11 @@
 """Batch-1 inference compiled or eager, chosen by measurement (docs/decisions.md#batch1-compile).
 
 A latency point (one GPU answering one query at a time; generation has its own default) runs
-compiled unless `--compile`/`--no-compile` says otherwise: compiled was the faster way at every
-such point measured. The choice stays the GPU's own (engine.measured_choice): each run records
-its median step by the way it ran, and where the cache's record says eager beat compiled here,
-a later run without the flag runs eager. The row's compile_speedup says what the record says."""
+compiled unless `--compile`/`--no-compile` says otherwise: compiled was the faster way at every such
+point measured. The choice stays the GPU's own (engine.acceleration.measured_choice): each run
+records its median step by the way it ran, and where the cache's record says eager beat compiled
+here, a later run without the flag runs eager. The row's compile_speedup says what the record
+says."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlbench.engine.measured_choice import MeasuredChoice, point_key
+from dlbench.engine.acceleration.measured_choice import MeasuredChoice, point_key
 from dlbench.engine.plan import Plan
 
 COMPILED, EAGER = "compiled", "eager"

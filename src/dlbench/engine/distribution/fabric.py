@@ -12,8 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 from dlbench.config.limits import DEFAULT_COLLECTIVE_TIMEOUT_S
-from dlbench.engine.devices import DevicePlan
-from dlbench.engine.sharding import ShardingPlan, shard_model
+from dlbench.engine.distribution.devices import DevicePlan
+from dlbench.engine.distribution.sharding import ShardingPlan, shard_model
 
 # Lightning asks for srun wherever SLURM's commands are installed (a login node, a CI runner with
 # a test cluster), though a run without it is what the user asked for: one process, or
@@ -79,10 +79,10 @@ def create_fabric(
 
 
 def _leave_failures_to_rank_0() -> None:
-    """Lightning's own launcher watches the ranks it started and, seconds after one fails,
-    SIGKILLs every process, rank 0 too, before it can record which rank was lost. Rank 0 finds
-    a lost rank through its collectives (engine.lost_ranks) and ends the ranks it started
-    itself once the row is written (`started_ranks`), so the watcher is stood down."""
+    """Lightning's own launcher watches the ranks it started and, seconds after one fails, SIGKILLs
+    every process, rank 0 too, before it can record which rank was lost. Rank 0 finds a lost rank
+    through its collectives (engine.distribution.lost_ranks) and ends the ranks it started itself
+    once the row is written (`started_ranks`), so the watcher is stood down."""
     for thread in threading.enumerate():
         if type(thread).__name__ == "_ChildProcessObserver":
             thread._run = lambda: True  # its next look finds nothing to do, and it ends

@@ -7,9 +7,9 @@ Its heuristics choose without timing anything, and on the GPUs measured they cho
 (docs/decisions.md#cudnn-search). One process cannot measure both: PyTorch keeps the
 first algorithm it used for a shape, searched or not, for the process's life.
 
-So the choice is measured (engine.measured_choice): under `--cudnn-search auto` a point runs on
-the heuristics unless the cache's record says the search won there; `on` and `off` force either
-(and record it, so that one run of each decides later auto runs)."""
+So the choice is measured (engine.acceleration.measured_choice): under `--cudnn-search auto` a point
+runs on the heuristics unless the cache's record says the search won there; `on` and `off` force
+either (and record it, so that one run of each decides later auto runs)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from dlbench.config import RunConfig
-from dlbench.engine.measured_choice import MeasuredChoice, point_key
+from dlbench.engine.acceleration.measured_choice import MeasuredChoice, point_key
 
 SEARCHED, HEURISTICS = "searched", "heuristics"
 CUDNN_CHOICE = MeasuredChoice("cudnn_search.json", default=HEURISTICS, other=SEARCHED)

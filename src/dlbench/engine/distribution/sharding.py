@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dlbench.engine.precision import PrecisionPlan
+from dlbench.engine.acceleration.precision import PrecisionPlan
 
 # The ops whose outputs selective checkpointing keeps, as torchtitan's op-level policy keeps
 # them: the attention and the matmuls, but every second matmul is recomputed (half their memory

@@ -1,10 +1,10 @@
 """A bare, hand-written PyTorch loop: the yardstick that `dlbench validate` holds the harness to.
 
-Deliberately plain torch (no Lightning, no dlbench loop): what a careful user writes by hand.
-Under DDP it wraps the model in torch's own DistributedDataParallel, on the process group that
-is already up, with the same settings as the dlbench loop; under FSDP it builds the model on the
-meta device and shards it with torch's fully_shard on a device mesh of its own, as the dlbench
-loop's model is sharded (engine.sharding), with no autocast (the policy gathers half precision)."""
+Deliberately plain torch (no Lightning, no dlbench loop): what a careful user writes by hand. Under
+DDP it wraps the model in torch's own DistributedDataParallel, on the process group that is already
+up, with the same settings as the dlbench loop; under FSDP it builds the model on the meta device
+and shards it with torch's fully_shard on a device mesh of its own, as the dlbench loop's model is
+sharded (engine.distribution.sharding), with no autocast (the policy gathers half precision)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from dlbench.config import DdpSettings, RunConfig
-from dlbench.engine.precision import PrecisionPlan, hold_autocast_weights
-from dlbench.engine.session import (
+from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
+from dlbench.engine.distribution.sharding import ShardingPlan, materialize, shard_model
+from dlbench.engine.scenarios.session import (
     LossModule,
     build_model,
     build_sharded_model,
@@ -24,8 +25,7 @@ from dlbench.engine.session import (
     make_optimizer,
     memory_format,
 )
-from dlbench.engine.sharding import ShardingPlan, materialize, shard_model
-from dlbench.engine.timer import seconds_of
+from dlbench.engine.timing.timer import seconds_of
 from dlbench.workloads import InputShape, Workload
 
 

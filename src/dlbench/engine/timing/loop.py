@@ -21,7 +21,7 @@ from typing import Protocol
 
 import torch
 
-from dlbench.engine.timer import DeviceTimer, synchronize
+from dlbench.engine.timing.timer import DeviceTimer, synchronize
 from dlbench.results.stats import Noise, StepStats
 from dlbench.signals import raise_if_interrupted
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import torch
 
 from dlbench.console import stderr
-from dlbench.engine.graphs import GraphedStep
-from dlbench.engine.loop import LoopResult, LoopSettings
-from dlbench.engine.timer import DeviceTimer, synchronize
+from dlbench.engine.acceleration.graphs import GraphedStep
+from dlbench.engine.timing.loop import LoopResult, LoopSettings
+from dlbench.engine.timing.timer import DeviceTimer, synchronize
 from dlbench.signals import raise_if_interrupted
 
 
