@@ -57,3 +57,20 @@ def test_a_run_column_that_repeats_another_parts_fails_the_row(measured, column)
             measurement_row(m, env)
     finally:
         del m.extra[column]
+
+
+def test_a_searched_batch_size_is_said_once(tmp_path, monkeypatch):
+    """`--batch-size auto` tags the settings and the search adds its own columns: a row with
+    both (a GPU's in-process search) must not say `batch_size_mode` twice."""
+    from dlbench import run
+    from dlbench.engine.autobatch import Probe, Search
+    from dlbench.results.store import CsvStore
+
+    found = Search(2, [Probe(2, True, None)], 0.5)
+    monkeypatch.setattr(run, "choose_batch_size", lambda plan: (plan, None, found))
+    config = RunConfig(model="timm:test_resnet", accelerator="cpu", batch_size=2, width=32,
+                       height=32, n_iters=3, warmup_steps=1, telemetry=False,
+                       output=tmp_path / "rows.csv")  # fmt: skip
+    assert run.execute(config, auto_batch=True) == 0
+    [row] = CsvStore(tmp_path / "rows.csv").rows()
+    assert row["batch_size_mode"] == "auto" and row["auto_batch_probes"] == "2:ok"

@@ -205,7 +205,7 @@ def test_batch_size_auto_searches_in_process_and_confirms(monkeypatch):
     assert plan.config.batch_size == 3 and fabric is not None
     columns = search.columns()
     assert columns["auto_batch_probes"] == "2:ok 8:oom 5:oom 3:ok 4:oom"  # in this process
-    assert columns["batch_size_mode"] == "auto" and columns["auto_batch_s"] < 30
+    assert columns["auto_batch_s"] < 30
 
 
 def test_a_search_where_everything_fits_keeps_the_largest_size_it_measured():

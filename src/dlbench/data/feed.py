@@ -169,6 +169,11 @@ class DataFeed:
             "cpu_pct": cpu_busy_pct(self._cpu, cpu_times()),
         }
 
+    def as_run(self) -> dict[str, Any]:
+        """The loader's settings as they ran (the default worker count resolved), over the
+        settings asked for."""
+        return {"data_workers": self.pipeline.workers, "data_decode": self.pipeline.decode}
+
     def columns(self, gpu_idle: bool | None = None) -> dict[str, Any]:
         """The row's data columns: source, loader settings, and the window's reads and waits.
         `gpu_idle`: whether the profiled pass found the GPU idle for part of the step (None
@@ -178,8 +183,6 @@ class DataFeed:
         p, w = self.pipeline, self.window
         columns: dict[str, Any] = {
             "data_path": str(p.source.path),
-            "data_workers": p.workers,
-            "data_decode": p.decode,
             "data_files": p.files,
             "data_bytes": p.data_bytes,
             "data_skipped": p.skipped + len(self.failed_files | self.prepare.failed_files),

@@ -60,12 +60,12 @@ class Search:
     seconds: float = 0.0
 
     def columns(self) -> dict[str, object]:
-        """What the row records about the search."""
+        """What the row records about the search (`batch_size_mode` is the run's setting)."""
         trail = " ".join(
             f"{p.batch_size}:{'ok' if p.fits else 'oom'}{'(tuned)' if p.confirming else ''}"
             for p in self.probes
         )
-        return {"batch_size_mode": "auto", "auto_batch_probes": trail, "auto_batch_s": self.seconds}
+        return {"auto_batch_probes": trail, "auto_batch_s": self.seconds}
 
 
 def within_budget(result: Probe, budget_bytes: float | None) -> bool:

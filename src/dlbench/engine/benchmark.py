@@ -135,7 +135,8 @@ def _measure(
         columns["host_bound"] = bool(columns.get("host_bound") or columns.get("input_bound"))
     columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
     columns.update(cudnn.finish(loop.stats.median_s))
-    return loop, session.param_count, columns, graph.as_run()
+    as_run = {**graph.as_run(), **(session.feed.as_run() if session.feed else {})}
+    return loop, session.param_count, columns, as_run
 
 
 def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult, int, dict]:
