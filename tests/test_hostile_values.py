@@ -68,7 +68,8 @@ def test_every_runconfig_field_survives_the_workers_round_trip(tmp_path):
     import dataclasses
 
     from dlbench.config import RunConfig
-    from dlbench.config.flags import config_from_json, config_to_json
+    from dlbench.config.flags import config_args, config_from_json, config_to_json
+    from dlbench.config.tags import RowTags
 
     config = RunConfig(
         model="vit", mode="infer", batch_size=3, n_iters=11, warmup_steps=2, precision="bf16-mixed",
@@ -81,7 +82,8 @@ def test_every_runconfig_field_survives_the_workers_round_trip(tmp_path):
         data_decode="gpu",
         output=tmp_path / "o.csv", json=True, seed=7, max_noise=3.0, max_time=9.0, min_time=1.0,
         run_id="abc", telemetry=False, sample_interval=0.5, telemetry_log=tmp_path / "t.csv",
-        strict=True, usd_per_hour=2.5, nvtx=True, breakdown=True, extra={"purpose": "x"},
+        strict=True, usd_per_hour=2.5, nvtx=True, breakdown=True,
+        tags=RowTags({"purpose": "x"}, "process", "auto"),
     )  # fmt: skip
     every = {f.name for f in dataclasses.fields(RunConfig)}
     defaults = RunConfig()
@@ -89,6 +91,10 @@ def test_every_runconfig_field_survives_the_workers_round_trip(tmp_path):
     back = config_from_json(json.loads(json.dumps(config_to_json(config))))
     assert back == config
     assert isinstance(back.cache_dir, Path) and isinstance(back.telemetry_log, Path)
+    assert isinstance(back.tags, RowTags)
+    words = config_args(config)  # the command line a sweep's own process gets
+    pairs = [words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--tag"]
+    assert RowTags.of(dict(pairs)) == config.tags
 
 
 PLAN = """

@@ -58,3 +58,17 @@ def test_help_lists_every_run_flag():
         assert (flag_name(name) in out.stdout) is (name not in GENERATION_ONLY), name
     assert "--workers" in out.stdout and "--data-workers" in out.stdout
     assert "--no-compile" in out.stdout and "--json" in out.stdout and "--tag" in out.stdout
+
+
+def test_row_tags_keep_labels_apart_from_the_facts_dlbench_adds():
+    """Typed tags (issue 56): a sweep's isolation and a searched batch size are facts of their
+    own, labels stay labels, and a command line's pairs give the same tags back."""
+    from dlbench.config.tags import RowTags
+
+    tags = RowTags({"purpose": "latency"}).with_facts(isolation="worker", batch_size_mode="auto")
+    facts = {"isolation": "worker", "batch_size_mode": "auto"}
+    assert tags.columns() == {"purpose": "latency", **facts}
+    assert RowTags.of(tags.columns()) == tags
+    assert RowTags({"purpose": "x"}).columns() == {"purpose": "x"}  # no empty fact columns
+    own = RowTags.of({"isolation": "rack-3"})  # a user's label of that name, not a sweep's fact
+    assert own.isolation == "" and own.columns() == {"isolation": "rack-3"}

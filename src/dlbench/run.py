@@ -122,7 +122,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     store = CsvStore(config.output)
     store.check_writable()
     if auto_batch:
-        config = config.replace(extra={**config.extra, "batch_size_mode": "auto"})
+        config = config.replace(tags=config.tags.with_facts(batch_size_mode="auto"))
     plan = make_plan(config)
     env = collect_environment(plan.devices.device_type)
     cache = open_caches(config, env)

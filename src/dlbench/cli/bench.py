@@ -31,7 +31,7 @@ NOT_VALIDATED = (
     "telemetry_log",
     "nvtx",
     "breakdown",
-    "extra",
+    "tags",
 )
 
 

@@ -20,7 +20,7 @@ _HINTS = typing.get_type_hints(RunConfig)
 
 def _cli_type(name: str) -> Any:
     """The type typer parses a field as: lists for the repeated flags (--ddp, --tag)."""
-    if name == "extra" or typing.get_origin(_HINTS[name]) is tuple:
+    if name == "tags" or typing.get_origin(_HINTS[name]) is tuple:
         return list[str] | None
     return _HINTS[name]
 
@@ -87,12 +87,13 @@ def run_options(
 def config_from_flags(flags: dict[str, Any], **fixed: Any) -> RunConfig:
     """A RunConfig from a command's run flags (repeated flags as tuples, --tag as columns)."""
     from dlbench.cli.tags import parse_tags
+    from dlbench.config.tags import RowTags
 
     values = {**flags, **fixed}
     if "ddp" in values:
         values["ddp"] = tuple(values["ddp"] or ())
-    if isinstance(values.get("extra"), list) or values.get("extra") is None:
-        values["extra"] = parse_tags(values.get("extra"))
+    if isinstance(values.get("tags"), list) or values.get("tags") is None:
+        values["tags"] = RowTags.of(parse_tags(values.get("tags")))
     return RunConfig(**values)
 
 

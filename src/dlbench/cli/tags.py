@@ -1,4 +1,5 @@
-"""--tag KEY=VALUE: labels recorded as extra columns, never over a column the run writes."""
+"""--tag KEY=VALUE: labels recorded as columns of their own, never over a column the run
+writes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dlbench.results.schema import check_tag
 
 
 def parse_tags(tags: list[str] | None) -> dict[str, str]:
-    """--tag KEY=VALUE pairs as extra row columns."""
+    """--tag KEY=VALUE pairs as row columns."""
     pairs = {}
     for item in tags or []:
         key, sep, value = item.partition("=")

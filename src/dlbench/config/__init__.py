@@ -26,6 +26,7 @@ from dlbench.config.sources import (
     DdpSettings,
     resolved_strategy,
 )
+from dlbench.config.tags import RowTags
 from dlbench.errors import check_finite, check_seconds, invalid
 
 __all__ = [
@@ -247,9 +248,9 @@ class RunConfig:
         switch=True,
         panel="Telemetry",
     )
-    extra: dict[str, str] = field(
-        default_factory=dict, metadata={"help": "KEY=VALUE recorded as an extra column.",
-                                        "flags": ("--tag",), "switch": False, "panel": "Output"}
+    tags: RowTags = field(
+        default_factory=RowTags, metadata={"help": "KEY=VALUE recorded as a column.",
+                                           "flags": ("--tag",), "switch": False, "panel": "Output"}
     )  # fmt: skip
 
     def __post_init__(self) -> None:

@@ -10,10 +10,11 @@ import typing
 from pathlib import Path
 
 from dlbench.config import RunConfig
+from dlbench.config.tags import RowTags
 from dlbench.errors import UserError
 
 # Fields a sweep sets for each point itself; a plan that sets them is refused.
-SWEEP_OWNED = ("mode", "output", "run_id", "extra")
+SWEEP_OWNED = ("mode", "output", "run_id", "tags")
 
 
 def flag_name(field_name: str) -> str:
@@ -25,7 +26,7 @@ def flag_name(field_name: str) -> str:
 
 def flag_args(field_name: str, value: object) -> list[str]:
     """The command-line words that set one field: `--batch-size 32`, `--no-compile`, a
-    repeated `--ddp`, `--tag K=V` per extra column; nothing for None or an unset switch."""
+    repeated `--ddp`, `--tag K=V` per tag column; nothing for None or an unset switch."""
     flag = flag_name(field_name)
     if value is None:
         return []
@@ -33,8 +34,8 @@ def flag_args(field_name: str, value: object) -> list[str]:
         if _FIELDS[field_name].metadata.get("switch"):
             return [flag] if value else []
         return [flag if value else "--no-" + flag[2:]]
-    if isinstance(value, dict):
-        return [word for k, v in value.items() for word in (flag, f"{k}={v}")]
+    if isinstance(value, RowTags):
+        return [word for k, v in value.columns().items() for word in (flag, f"{k}={v}")]
     if isinstance(value, (list, tuple)):
         return [word for item in value for word in (flag, str(item))]
     return [flag, str(value)]
@@ -76,6 +77,8 @@ def config_from_json(data: dict[str, object]) -> RunConfig:
             value = Path(str(value))
         elif isinstance(value, list):
             value = tuple(value)
+        if name == "tags" and isinstance(value, dict):
+            value = RowTags(**value)
         values[name] = value
     return RunConfig(**values)  # type: ignore[arg-type]
 

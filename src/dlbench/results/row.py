@@ -73,7 +73,7 @@ def config_columns(config: RunConfig) -> dict[str, object]:
         "seed": config.seed,
         "warmup_steps": config.warmup_steps,
         "max_noise_pct": config.max_noise,
-        **config.extra,
+        **config.tags.columns(),
     }
 
 

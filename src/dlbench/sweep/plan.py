@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from dlbench.config import RunConfig
 from dlbench.config.flags import config_args
+from dlbench.config.tags import RowTags
 from dlbench.errors import UserError
 
 MAX_POINTS = 10_000  # a grid larger than this runs for weeks: a typo, or several plans
@@ -28,7 +29,7 @@ DISTINGUISHING_TAGS = ("power_limit_request_w", "repeat")
 @dataclass(frozen=True)
 class SweepPoint:
     """One run of the grid: the CLI flags of a `dlbench train|infer` call, a power limit, and
-    tags recorded as extra columns."""
+    tags recorded as columns of their own."""
 
     mode: str
     flags: dict[str, object]
@@ -60,9 +61,9 @@ class SweepPoint:
 
     def config(self, **fields: object) -> RunConfig:
         """The RunConfig the point runs (an auto batch size as 1 until the search sets it),
-        its tags as extra columns; `fields` set more (output, run_id, extra)."""
+        its tags as columns; `fields` set more (output, run_id, tags)."""
         flags = {**self.flags, "batch_size": 1} if self.auto_batch else dict(self.flags)
-        values = {"mode": self.mode, **flags, "extra": self.all_tags, **fields}
+        values = {"mode": self.mode, **flags, "tags": RowTags(self.all_tags), **fields}
         return RunConfig(**values)  # type: ignore[arg-type]
 
     def cli_args(self, **fields: object) -> list[str]:

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from dlbench.config import CONFIG_KEY, resolved_strategy
+from dlbench.config.tags import ISOLATIONS, RowTags
 from dlbench.console import stderr
 from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
@@ -28,7 +29,7 @@ from dlbench.results.store import CsvStore, held
 from dlbench.signals import Interrupted
 from dlbench.sweep.plan import DISTINGUISHING_TAGS, SweepPlan, SweepPoint, shard_points
 from dlbench.sweep.power import PowerLimiter
-from dlbench.sweep.worker import ISOLATIONS, Launcher
+from dlbench.sweep.worker import Launcher
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class SweepRunner:
 
     def _run_point(self, point: SweepPoint, launcher: Launcher, run_id: str) -> str:
         tags = {**point.all_tags, "sweep": self.plan.name}
-        config = point.config(output=self.store.path, run_id=run_id, extra=tags)
+        config = point.config(output=self.store.path, run_id=run_id, tags=RowTags(tags))
         try:
             result = launcher.run(config, point.auto_batch, self.plan.timeout_s)
         except Interrupted as exc:

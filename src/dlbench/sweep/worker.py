@@ -148,9 +148,6 @@ def needs_own_process(config: RunConfig) -> bool:
     return config.devices != "1" or config.num_nodes > 1
 
 
-ISOLATIONS = ("worker", "process")
-
-
 class Launcher:
     """Runs sweep points in workers (isolation='worker') or each in its own process."""
 
@@ -163,9 +160,9 @@ class Launcher:
         if self.worker is None or needs_own_process(config):
             if self.worker is not None:  # its context would sit on GPU 0 beside the ranks
                 self.worker.close()
-            tagged = config.replace(extra={**config.extra, "isolation": "process"})
+            tagged = config.replace(tags=config.tags.with_facts(isolation="process"))
             return run_child(config_args(tagged, auto_batch), timeout_s)
-        tagged = config.replace(extra={**config.extra, "isolation": "worker"})
+        tagged = config.replace(tags=config.tags.with_facts(isolation="worker"))
         return self.worker.run(tagged, auto_batch, timeout_s)
 
     def close(self) -> None:
