@@ -66,7 +66,7 @@ def csv_path(tmp_path: Path) -> Path:
 def _fresh_gpu_baselines():
     """Each test measures its (fake) GPU's idle power and counter period itself: the process
     keeps them per GPU, and pytest runs many tests in one process."""
-    from dlbench.telemetry.monitor import PROCESS_GPU_FACTS
+    from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS
 
     PROCESS_GPU_FACTS.counter_periods.clear()
     PROCESS_GPU_FACTS.idle_baselines.clear()

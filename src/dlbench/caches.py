@@ -34,9 +34,13 @@ def _slug(text: str) -> str:
 def cache_key(environment: Mapping[str, object]) -> str:
     """`<gpu>-<driver>-torch<version>-dlbench<version>-<commit>` from the row's environment
     columns (results.environment): what a cached kernel or tuned choice depends on."""
-    parts = [environment.get("gpu_name") or "cpu", environment.get("driver"),
-             f"torch{environment.get('torch')}", f"dlbench{environment.get('dlbench')}",
-             str(environment.get("dlbench_commit") or "")[:7]]  # fmt: skip
+    parts = [
+        environment.get("gpu_name") or "cpu",
+        environment.get("driver"),
+        f"torch{environment.get('torch')}",
+        f"dlbench{environment.get('dlbench')}",
+        str(environment.get("dlbench_commit") or "")[:7],
+    ]
     return "-".join(_slug(str(p)) for p in parts if p)
 
 

@@ -48,10 +48,21 @@ def set_cuda_work_queues(environ: MutableMapping[str, str] = os.environ) -> None
 # Launcher variables that dlbench, Lightning and lightning_utilities read as whole numbers, some
 # at import (a rank of `abc` ended in a ValueError deep inside an import): checked first.
 WHOLE_NUMBER_VARIABLES = (
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-    "MASTER_PORT", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS",
-    "JSM_NAMESPACE_RANK", "JSM_NAMESPACE_LOCAL_RANK", "JSM_NAMESPACE_SIZE",
-)  # fmt: skip
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "NODE_RANK",
+    "MASTER_PORT",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_NTASKS",
+    "JSM_NAMESPACE_RANK",
+    "JSM_NAMESPACE_LOCAL_RANK",
+    "JSM_NAMESPACE_SIZE",
+)
 MAX_LAUNCHER_NUMBER = 2**31 - 1
 
 

@@ -439,7 +439,8 @@ def test_encoded_batches_travel_packed_and_decode_like_the_cpu_path(images):
     worker drew from the JPEG header), decoded here on the CPU."""
     from torch.utils.data import DataLoader
 
-    from dlbench.data.images import DeviceImages, EncodedBatch, ImageFolderSet, collate_encoded
+    from dlbench.data.device_images import DeviceImages
+    from dlbench.data.images import EncodedBatch, ImageFolderSet, collate_encoded
 
     index = scan_images(images)
     dataset = ImageFolderSet(index, (32, 32), decode_on_gpu=True)
@@ -580,7 +581,8 @@ import torch
 from torchvision.transforms.functional import normalize
 from dlbench.data.crop import draw_crop
 from dlbench.data.crop_kernel import crop_normalise, image_table, interleaved_table
-from dlbench.data.images import IMAGENET_MEAN, IMAGENET_STD, DeviceImages, augmentation
+from dlbench.data.device_images import DeviceImages
+from dlbench.data.images import IMAGENET_MEAN, IMAGENET_STD, augmentation
 gen = torch.Generator().manual_seed(5)
 shapes = [(60, 80), (45, 40), (80, 60), (24, 32), (30, 90)]
 images = [torch.randint(0, 256, (3, h, w), generator=gen, dtype=torch.uint8) for h, w in shapes]
@@ -632,7 +634,8 @@ def test_the_gpu_crop_kernel_gives_the_cpu_paths_normalised_crops():
 def test_a_corrupt_file_inside_a_gpu_batch_is_counted_and_skipped(images):
     """The GPU path's decode (run here on the CPU): a file that fails inside a batch is
     counted once and its place and crop taken by another image; the batch keeps its size."""
-    from dlbench.data.images import DeviceImages, EncodedBatch
+    from dlbench.data.device_images import DeviceImages
+    from dlbench.data.images import EncodedBatch
 
     files = sorted(images.rglob("*.jpg"))[:4]
     raws = [torch.frombuffer(bytearray(f.read_bytes()), dtype=torch.uint8) for f in files]
@@ -724,7 +727,8 @@ def test_images_are_normalised_into_the_models_dtype_and_layout(dtype, fmt):
     input: ImageNet's mean and deviation, as torchvision's Normalize after ToTensor."""
     from torchvision.transforms.functional import normalize
 
-    from dlbench.data.images import IMAGENET_MEAN, IMAGENET_STD, DeviceImages
+    from dlbench.data.device_images import DeviceImages
+    from dlbench.data.images import IMAGENET_MEAN, IMAGENET_STD
 
     pixels = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
     device = DeviceImages(torch.device("cpu"), dtype, fmt, (8, 8))

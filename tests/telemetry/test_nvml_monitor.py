@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from dlbench.telemetry.monitor import TelemetryMonitor, counter_update_period, open_monitor
+from dlbench.telemetry.gpu_facts import counter_update_period
+from dlbench.telemetry.monitor import TelemetryMonitor, open_monitor
 from dlbench.telemetry.nvml import NvmlBackend, visible_nvml_indices
 from dlbench.telemetry.window import timed_counter_j
 from tests import fake_nvml
@@ -345,12 +346,12 @@ def test_a_later_run_in_the_process_reuses_the_idle_baseline_and_says_how_old(fa
 
 
 def test_an_old_idle_baseline_is_sampled_again(fake_gpus, monkeypatch):
-    from dlbench.telemetry import monitor
+    from dlbench.telemetry import gpu_facts
 
     state = fake_gpus({"power_w": 100.0})
     TelemetryMonitor(NvmlBackend([0]), None).measure_idle(seconds=0.2)
     fake_nvml.write_state(state, [{"power_w": 150.0}])
-    monkeypatch.setattr(monitor, "IDLE_REUSE_S", 0.0)
+    monkeypatch.setattr(gpu_facts, "IDLE_REUSE_S", 0.0)
     later = TelemetryMonitor(NvmlBackend([0]), None)
     later.measure_idle(seconds=0.2)
     assert later.idle_power_w == pytest.approx(150.0) and later.idle_power_age_s == 0.0
@@ -369,7 +370,7 @@ def test_end_window_returns_a_typed_measurement_whose_columns_are_the_rows(fake_
 
 
 def test_gpu_facts_are_state_a_monitor_is_given_not_a_hidden_cache(fake_gpus):
-    from dlbench.telemetry.monitor import PROCESS_GPU_FACTS, GpuFacts
+    from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS, GpuFacts
 
     fake_gpus({"power_w": 100.0})
     own = GpuFacts()

@@ -209,8 +209,10 @@ def compare_runs(
             "compare against"
         )
     joined = base.merge(cand, on=key, how="outer", suffixes=("_baseline", "_candidate"))
-    codes = (joined.get(f"code_{side}", joined.get("code")).fillna("").astype(str)
-             for side in ("baseline", "candidate"))  # fmt: skip
+    codes = (
+        joined.get(f"code_{side}", joined.get("code")).fillna("").astype(str)
+        for side in ("baseline", "candidate")
+    )
     joined["one_code"] = one_code(*codes)
     lines = []
     for _, r in joined.iterrows():
@@ -295,9 +297,18 @@ def verdict_line(comparison: Comparison) -> str:
 
 # Counts and sizes: shown as whole numbers even where a missing value made the column float.
 WHOLE_NUMBER_COLUMNS = {
-    "batch", "batch_size", "GPUs", "world_size", "workers", "data_workers", "width", "height",
-    "seq_len", "prompt_len", "new_tokens",
-}  # fmt: skip
+    "batch",
+    "batch_size",
+    "GPUs",
+    "world_size",
+    "workers",
+    "data_workers",
+    "width",
+    "height",
+    "seq_len",
+    "prompt_len",
+    "new_tokens",
+}
 
 
 def markdown_text(text: str) -> str:

@@ -7,8 +7,16 @@ import pandas as pd
 
 from dlbench.errors import UserError, check_finite
 
-COLUMNS = ["model", "mode", "precision", "batch_size", "machine", "samples/s", "usd/hour",
-           "usd per million"]  # fmt: skip
+COLUMNS = [
+    "model",
+    "mode",
+    "precision",
+    "batch_size",
+    "machine",
+    "samples/s",
+    "usd/hour",
+    "usd per million",
+]
 
 
 def parse_prices(items: list[str] | None) -> dict[str, float]:

@@ -13,12 +13,21 @@ from dlbench.results.verdict import (
     verdict_columns,
 )
 
-COLUMNS = {"hostname": "host", "gpu_index": "GPU", "gpu_name": "model", "gpu_uuid": "UUID",
-           "attained_bf16_tflops": "bf16 TFLOP/s",
-           "attained_bf16_datasheet_share": "bf16 of datasheet",
-           "attained_read_tb_s": "read TB/s", "attained_read_datasheet_share": "read of datasheet",
-           "siblings": "siblings", "siblings_share": "of siblings' median",
-           "siblings_low": "lowest on", "verdict": "verdict", "verdict_reasons": "why"}  # fmt: skip
+COLUMNS = {
+    "hostname": "host",
+    "gpu_index": "GPU",
+    "gpu_name": "model",
+    "gpu_uuid": "UUID",
+    "attained_bf16_tflops": "bf16 TFLOP/s",
+    "attained_bf16_datasheet_share": "bf16 of datasheet",
+    "attained_read_tb_s": "read TB/s",
+    "attained_read_datasheet_share": "read of datasheet",
+    "siblings": "siblings",
+    "siblings_share": "of siblings' median",
+    "siblings_low": "lowest on",
+    "verdict": "verdict",
+    "verdict_reasons": "why",
+}
 NAMED = "below_|above_datasheet|impossible_figure"  # the verdict's reasons that name a GPU
 RULE = (
     f"A GPU is named when it attains under {MIN_DATASHEET_MATMUL_SHARE:.0%} of its datasheet's "

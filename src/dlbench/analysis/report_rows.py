@@ -109,9 +109,17 @@ class ReportRows:
         runs, invalid = split_invalid(every)  # ratios and figures: valid rows only
         baseline = pick_baseline(every, baseline_wanted)
         return cls(
-            rows.assign(machine=machine_labels(rows)), every, runs, invalid, baseline,
-            machine_pairs(runs, baseline), prices, max_slowdown, timelines, same_code,
-        )  # fmt: skip
+            rows.assign(machine=machine_labels(rows)),
+            every,
+            runs,
+            invalid,
+            baseline,
+            machine_pairs(runs, baseline),
+            prices,
+            max_slowdown,
+            timelines,
+            same_code,
+        )
 
     @property
     def shown_pairs(self) -> pd.DataFrame:

@@ -80,11 +80,33 @@ def sweep(
 
 
 SCALED = (
-    "model", "mode", "batch_size", "precision", "devices", "accelerator", "n_iters",
-    "warmup_steps", "width", "height", "seq_len", "channels_last", "ddp", "output", "optimizer",
-    "compile", "cuda_graphs", "attention", "llm_impl", "min_time", "max_noise", "max_time",
-    "telemetry", "collective_timeout", "strategy", "activation_checkpointing",
-)  # fmt: skip
+    "model",
+    "mode",
+    "batch_size",
+    "precision",
+    "devices",
+    "accelerator",
+    "n_iters",
+    "warmup_steps",
+    "width",
+    "height",
+    "seq_len",
+    "channels_last",
+    "ddp",
+    "output",
+    "optimizer",
+    "compile",
+    "cuda_graphs",
+    "attention",
+    "llm_impl",
+    "min_time",
+    "max_noise",
+    "max_time",
+    "telemetry",
+    "collective_timeout",
+    "strategy",
+    "activation_checkpointing",
+)
 DEVICE_COUNTS = (str, "all", "Device counts, e.g. 1,2,4, or 'all'.")
 
 

@@ -6,6 +6,22 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlbench.config.fields import (
+    ACCELERATORS,
+    ATTENTION_KERNELS,
+    CHECKPOINTING,
+    CONFIG_KEY,
+    CUDNN_SEARCH_CHOICES,
+    DATA_LOCATIONS,
+    DEFAULT_OUTPUT,
+    DEFAULT_SAMPLE_INTERVAL_S,
+    LLM_IMPLS,
+    MODES,
+    OPTIMIZERS,
+    PANELS,
+    PRECISIONS,
+    option,
+)
 from dlbench.config.limits import (
     COUNTER_LEAD_S,
     DEFAULT_COLLECTIVE_TIMEOUT_S,
@@ -30,63 +46,27 @@ from dlbench.config.tags import RowTags
 from dlbench.errors import check_finite, check_seconds, invalid
 
 __all__ = [
+    "ACCELERATORS",
+    "ATTENTION_KERNELS",
+    "CHECKPOINTING",
+    "CONFIG_KEY",
+    "CUDNN_SEARCH_CHOICES",
     "DATA_KINDS",
+    "DATA_LOCATIONS",
     "DECODERS",
+    "DEFAULT_OUTPUT",
+    "DEFAULT_SAMPLE_INTERVAL_S",
+    "LLM_IMPLS",
+    "MODES",
+    "OPTIMIZERS",
+    "PANELS",
+    "PRECISIONS",
     "STRATEGIES",
     "DataSource",
     "DdpSettings",
+    "option",
     "resolved_strategy",
 ]
-
-MODES = ("train", "infer")
-PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
-ACCELERATORS = ("auto", "gpu", "cpu")
-OPTIMIZERS = ("sgd", "adamw", "adam")
-DATA_LOCATIONS = ("device", "host")
-CUDNN_SEARCH_CHOICES = ("auto", "on", "off")
-DEFAULT_SAMPLE_INTERVAL_S = 0.1
-ATTENTION_KERNELS = ("flash", "efficient", "cudnn", "math")  # SDPA's backends, by name
-CHECKPOINTING = ("none", "selective", "full")  # --activation-checkpointing
-LLM_IMPLS = ("native", "hf")  # native: fused projections, written for the GPU; hf: transformers
-DEFAULT_OUTPUT = Path("results/benchmark.csv")
-# The fields that decide what was measured: two rows with equal keys are the same experiment.
-CONFIG_KEY = (
-    "model",
-    "mode",
-    "precision",
-    "batch_size",
-    "width",
-    "height",
-    "seq_len",
-    "devices",
-    "num_nodes",
-    "strategy",
-    "activation_checkpointing",
-    "channels_last",
-    "compile",
-    "cuda_graphs",
-    "llm_impl",
-    "attention",
-    "optimizer",
-    "data_on",
-    "data",
-    "data_workers",
-    "data_decode",
-)
-
-
-# The groups `--help` lists the run flags in, in this order (typer's help panels).
-PANELS = ("Workload", "Precision and compilation", "Measurement", "Devices", "Data", "Output",
-          "Telemetry")  # fmt: skip
-
-
-def option(default: object, help: str, *flags: str, switch: bool = False, panel: str = ""):
-    """A RunConfig field that is a command-line flag: its default, its help (the one place it
-    is written), its names when they are not `--field-name`, whether it is an on-only switch
-    (`--json`) rather than a `--name/--no-name` pair, and its group in `--help` (PANELS)."""
-    assert panel in PANELS, panel
-    metadata = {"help": help, "flags": flags, "switch": switch, "panel": panel}
-    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -249,9 +229,14 @@ class RunConfig:
         panel="Telemetry",
     )
     tags: RowTags = field(
-        default_factory=RowTags, metadata={"help": "KEY=VALUE recorded as a column.",
-                                           "flags": ("--tag",), "switch": False, "panel": "Output"}
-    )  # fmt: skip
+        default_factory=RowTags,
+        metadata={
+            "help": "KEY=VALUE recorded as a column.",
+            "flags": ("--tag",),
+            "switch": False,
+            "panel": "Output",
+        },
+    )
 
     def __post_init__(self) -> None:
         _check_choice("--mode", self.mode, MODES)

@@ -40,9 +40,20 @@ def _taps(center, support):
 
 @triton.jit
 def _crop_rows(
-    meta, scale, shift, out, out_h, out_w, s_n, s_c, s_y, s_x, FIELDS: tl.constexpr,
-    ROWS: tl.constexpr, BLOCK_X: tl.constexpr,
-):  # fmt: skip
+    meta,
+    scale,
+    shift,
+    out,
+    out_h,
+    out_w,
+    s_n,
+    s_c,
+    s_y,
+    s_x,
+    FIELDS: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_X: tl.constexpr,
+):
     """Program (image, tile of ROWS output rows): each source row the tile's filters reach is
     resized across once (the columns' taps), then weighed into every output row of the tile
     (the rows' taps; the triangle is zero for a row the source row is outside of)."""
@@ -50,13 +61,10 @@ def _crop_rows(
     row0 = tl.program_id(1) * ROWS
     base = meta + n * FIELDS
     source = tl.load(base).to(tl.pointer_type(tl.uint8))
-    height = tl.load(base + 1)
-    width = tl.load(base + 2)
+    height, width = tl.load(base + 1), tl.load(base + 2)
     sc, sy, sx = tl.load(base + 3), tl.load(base + 4), tl.load(base + 5)
-    x0 = tl.load(base + 6).to(tl.float32)
-    y0 = tl.load(base + 7).to(tl.float32)
-    x1 = tl.load(base + 8).to(tl.float32)
-    y1 = tl.load(base + 9).to(tl.float32)
+    x0, y0 = tl.load(base + 6).to(tl.float32), tl.load(base + 7).to(tl.float32)
+    x1, y1 = tl.load(base + 8).to(tl.float32), tl.load(base + 9).to(tl.float32)
     flip = tl.load(base + 10)
     # columns: a vector of output pixels, mirrored where the image is flipped
     xs = tl.arange(0, BLOCK_X)
@@ -123,8 +131,9 @@ def _store(target, value, channel, scale, shift, s_c, valid):
 def image_table(images: list[torch.Tensor]) -> torch.Tensor:
     """(N, 6) int64 on the host: each uint8 CHW image's address, height, width and strides
     (channel, row, column), as `crop_normalise` reads them."""
-    return torch.tensor([[img.data_ptr(), *img.shape[1:], *img.stride()] for img in images],
-                        dtype=torch.int64)  # fmt: skip
+    return torch.tensor(
+        [[img.data_ptr(), *img.shape[1:], *img.stride()] for img in images], dtype=torch.int64
+    )
 
 
 def interleaved_table(
@@ -157,6 +166,16 @@ def crop_normalise(
         meta = meta.pin_memory().to(out.device, non_blocking=True)
     block = triton.next_power_of_2(out_w)
     grid = (count, triton.cdiv(out_h, ROWS))
-    _crop_rows[grid](meta, scale, shift, out, out_h, out_w, *out.stride(), FIELDS=FIELDS,
-                     ROWS=ROWS, BLOCK_X=block)  # fmt: skip
+    _crop_rows[grid](
+        meta,
+        scale,
+        shift,
+        out,
+        out_h,
+        out_w,
+        *out.stride(),
+        FIELDS=FIELDS,
+        ROWS=ROWS,
+        BLOCK_X=block,
+    )
     return out

@@ -25,10 +25,17 @@ OUTPUT_RGBI = 5  # nvjpegOutputFormat_t: interleaved RGB, written to channel[0]
 MAX_COMPONENT = 4
 IMAGE_INT64S = 8  # nvjpegImage_t: 4 channel pointers, then 4 size_t pitches (64 bytes)
 STATUS = {
-    1: "not initialized", 2: "invalid parameter", 3: "bad JPEG", 4: "JPEG not supported",
-    5: "allocator failure", 6: "execution failed", 7: "no JPEG engine on this GPU",
-    8: "internal error", 9: "not implemented", 10: "incomplete bitstream",
-}  # fmt: skip
+    1: "not initialized",
+    2: "invalid parameter",
+    3: "bad JPEG",
+    4: "JPEG not supported",
+    5: "allocator failure",
+    6: "execution failed",
+    7: "no JPEG engine on this GPU",
+    8: "internal error",
+    9: "not implemented",
+    10: "incomplete bitstream",
+}
 
 
 class Unavailable(RuntimeError):
@@ -65,8 +72,12 @@ class HardwareJpeg:
         if path is None:
             raise Unavailable("no nvJPEG library")
         lib = ctypes.CDLL(path)
-        for name in ("nvjpegCreateEx", "nvjpegJpegStateCreate", "nvjpegDecodeBatchedInitialize",
-                     "nvjpegDecodeBatched"):  # fmt: skip
+        for name in (
+            "nvjpegCreateEx",
+            "nvjpegJpegStateCreate",
+            "nvjpegDecodeBatchedInitialize",
+            "nvjpegDecodeBatched",
+        ):
             getattr(lib, name).restype = ctypes.c_int
         lib.nvjpegDecodeBatched.argtypes = [ctypes.c_void_p] * 6
         self._lib = lib
@@ -108,8 +119,12 @@ class HardwareJpeg:
         images[:, MAX_COMPONENT] = widths * 3  # pitch[0]
         sizes_t = lengths.to(torch.int64).contiguous()
         status = self._lib.nvjpegDecodeBatched(
-            self._handle, self._state, sources.data_ptr(), sizes_t.data_ptr(),
-            images.data_ptr(), stream,
-        )  # fmt: skip
+            self._handle,
+            self._state,
+            sources.data_ptr(),
+            sizes_t.data_ptr(),
+            images.data_ptr(),
+            stream,
+        )
         _check(status, "batched decode")
         return buffer, starts

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from dlbench.data.images import DeviceImages
+from dlbench.data.device_images import DeviceImages
 from dlbench.data.pipeline import Pipeline
 from dlbench.workloads import InputShape
 

@@ -17,8 +17,18 @@ from dlbench.peak.search import Shape, matmul_shapes, search_best
 MIB = 2**20
 MATMUL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 # Share of the time budget each measurement gets (bf16 first: MFU's usual denominator).
-BUDGET_SHARES = {"bf16": 0.24, "fp16": 0.12, "fp8": 0.12, "tf32": 0.1, "fp32": 0.08,
-                 "read": 0.1, "copy": 0.08, "h2d": 0.06, "d2h": 0.06, "p2p": 0.04}  # fmt: skip
+BUDGET_SHARES = {
+    "bf16": 0.24,
+    "fp16": 0.12,
+    "fp8": 0.12,
+    "tf32": 0.1,
+    "fp32": 0.08,
+    "read": 0.1,
+    "copy": 0.08,
+    "h2d": 0.06,
+    "d2h": 0.06,
+    "p2p": 0.04,
+}
 PROBE_S = 0.1  # each candidate timed about this long (a hundred 8192-cubed bf16 products)
 SUSTAIN_SHARE = 0.3  # of a measurement's budget: the best shape again, for longer
 MAX_SUSTAIN_S = 1.5
@@ -26,8 +36,12 @@ BF16_SUSTAIN_S = 5.0  # bf16's longer measurement: the power cap's averaging set
 GPU_LARGEST_SIDE, CPU_LARGEST_SIDE = 16384, 256
 GPU_BUFFER_MIB = (2048, 1024, 4096, 512, 256)  # memory, host and peer copies, likely best first
 CPU_BUFFER_MIB = (64, 16)
-_TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
-                 "bf16": torch.bfloat16}  # fmt: skip
+_TORCH_DTYPES = {
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
 
 
 def seconds_per_call(op: Callable[[], object], device: torch.device, seconds: float) -> float:

@@ -27,8 +27,12 @@ from dlbench.results.verdict import impossible_peak, verdict_columns
 from dlbench.telemetry.monitor import open_monitor
 
 # Units of the host and peer copies and of memory: the name suffixes of their columns.
-_RATE_COLUMNS = {"read": "attained_read_tb_s", "copy": "attained_copy_tb_s",
-                 "h2d": "attained_h2d_gb_s", "d2h": "attained_d2h_gb_s"}  # fmt: skip
+_RATE_COLUMNS = {
+    "read": "attained_read_tb_s",
+    "copy": "attained_copy_tb_s",
+    "h2d": "attained_h2d_gb_s",
+    "d2h": "attained_d2h_gb_s",
+}
 
 
 def peak_devices(accelerator: str, devices: str) -> list[torch.device]:
@@ -97,8 +101,12 @@ def peer_columns(pairs: list[tuple[str, float]]) -> dict[str, object]:
 def attained_figures(row: dict) -> dict[str, object]:
     """What a later run divides by: matmul per dtype and memory read, with the row's id."""
     figures = {d: row.get(f"attained_{d}_tflops") for d in MATMUL_DTYPES}
-    return {**figures, "read_tb_s": row.get("attained_read_tb_s"), "run_id": row["run_id"],
-            "timestamp": row["timestamp"]}  # fmt: skip
+    return {
+        **figures,
+        "read_tb_s": row.get("attained_read_tb_s"),
+        "run_id": row["run_id"],
+        "timestamp": row["timestamp"],
+    }
 
 
 def run_peak(
@@ -168,12 +176,21 @@ def _label(device: torch.device) -> str:
     return f"GPU {device.index} ({torch.cuda.get_device_name(device)})"
 
 
-SHOWN = {"gpu_index": "GPU", "gpu_name": "model", "attained_bf16_tflops": "bf16 TFLOP/s",
-         "attained_bf16_datasheet_share": "of datasheet", "attained_fp8_tflops": "fp8 TFLOP/s",
-         "attained_read_tb_s": "read TB/s", "attained_read_datasheet_share": "of datasheet ",
-         "attained_h2d_gb_s": "H2D GB/s", "attained_d2h_gb_s": "D2H GB/s",
-         "attained_p2p_gb_s": "P2P GB/s", "siblings_share": "of siblings", "verdict": "verdict",
-         "verdict_reasons": "why"}  # fmt: skip
+SHOWN = {
+    "gpu_index": "GPU",
+    "gpu_name": "model",
+    "attained_bf16_tflops": "bf16 TFLOP/s",
+    "attained_bf16_datasheet_share": "of datasheet",
+    "attained_fp8_tflops": "fp8 TFLOP/s",
+    "attained_read_tb_s": "read TB/s",
+    "attained_read_datasheet_share": "of datasheet ",
+    "attained_h2d_gb_s": "H2D GB/s",
+    "attained_d2h_gb_s": "D2H GB/s",
+    "attained_p2p_gb_s": "P2P GB/s",
+    "siblings_share": "of siblings",
+    "verdict": "verdict",
+    "verdict_reasons": "why",
+}
 
 
 def show_peaks(rows: list[dict]) -> None:

@@ -19,9 +19,12 @@ from dlbench.startup import WORK_QUEUES_VARIABLE
 _PACKAGES = ("lightning", "timm", "transformers", "segmentation-models-pytorch")
 # Variables that change how CUDA queues work or keeps memory (the row's cuda_env).
 CUDA_VARIABLES = (
-    WORK_QUEUES_VARIABLE, "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
-    "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
-)  # fmt: skip
+    WORK_QUEUES_VARIABLE,
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_MODULE_LOADING",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING",
+)
 
 
 def _version(package: str) -> str:

@@ -10,8 +10,14 @@ from collections.abc import Sequence
 
 # Sums over the job's GPUs: what the job drew (peak_power_w sums each GPU's highest sample, a
 # bound on the job's highest draw).
-SUMMED = ("energy_j", "energy_counter_j", "energy_integral_j", "avg_power_w", "peak_power_w",
-          "idle_power_w")  # fmt: skip
+SUMMED = (
+    "energy_j",
+    "energy_counter_j",
+    "energy_integral_j",
+    "avg_power_w",
+    "peak_power_w",
+    "idle_power_w",
+)
 HIGHEST = ("temp_max_c", "throttle_pct", "mem_used_max_mb", "other_gpu_processes")
 
 

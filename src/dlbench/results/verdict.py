@@ -198,12 +198,25 @@ def advice(row: dict) -> str:
     """One line: the verdict, what made it, and what to change."""
     reasons, notes = reasons_and_notes(row)
     values = {**row}
-    for key in ("window_s", "min_time_s", "step_time_stdev_pct", "data_wait_pct",
-                "throughput_interval_pct", "step_time_robust_spread_pct", "step_outliers",
-                "step_outlier_time_pct", "step_time_drift_pct",
-                "sm_clock_below_base_pct", "throttle_pct", "steps", "siblings_share", "siblings",
-                "attained_bf16_datasheet_share", "attained_read_datasheet_share",
-                "attained_datasheet_share_max"):  # fmt: skip
+    for key in (
+        "window_s",
+        "min_time_s",
+        "step_time_stdev_pct",
+        "data_wait_pct",
+        "throughput_interval_pct",
+        "step_time_robust_spread_pct",
+        "step_outliers",
+        "step_outlier_time_pct",
+        "step_time_drift_pct",
+        "sm_clock_below_base_pct",
+        "throttle_pct",
+        "steps",
+        "siblings_share",
+        "siblings",
+        "attained_bf16_datasheet_share",
+        "attained_read_datasheet_share",
+        "attained_datasheet_share_max",
+    ):
         values[key] = _number(row, key) or 0.0
     values["min_spread_steps"] = MIN_SPREAD_STEPS
     if not reasons:

@@ -2,31 +2,28 @@
 
 Energy is only as good as its window. NVML's energy counter moves in steps (its update period,
 measured here once before any window), so a counter read at the edges can be off by one step at
-each. The sampler therefore reads the counter every COUNTER_POLL_S and times its steps: the
-energy between the first and last step inside the window, scaled to the window, needs
-TIMED_PERIODS steps where the edges alone need COUNTER_PERIODS. NVML's power reading is a
-trailing average on recent GPUs, so integrating it needs a window of seconds
+each. The sampler (telemetry.sampler) therefore reads the counter every COUNTER_POLL_S and
+times its steps: the energy between the first and last step inside the window, scaled to the
+window, needs TIMED_PERIODS steps where the edges alone need COUNTER_PERIODS. NVML's power
+reading is a trailing average on recent GPUs, so integrating it needs a window of seconds
 (docs/decisions.md#energy-window). A row whose window is shorter says so in `energy_quality` and
 carries no energy figure, only the raw readings."""
 
 from __future__ import annotations
 
-import csv
 import statistics
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from itertools import pairwise
 from pathlib import Path
 
 import torch
 
 from dlbench.console import stderr
 from dlbench.telemetry.base import GpuBackend, Reading
+from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS, GpuFacts, counter_update_period
 from dlbench.telemetry.isolation import IsolationCheck
 from dlbench.telemetry.nvml import NvmlBackend, provided_nvml
 from dlbench.telemetry.rapl import RaplReader
+from dlbench.telemetry.sampler import Sampler, write_log
 from dlbench.telemetry.window import (
     TIMED_PERIODS,
     Energy,
@@ -38,59 +35,7 @@ from dlbench.telemetry.window import (
 )
 
 MIN_INTEGRAL_WINDOW_S = 5.0  # NVML's power is a trailing average: integrate over seconds
-PERIOD_PROBE_S = 0.5  # longest time spent finding the counter's update period (before the window)
-PERIOD_POLL_S = 0.001
-# The sampler reads the energy counters this often in a window to time their steps: a step seen
-# this late at each end of the window is a small share of a window of TIMED_PERIODS periods.
-COUNTER_POLL_S = 0.002
 IDLE_BASELINE_S = 2.0  # power sampled on a quiet GPU before warm-up: the run's idle baseline
-IDLE_REUSE_S = 600.0  # a process's idle sample of a GPU serves its later runs this long
-
-
-@dataclass
-class GpuFacts:
-    """What one process found out about its GPUs once, by GPU (backend, identity, names), so
-    that a sweep worker's later points need not measure it again
-    (docs/decisions.md#idle-baseline-reuse): the energy counter's update period, and the idle
-    baseline with the monotonic time it was sampled (served for IDLE_REUSE_S)."""
-
-    counter_periods: dict[tuple, float | None] = field(default_factory=dict)
-    idle_baselines: dict[tuple, tuple[float, float]] = field(default_factory=dict)
-
-    def counter_period(self, gpus: tuple, measure: Callable[[], float | None]) -> float | None:
-        if gpus not in self.counter_periods:
-            self.counter_periods[gpus] = measure()
-        return self.counter_periods[gpus]
-
-    def idle_baseline(self, gpus: tuple, now: float) -> tuple[float, float] | None:
-        """(watts, age in seconds) of a baseline young enough to serve, else None."""
-        kept = self.idle_baselines.get(gpus)
-        if kept and now - kept[0] < IDLE_REUSE_S:
-            return kept[1], now - kept[0]
-        return None
-
-
-# This process's facts: every monitor shares them unless given its own.
-PROCESS_GPU_FACTS = GpuFacts()
-
-
-def counter_update_period(read: Callable[[], float | None], budget_s: float = PERIOD_PROBE_S):
-    """Seconds between changes of a cumulative counter, by polling it (median of the gaps
-    between changes); `budget_s` as a lower bound if it did not change twice; None if unreadable."""
-    first = read()
-    if first is None:
-        return None
-    changes: list[float] = []
-    last, started = first, time.monotonic()
-    while time.monotonic() - started < budget_s and len(changes) < 5:
-        time.sleep(PERIOD_POLL_S)
-        value = read()
-        if value is not None and value != last:
-            changes.append(time.monotonic())
-            last = value
-    if len(changes) < 2:
-        return budget_s
-    return statistics.median(b - a for a, b in pairwise(changes))
 
 
 class TelemetryMonitor:
@@ -113,8 +58,7 @@ class TelemetryMonitor:
         self.log_path = log_path
         self.devices = list(range(len(gpu.device_names))) if gpu else []
         self.readings: list[Reading] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.sampler: Sampler | None = None
         self._t0 = self._t1 = 0.0
         self._energy0: list[float | None] = []
         self._energy1: list[float | None] = []
@@ -155,40 +99,15 @@ class TelemetryMonitor:
             self.facts.idle_baselines[self._gpus] = (time.monotonic(), self.idle_power_w)
             self.idle_power_age_s = 0.0
 
-    def _sample_all(self) -> None:
-        now = time.monotonic()
-        for d in self.devices:
-            self.readings.append(self.gpu.read(d, now))
-
-    def _run(self) -> None:
-        """Sample every interval; in between, read the energy counters (where they step slower
-        than COUNTER_POLL_S) and keep each change with the time it was seen."""
-        timing = self.counter_period_s is not None and self.counter_period_s > COUNTER_POLL_S
-        last = {d: self.gpu.energy_j(d) for d in self.devices} if timing else {}
-        self._steps = {d: [] for d in last}
-        next_sample = time.monotonic() + self.interval_s
-        while not self._stop.wait(COUNTER_POLL_S if timing else self.interval_s):
-            now = time.monotonic()
-            for d in last:
-                value = self.gpu.energy_j(d)
-                if value is not None and last[d] is not None and value != last[d]:
-                    self._steps[d].append((now, value))
-                last[d] = value
-            if now >= next_sample:
-                self._sample_all()
-                next_sample += self.interval_s
-
     def begin_window(self) -> None:
         """Start sampling, then read the counters last, the window's start time beside them;
         called right after the device synchronized."""
-        self.readings.clear()
+        self.readings, self._steps = [], {}
         self.isolation.reset()
         if self.gpu:
             self.isolation.check(self.gpu, self.devices)
-            self._sample_all()
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="dlbench-telemetry", daemon=True)
-            self._thread.start()
+            self.sampler = Sampler(self.gpu, self.devices, self.interval_s, self.counter_period_s)
+            self.sampler.start()
         if self.cpu:
             self.cpu.begin()
         if self.gpu:
@@ -203,14 +122,11 @@ class TelemetryMonitor:
             self._energy1 = [self.gpu.energy_j(d) for d in self.devices]
         if self.cpu:
             self._cpu_j = self.cpu.end_j()
-        if self.gpu:
-            self._stop.set()
-            if self._thread:
-                self._thread.join()
-            self._sample_all()
+        if self.sampler:
+            self.readings, self._steps = self.sampler.stop()
             self.isolation.check(self.gpu, self.devices)
         if self.log_path and self.readings:
-            self._write_log()
+            write_log(self.log_path, self.readings)
         self.measurement = self._measure()
         return self.measurement
 
@@ -226,8 +142,9 @@ class TelemetryMonitor:
         if self.counter_period_s is None or not self._steps:
             return None
         span = TIMED_PERIODS * self.counter_period_s
-        each = [timed_counter_j(self._steps.get(d, []), self._t0, self._t1, span)
-                for d in self.devices]  # fmt: skip
+        each = [
+            timed_counter_j(self._steps.get(d, []), self._t0, self._t1, span) for d in self.devices
+        ]
         return None if any(e is None for e in each) else sum(each)
 
     def _measure(self) -> WindowMeasurement:
@@ -236,8 +153,10 @@ class TelemetryMonitor:
         window_s = self._t1 - self._t0
         bases = {d: self.gpu.base_sm_clock_mhz(d) for d in self.devices}
         limits = {self.gpu.power_limit_w(d) for d in self.devices}
-        low = [below_base_pct([r for r in self.readings if r.device == d], bases[d])
-               for d in self.devices]  # fmt: skip
+        low = [
+            below_base_pct([r for r in self.readings if r.device == d], bases[d])
+            for d in self.devices
+        ]
         energy = Energy.of(
             self.gpu.name,
             self._counter_j(),
@@ -268,16 +187,6 @@ class TelemetryMonitor:
     def summary(self) -> dict[str, object]:
         """Telemetry columns for the row, from the last window; empty when nothing was read."""
         return self.measurement.columns()
-
-    def _write_log(self) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        fields = list(asdict(self.readings[0]))
-        new = not self.log_path.exists()
-        with self.log_path.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=fields)
-            if new:
-                writer.writeheader()
-            writer.writerows(asdict(r) for r in self.readings)
 
     def close(self) -> None:
         if self.gpu:

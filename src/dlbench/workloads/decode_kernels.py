@@ -12,11 +12,10 @@ the RMSNorm before it and the residual add after it, which would otherwise be a 
 
 Attention of the one new query to the static cache: PyTorch picks cuDNN's kernel for these
 shapes, which reads the whole cache under a mask, after inductor's kernels for RoPE and the
-cache writes;
-here one kernel rotates the new query and key, writes the cache and attends, one program per
-query head reading its kv head's cache up to the position only, with the softmax online; RoPE
-is formed in the kernel from the model's frequencies. The greedy token and the position's
-step are two more kernels, so a batch-1 step is these kernels and one embedding lookup.
+cache writes; here one kernel rotates the new query and key, writes the cache and attends, one
+program per query head reading its kv head's cache up to the position only, with the softmax
+online; RoPE is formed in the kernel from the model's frequencies. The greedy token and the
+position's step are two more kernels, so a batch-1 step is these kernels and one lookup.
 
 On sm_90 and later each kernel is launched as a programmatic dependent of the one before
 (PDL): it starts while that one finishes, reads what no kernel of the step writes (weights,
@@ -87,10 +86,21 @@ def _bench(kernel_call, quantiles):
 @triton.autotune(configs=CONFIGS, key=["N", "K", "GATED", "NORM", "RESIDUAL"], do_bench=_bench)
 @triton.jit
 def gemv_kernel(
-    x, w, y, norm_weight, residual, N, K, eps,
-    GATED: tl.constexpr, NORM: tl.constexpr, RESIDUAL: tl.constexpr, PDL: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):  # fmt: skip
+    x,
+    w,
+    y,
+    norm_weight,
+    residual,
+    N,
+    K,
+    eps,
+    GATED: tl.constexpr,
+    NORM: tl.constexpr,
+    RESIDUAL: tl.constexpr,
+    PDL: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     """y[n] = sum_k w[n, k] * v[k] (+ residual[n]); v is x (K values), or GATED silu(x[:K]) *
     x[K:2K], or NORM x scaled to unit root mean square and by norm_weight (RMSNorm: the sum of
     squares is formed in the same pass, the scale applied to the sums). Rounded to x's dtype
@@ -140,11 +150,19 @@ def gemv(
         return (triton.cdiv(n, meta["BLOCK_N"]),)
 
     wrap_triton(gemv_kernel)[grid](
-        x, weight, y, x if norm_weight is None else norm_weight,
-        x if residual is None else residual, n, k, eps,
-        GATED=gated, NORM=norm_weight is not None, RESIDUAL=residual is not None,
+        x,
+        weight,
+        y,
+        x if norm_weight is None else norm_weight,
+        x if residual is None else residual,
+        n,
+        k,
+        eps,
+        GATED=gated,
+        NORM=norm_weight is not None,
+        RESIDUAL=residual is not None,
         **_dependent_launch(x),
-    )  # fmt: skip
+    )
     return y
 
 
@@ -181,9 +199,20 @@ def _attend_block(k, v, ok, query, best, acc, total):
 
 @triton.jit
 def decode_attention_kernel(
-    qkv, keys, values, out, position, inv_freq, rope_scaling, scale, max_len,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_L: tl.constexpr, PDL: tl.constexpr,
-):  # fmt: skip
+    qkv,
+    keys,
+    values,
+    out,
+    position,
+    inv_freq,
+    rope_scaling,
+    scale,
+    max_len,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_L: tl.constexpr,
+    PDL: tl.constexpr,
+):
     """Program (head, sequence): RoPE on the new query and key (halves swapped), the new key
     and value written to the cache at `position` (by the group's first head), then one query
     head's attention over positions 0..position: the new one from registers, the earlier
@@ -261,11 +290,21 @@ def decode_attention(
     kv_heads, max_len, head_dim = keys.shape[1], keys.shape[2], keys.shape[3]
     out = torch.empty(batch, heads * head_dim, dtype=qkv.dtype, device=qkv.device)
     wrap_triton(decode_attention_kernel)[(heads, batch)](
-        qkv, keys, values, out, position, inv_freq, rope_scaling, head_dim**-0.5, max_len,
-        GROUP=heads // kv_heads, HEAD_DIM=head_dim,
+        qkv,
+        keys,
+        values,
+        out,
+        position,
+        inv_freq,
+        rope_scaling,
+        head_dim**-0.5,
+        max_len,
+        GROUP=heads // kv_heads,
+        HEAD_DIM=head_dim,
         BLOCK_L=min(ATTENTION_BLOCK, triton.next_power_of_2(max_len)),
-        num_warps=ATTENTION_WARPS, **_dependent_launch(qkv),
-    )  # fmt: skip
+        num_warps=ATTENTION_WARPS,
+        **_dependent_launch(qkv),
+    )
     return out
 
 
@@ -283,7 +322,7 @@ def greedy_block_kernel(logits, values, indices, V, BLOCK: tl.constexpr, PDL: tl
 @triton.jit
 def greedy_pick_kernel(
     values, indices, token, position, BLOCKS, BLOCK: tl.constexpr, PDL: tl.constexpr
-):  # fmt: skip
+):
     """The first block holding the maximum gives the token; the position moves on by one."""
     _await_inputs(PDL)
     at = tl.arange(0, BLOCK)

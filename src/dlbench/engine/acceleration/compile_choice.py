@@ -21,9 +21,20 @@ COMPILE_CHOICE = MeasuredChoice("compile_choice.json", default=COMPILED, other=E
 
 # The settings that make a latency point what it is, whichever way it runs.
 POINT_FIELDS = (
-    "model", "mode", "batch_size", "width", "height", "seq_len", "precision", "channels_last",
-    "cuda_graphs", "attention", "cudnn_search", "data_on", "data",
-)  # fmt: skip
+    "model",
+    "mode",
+    "batch_size",
+    "width",
+    "height",
+    "seq_len",
+    "precision",
+    "channels_last",
+    "cuda_graphs",
+    "attention",
+    "cudnn_search",
+    "data_on",
+    "data",
+)
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,21 @@ CUDNN_CHOICE = MeasuredChoice("cudnn_search.json", default=HEURISTICS, other=SEA
 # The settings that make one point's convolutions what they are (shapes, dtypes, layout and
 # what runs them).
 POINT_FIELDS = (
-    "model", "mode", "batch_size", "width", "height", "seq_len", "precision",
-    "channels_last", "compile", "cuda_graphs", "optimizer", "data_on", "data", "devices",
-)  # fmt: skip
+    "model",
+    "mode",
+    "batch_size",
+    "width",
+    "height",
+    "seq_len",
+    "precision",
+    "channels_last",
+    "compile",
+    "cuda_graphs",
+    "optimizer",
+    "data_on",
+    "data",
+    "devices",
+)
 
 
 @dataclass

@@ -1,0 +1,64 @@
+"""The run flags' vocabulary: the values each may take, the fields that make a row's key, the
+groups of `--help`, and how a RunConfig field is declared as a flag."""
+
+from __future__ import annotations
+
+from dataclasses import field
+from pathlib import Path
+
+MODES = ("train", "infer")
+PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
+ACCELERATORS = ("auto", "gpu", "cpu")
+OPTIMIZERS = ("sgd", "adamw", "adam")
+DATA_LOCATIONS = ("device", "host")
+CUDNN_SEARCH_CHOICES = ("auto", "on", "off")
+DEFAULT_SAMPLE_INTERVAL_S = 0.1
+ATTENTION_KERNELS = ("flash", "efficient", "cudnn", "math")  # SDPA's backends, by name
+CHECKPOINTING = ("none", "selective", "full")  # --activation-checkpointing
+LLM_IMPLS = ("native", "hf")  # native: fused projections, written for the GPU; hf: transformers
+DEFAULT_OUTPUT = Path("results/benchmark.csv")
+# The fields that decide what was measured: two rows with equal keys are the same experiment.
+CONFIG_KEY = (
+    "model",
+    "mode",
+    "precision",
+    "batch_size",
+    "width",
+    "height",
+    "seq_len",
+    "devices",
+    "num_nodes",
+    "strategy",
+    "activation_checkpointing",
+    "channels_last",
+    "compile",
+    "cuda_graphs",
+    "llm_impl",
+    "attention",
+    "optimizer",
+    "data_on",
+    "data",
+    "data_workers",
+    "data_decode",
+)
+
+
+# The groups `--help` lists the run flags in, in this order (typer's help panels).
+PANELS = (
+    "Workload",
+    "Precision and compilation",
+    "Measurement",
+    "Devices",
+    "Data",
+    "Output",
+    "Telemetry",
+)
+
+
+def option(default: object, help: str, *flags: str, switch: bool = False, panel: str = ""):
+    """A RunConfig field that is a command-line flag: its default, its help (the one place it
+    is written), its names when they are not `--field-name`, whether it is an on-only switch
+    (`--json`) rather than a `--name/--no-name` pair, and its group in `--help` (PANELS)."""
+    assert panel in PANELS, panel
+    metadata = {"help": help, "flags": flags, "switch": switch, "panel": panel}
+    return field(default=default, metadata=metadata)
