@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlbench.engine.acceleration.measured_choice import MeasuredChoice, point_key
+from dlbench.engine.acceleration.measured_choice import POINT_SHAPE, MeasuredChoice, point_key
 from dlbench.engine.plan import Plan
 
 COMPILED, EAGER = "compiled", "eager"
@@ -21,14 +21,7 @@ COMPILE_CHOICE = MeasuredChoice("compile_choice.json", default=COMPILED, other=E
 
 # The settings that make a latency point what it is, whichever way it runs.
 POINT_FIELDS = (
-    "model",
-    "mode",
-    "batch_size",
-    "width",
-    "height",
-    "seq_len",
-    "precision",
-    "channels_last",
+    *POINT_SHAPE,
     "cuda_graphs",
     "attention",
     "cudnn_search",

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from dlbench.config import RunConfig
-from dlbench.engine.acceleration.measured_choice import MeasuredChoice, point_key
+from dlbench.engine.acceleration.measured_choice import POINT_SHAPE, MeasuredChoice, point_key
 
 SEARCHED, HEURISTICS = "searched", "heuristics"
 CUDNN_CHOICE = MeasuredChoice("cudnn_search.json", default=HEURISTICS, other=SEARCHED)
@@ -27,14 +27,7 @@ CUDNN_CHOICE = MeasuredChoice("cudnn_search.json", default=HEURISTICS, other=SEA
 # The settings that make one point's convolutions what they are (shapes, dtypes, layout and
 # what runs them).
 POINT_FIELDS = (
-    "model",
-    "mode",
-    "batch_size",
-    "width",
-    "height",
-    "seq_len",
-    "precision",
-    "channels_last",
+    *POINT_SHAPE,
     "compile",
     "cuda_graphs",
     "optimizer",

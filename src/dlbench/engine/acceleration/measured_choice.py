@@ -20,6 +20,17 @@ from dlbench.config import RunConfig
 # The other way is taken where its step was shorter than the default's by more than this; below
 # it, switching buys less than a repeated row's spread.
 MIN_GAIN_PCT = 1.0
+# The settings that make any point's tensors what they are; each choice adds what else decides it.
+POINT_SHAPE = (
+    "model",
+    "mode",
+    "batch_size",
+    "width",
+    "height",
+    "seq_len",
+    "precision",
+    "channels_last",
+)
 
 
 def point_key(config: RunConfig, fields: tuple[str, ...]) -> str:

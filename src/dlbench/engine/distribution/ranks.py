@@ -9,22 +9,15 @@ import torch
 
 from dlbench.engine.distribution.devices import gpu_uuid
 from dlbench.engine.timing.loop import Agreement, LoopResult
+from dlbench.results.job import HIGHEST, SUMMED
 from dlbench.telemetry.isolation import own_process_ids
 
 # What each rank's telemetry says of its own GPU, gathered once after the window: the job's row
 # sums or bounds them (results.job), the side file shows them by rank.
 RANK_TELEMETRY = (
-    "energy_j",
-    "energy_counter_j",
-    "energy_integral_j",
-    "avg_power_w",
-    "peak_power_w",
-    "idle_power_w",
+    *SUMMED,
     "power_limit_w",
-    "temp_max_c",
-    "throttle_pct",
-    "mem_used_max_mb",
-    "other_gpu_processes",
+    *HIGHEST,
     "other_gpu_process_list",
     "gpu_processes_hidden",
     "cpu_energy_j",
