@@ -3,7 +3,6 @@ here means nothing ran. The scenario (train, infer or generate) is decided here,
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from dlbench.config import DdpSettings, RunConfig, resolved_strategy
@@ -81,8 +80,9 @@ def make_plan(config: RunConfig) -> Plan:
         sharding = ShardingPlan.of(precision, checkpointing, resolved.compile)
     if ignored:  # once the config is known to run: a refused one gets its one error line only
         stderr.print(f"[yellow]warning:[/yellow] this run ignores {'; '.join(ignored)}")
-    plan = Plan(resolved, workload, shape, devices, precision, ddp, sharding)
-    return dataclasses.replace(plan, compile_measured=config.compile is None and plan.latency_point)
+    latency = is_latency_point(scenario_of(workload, resolved.mode), resolved.batch_size, devices)
+    measured = config.compile is None and latency  # the record chooses (compile_choice)
+    return Plan(resolved, workload, shape, devices, precision, ddp, sharding, measured)
 
 
 def ignored_flags(config: RunConfig, workload: Workload) -> list[str]:
@@ -114,7 +114,8 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     """Fill the defaults that depend on the workload and the device: the optimizer its family
     trains with; for LLM generation on a GPU, compiled steps replayed as CUDA graphs and the
     real context length (prompt + new tokens) as seq_len; a latency point compiled."""
-    generation = scenario_of(workload, config.mode) == "generate"
+    scenario = scenario_of(workload, config.mode)
+    generation = scenario == "generate"
     on_gpu = devices.device_type == "cuda"
     if config.strategy == "fsdp":
         check_sharding(config, devices)
@@ -145,7 +146,6 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     if workload.native is not None and config.llm_impl is None:
         changes["llm_impl"] = "native"
     if config.compile is None:  # a latency point runs compiled until measured otherwise
-        scenario = scenario_of(workload, config.mode)
         latency = is_latency_point(scenario, config.batch_size, devices)
         changes["compile"] = (generation and on_gpu) or latency
     if config.cuda_graphs is None:  # inference replays short steps; training when asked

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dlbench.engine.benchmark import Measurement
 from dlbench.engine.distribution.ranks import RANK_TELEMETRY
+from dlbench.engine.plan import Plan
 from dlbench.results.row import RowBuilder, config_columns, identity
 
 
@@ -70,7 +71,7 @@ def measurement_row(
     return row.row()
 
 
-def _shape_columns(plan) -> dict[str, object]:
+def _shape_columns(plan: Plan) -> dict[str, object]:
     """The input as it ran: an image's width and height, a sequence's length."""
     shape, image = plan.shape, plan.workload.is_image
     return {

@@ -98,7 +98,7 @@ def rank_gpu_index(environ: Mapping[str, str] = os.environ) -> int:
     return 0
 
 
-def gpu_facts(index: int | None) -> dict[str, object]:
+def gpu_facts(index: int | torch.device | None) -> dict[str, object]:
     """One GPU's model, memory, capability and form factor (empty without a GPU): a row about
     GPU 2 states GPU 2's, not those of the rank's default GPU."""
     if index is None:

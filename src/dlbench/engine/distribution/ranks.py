@@ -9,6 +9,7 @@ import torch
 
 from dlbench.engine.distribution.devices import gpu_uuid
 from dlbench.engine.timing.loop import Agreement, LoopResult
+from dlbench.results.environment import gpu_facts
 from dlbench.results.job import HIGHEST, SUMMED
 from dlbench.telemetry.isolation import own_process_ids
 
@@ -59,13 +60,7 @@ def rank_facts(
         "device_index": device_index,
         "hostname": socket.gethostname(),
         "gpu_uuid": gpu_uuid(device),
-        "gpu_name": torch.cuda.get_device_name(device) if cuda else "",
-        "gpu_memory_mb": torch.cuda.get_device_properties(device).total_memory // 2**20
-        if cuda
-        else None,
-        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(device)))
-        if cuda
-        else "",
+        **gpu_facts(device if cuda else None),
     }
     facts.update(
         peak_memory_allocated_mb=torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
