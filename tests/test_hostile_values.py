@@ -65,13 +65,12 @@ def test_a_run_under_a_broken_job_id_and_cache_path_writes_rows_it_can_append_to
 def test_every_runconfig_field_survives_the_workers_round_trip(tmp_path):
     """A sweep worker gets its points as JSON: a path came back as text (`cache_dir`: every
     point of a plan that set it failed with a TypeError in the default worker)."""
-    import dataclasses
 
     from dlbench.config import RunConfig
     from dlbench.config.flags import config_args, config_from_json, config_to_json
     from dlbench.config.tags import RowTags
 
-    config = RunConfig(
+    config = RunConfig.of(
         model="vit", mode="infer", batch_size=3, n_iters=11, warmup_steps=2, precision="bf16-mixed",
         width=64, height=48, seq_len=64, prompt_len=8, new_tokens=9, accelerator="cpu",
         devices="2", num_nodes=2, strategy="ddp", ddp=("bucket_cap_mb=50",),
@@ -85,16 +84,15 @@ def test_every_runconfig_field_survives_the_workers_round_trip(tmp_path):
         strict=True, usd_per_hour=2.5, nvtx=True, breakdown=True,
         tags=RowTags({"purpose": "x"}, "process", "auto"),
     )  # fmt: skip
-    every = {f.name for f in dataclasses.fields(RunConfig)}
-    defaults = RunConfig()
-    assert {n for n in every if getattr(config, n) == getattr(defaults, n)} == set()
+    defaults = RunConfig().settings()
+    assert {k for k, v in config.settings().items() if v == defaults[k]} == set()
     back = config_from_json(json.loads(json.dumps(config_to_json(config))))
     assert back == config
-    assert isinstance(back.cache_dir, Path) and isinstance(back.telemetry_log, Path)
-    assert isinstance(back.tags, RowTags)
+    assert isinstance(back.acceleration.cache_dir, Path) and isinstance(back.telemetry.log, Path)
+    assert isinstance(back.output.tags, RowTags)
     words = config_args(config)  # the command line a sweep's own process gets
     pairs = [words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--tag"]
-    assert RowTags.of(dict(pairs)) == config.tags
+    assert RowTags.of(dict(pairs)) == config.output.tags
 
 
 PLAN = """
@@ -136,7 +134,7 @@ def test_yaml_values_are_read_as_the_user_meant_them(fixed, field, expected):
     from dlbench.sweep.plan_file import parse_plan
 
     plan = parse_plan(f"fixed: {{{fixed}}}\nruns:\n  - models: [resnet50]\n", "PLAN")
-    assert getattr(plan.points()[0].config(), field) == expected
+    assert plan.points()[0].config().setting(field) == expected
 
 
 @pytest.mark.parametrize(

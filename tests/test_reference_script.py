@@ -71,6 +71,12 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
     return calls
 
 
+def _model(called: object) -> object:
+    """The model a recorded call ran: a RunConfig's, else what the call got."""
+    workload = getattr(called, "workload", None)
+    return getattr(workload, "model", called)
+
+
 def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path: Path) -> None:
     lines = _dry_run(*PARTS, jpeg=tmp_path / "jpeg")
     commands = [shlex.split(line)[1:] for line in lines if line.startswith("dlbench ")]
@@ -96,12 +102,12 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
         result = runner.invoke(app, words)
         assert result.exit_code == 0, (words, result.output)
     assert executed[0] == ("peak", "auto")  # every GPU, before the plan that divides by it
-    models = [getattr(first, "model", first) for name, first in executed[1:] if name != "make-data"]
+    models = [_model(first) for name, first in executed[1:] if name != "make-data"]
     assert models == ["llm_8b", "resnet50", "resnet50", "resnet50",
                       f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "auto", "resnet50",
                       "vit", "llm_1b", "resnet50", "vit", *["llm_8b"] * 4, "llm_1b",
                       "resnet50"]  # fmt: skip
-    decodes = [first.data_decode for name, first in executed if name == "execute"]
+    decodes = [first.data.decode for name, first in executed if name == "execute"]
     assert decodes[2:4] == ["gpu", "cpu"]  # the JPEG part; the last is the two-node run
 
 

@@ -101,7 +101,7 @@ def _record_lost_rank(lost: RankLost, config: RunConfig, store: CsvStore, env: d
     launcher's SIGTERM waits until it is); every surviving rank exits non-zero."""
     try:
         if lost.global_rank == 0:
-            columns = {**config_columns(config), "run_id": config.run_id}
+            columns = {**config_columns(config), "run_id": config.output.run_id}
             columns["world_size"] = lost.world_size
             store.append(failure_row(columns, "failed", str(lost), env))
         lost.end_started_ranks()
@@ -119,10 +119,10 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     """Validate, run, append the row (rank 0 only) and print it; returns the exit code.
     With `auto_batch` the batch size is searched first (engine.autobatch)."""
     startup_s = since_command_start()
-    store = CsvStore(config.output)
+    store = CsvStore(config.output.path)
     store.check_writable()
     if auto_batch:
-        config = config.replace(tags=config.tags.with_facts(batch_size_mode="auto"))
+        config = config.replace(tags=config.output.tags.with_facts(batch_size_mode="auto"))
     plan = make_plan(config)
     env = collect_environment(plan.devices.device_type)
     cache = open_caches(config, env)
@@ -139,13 +139,15 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         if not out_of_memory(exc):
             raise
-        columns = {**config_columns(config), "run_id": config.run_id, **oom_columns(exc)}
+        columns = {**config_columns(config), "run_id": config.output.run_id, **oom_columns(exc)}
         if own_rank() != 0:  # every rank ran out alike; rank 0 records it
             return EXIT_OOM
         store.append(failure_row(columns, "oom", exception_line(exc), env))
+        work = config.workload
         stderr.print(
-            f"[red]out of memory:[/red] {config.model} {config.mode} batch {config.batch_size} "
-            f"at {config.precision} does not fit; recorded as status=oom in {config.output}"
+            f"[red]out of memory:[/red] {work.model} {work.mode} batch {work.batch_size} "
+            f"at {config.acceleration.precision} does not fit; recorded as status=oom in "
+            f"{config.output.path}"
         )
         return EXIT_OOM
     if measurement.global_rank != 0:
@@ -157,9 +159,9 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
         measurement.extra.update(search.columns())
     row = measurement_row(measurement, env)
     if measurement.world_size > 1:
-        side = per_rank_path(config.output)
+        side = per_rank_path(config.output.path)
         row["per_rank_file"] = side.name
         CsvStore(side).append_many(per_rank_rows(measurement, str(row["run_id"])))
     store.append(row)
-    show_result(row, config.json, advice(row))
-    return EXIT_INVALID if config.strict and row["verdict"] == "invalid" else EXIT_OK
+    show_result(row, config.output.json, advice(row))
+    return EXIT_INVALID if config.measurement.strict and row["verdict"] == "invalid" else EXIT_OK

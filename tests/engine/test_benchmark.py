@@ -53,7 +53,7 @@ register_workload(
 
 @pytest.mark.parametrize("mode", ["train", "infer"])
 def test_engine_measures_known_step_time_and_skips_warmup(mode):
-    config = RunConfig(
+    config = RunConfig.of(
         model="test_sleep", mode=mode, accelerator="cpu", batch_size=6, n_iters=8, warmup_steps=2
     )
     m = run_benchmark(make_plan(config))
@@ -66,14 +66,14 @@ def test_engine_measures_known_step_time_and_skips_warmup(mode):
 
 def test_plan_refuses_what_the_device_cannot_run():
     with pytest.raises(UserError, match="--precision"):
-        make_plan(RunConfig(model="resnet50", accelerator="cpu", precision="16-mixed"))
+        make_plan(RunConfig.of(model="resnet50", accelerator="cpu", precision="16-mixed"))
     with pytest.raises(UserError, match="--devices"):
-        make_plan(RunConfig(model="resnet50", accelerator="cpu", devices="100000"))
+        make_plan(RunConfig.of(model="resnet50", accelerator="cpu", devices="100000"))
     with pytest.raises(UserError, match="--width"):
-        make_plan(RunConfig(model="vit", accelerator="cpu", width=200))
+        make_plan(RunConfig.of(model="vit", accelerator="cpu", width=200))
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="--accelerator"):
-            make_plan(RunConfig(model="resnet50", accelerator="gpu"))
+            make_plan(RunConfig.of(model="resnet50", accelerator="gpu"))
 
 
 def test_synthetic_batches_are_made_on_the_device_that_holds_them(monkeypatch):
@@ -90,7 +90,7 @@ def test_synthetic_batches_are_made_on_the_device_that_holds_them(monkeypatch):
         asked.append(str(device))
         return real()  # no other device here: draw on the host, keep what was asked for
 
-    plan = make_plan(RunConfig(model="timm:test_resnet", accelerator="cpu", batch_size=2))
+    plan = make_plan(RunConfig.of(model="timm:test_resnet", accelerator="cpu", batch_size=2))
     fabric = SimpleNamespace(device=torch.device("cuda", 0), to_device=lambda t: t)
     fmt = torch.contiguous_format
     monkeypatch.setattr(torch, "Generator", generator)

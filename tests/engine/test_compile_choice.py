@@ -18,7 +18,7 @@ from dlbench.engine.distribution.devices import DevicePlan
 from dlbench.engine.plan import make_plan
 from tests.engine.test_caches import ENVIRONMENT
 
-LATENCY = RunConfig(model="mobilenet_v3", mode="infer", batch_size=1, precision="16-mixed")
+LATENCY = RunConfig.of(model="mobilenet_v3", mode="infer", batch_size=1, precision="16-mixed")
 
 
 @pytest.fixture(autouse=True)
@@ -41,17 +41,20 @@ def latency_key() -> str:
 def run_point(config: RunConfig, folder, median_s: float) -> tuple[bool, dict]:
     """What a run of the point does: plan, choose, and record its window's median."""
     choice = choose_compile(make_plan(config), folder)
-    return bool(choice.plan.config.compile), choice.finish(median_s, folder)
+    return bool(choice.plan.config.acceleration.compile), choice.finish(median_s, folder)
 
 
 def test_a_latency_point_runs_compiled_unless_the_flag_says_otherwise():
-    assert make_plan(LATENCY).config.compile is True and make_plan(LATENCY).compile_measured
+    assert (
+        make_plan(LATENCY).config.acceleration.compile is True
+        and make_plan(LATENCY).compile_measured
+    )
     forced = make_plan(LATENCY.replace(compile=False))
-    assert forced.config.compile is False and not forced.compile_measured
+    assert forced.config.acceleration.compile is False and not forced.compile_measured
     for other in (LATENCY.replace(batch_size=2), LATENCY.replace(mode="train"),
                   LATENCY.replace(devices="2")):  # fmt: skip
         plan = make_plan(other)
-        assert plan.config.compile is False and not plan.latency_point
+        assert plan.config.acceleration.compile is False and not plan.latency_point
 
 
 def test_eager_runs_once_the_record_says_it_won(tmp_path):
@@ -91,9 +94,9 @@ def test_another_point_or_gpu_does_not_read_the_record(tmp_path):
     assert run_point(LATENCY, folder, 0.001)[0] is False
     for other in (LATENCY.replace(precision="32"), LATENCY.replace(width=160),
                   LATENCY.replace(model="resnet50")):  # fmt: skip
-        assert choose_compile(make_plan(other), folder).plan.config.compile is True
+        assert choose_compile(make_plan(other), folder).plan.config.acceleration.compile is True
     elsewhere = use_caches(tmp_path, {**ENVIRONMENT, "gpu_name": "NVIDIA H200"})
-    assert choose_compile(make_plan(LATENCY), elsewhere).plan.config.compile is True
+    assert choose_compile(make_plan(LATENCY), elsewhere).plan.config.acceleration.compile is True
 
 
 def test_a_cold_run_or_another_point_records_nothing(tmp_path):

@@ -22,7 +22,7 @@ def point_key(config: RunConfig) -> str:
 
 
 GPU, CPU = torch.device("cuda"), torch.device("cpu")  # a device's type, no GPU needed
-CONFIG = RunConfig(model="mobilenet_v3", batch_size=512, precision="bf16-mixed")
+CONFIG = RunConfig.of(model="mobilenet_v3", batch_size=512, precision="bf16-mixed")
 
 
 @pytest.fixture(autouse=True)

@@ -76,7 +76,7 @@ def test_generation_row_records_context_prefills_path_and_attention(csv_path):
 @pytest.mark.e2e
 def test_compiled_steps_give_eager_tokens_and_compile_stays_in_warmup(monkeypatch):
     monkeypatch.setattr(generation, "COORDINATE_DESCENT_MAX_BATCH", 2)  # tuned at this batch
-    config = RunConfig(
+    config = RunConfig.of(
         model="llm_tiny",
         mode="infer",
         accelerator="cpu",

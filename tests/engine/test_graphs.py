@@ -20,7 +20,7 @@ def cpu_capture(monkeypatch):
 
 
 def _run(tmp_path, model: str, mode: str) -> dict[str, str]:
-    config = RunConfig(
+    config = RunConfig.of(
         model=model, mode=mode, accelerator="cpu", batch_size=2, n_iters=5, warmup_steps=2,
         cuda_graphs=True, output=tmp_path / "rows.csv", width=32, height=32,
     )  # fmt: skip
@@ -53,7 +53,7 @@ def test_a_capturable_step_is_captured_per_batch_inside_the_warm_up(
 
 
 def test_inference_rows_carry_query_latency_percentiles(tmp_path):
-    config = RunConfig(
+    config = RunConfig.of(
         model="timm:test_resnet", mode="infer", accelerator="cpu", batch_size=1, n_iters=30,
         warmup_steps=1, output=tmp_path / "rows.csv", width=32, height=32,
     )  # fmt: skip
@@ -70,12 +70,12 @@ def test_graphs_are_refused_under_ddp_and_without_a_capturer():
     from dlbench.errors import UserError
 
     with pytest.raises(UserError, match="--cuda-graphs.*CUDA GPU"):
-        make_plan(RunConfig(model="timm:test_resnet", accelerator="cpu", cuda_graphs=True))
+        make_plan(RunConfig.of(model="timm:test_resnet", accelerator="cpu", cuda_graphs=True))
     graphs.CAPTURERS["cpu"] = fake_graphs.fake_capture
     try:
         with pytest.raises(UserError, match="not under DDP"):
             make_plan(
-                RunConfig(
+                RunConfig.of(
                     model="timm:test_resnet", accelerator="cpu", cuda_graphs=True, strategy="ddp"
                 )
             )

@@ -23,7 +23,7 @@ def _optimizer_settings(optimizer: torch.optim.Optimizer) -> tuple:
     [("timm:test_resnet", "bf16-mixed"), ("timm:test_vit", "bf16-true"), ("llm_tiny", "32")],
 )
 def test_bare_and_dlbench_loops_get_identical_inputs_and_optimizer(model, precision):
-    config = RunConfig(
+    config = RunConfig.of(
         model=model, accelerator="cpu", precision=precision, batch_size=2, width=32, height=32
     )
     if model == "timm:test_vit":
@@ -41,7 +41,7 @@ def test_bare_and_dlbench_loops_get_identical_inputs_and_optimizer(model, precis
 
 def test_mixed_precision_inputs_are_cast_once_at_setup_for_both_loops():
     plan = make_plan(
-        RunConfig(model="timm:test_resnet", accelerator="cpu", precision="bf16-mixed", width=32)
+        RunConfig.of(model="timm:test_resnet", accelerator="cpu", precision="bf16-mixed", width=32)
     )
     assert plan.precision.input_dtype is torch.bfloat16
 
@@ -60,7 +60,7 @@ def test_mixed_precision_inputs_are_cast_once_at_setup_for_both_loops():
     ],
 )
 def test_transformers_train_with_adamw_and_cnns_with_sgd_by_default(model, expected):
-    plan = make_plan(RunConfig(model=model, accelerator="cpu"))
-    assert plan.config.optimizer == expected
-    chosen = make_plan(RunConfig(model=model, accelerator="cpu", optimizer="adam"))
-    assert chosen.config.optimizer == "adam"
+    plan = make_plan(RunConfig.of(model=model, accelerator="cpu"))
+    assert plan.config.workload.optimizer == expected
+    chosen = make_plan(RunConfig.of(model=model, accelerator="cpu", optimizer="adam"))
+    assert chosen.config.workload.optimizer == "adam"

@@ -68,7 +68,7 @@ def test_inference_holds_autocast_weights_and_training_keeps_fp32_masters(mode):
     from dlbench.engine.scenarios.bare import BareLoop
     from dlbench.engine.scenarios.session import open_session
 
-    config = RunConfig(model="timm:test_resnet", mode=mode, accelerator="cpu", batch_size=2,
+    config = RunConfig.of(model="timm:test_resnet", mode=mode, accelerator="cpu", batch_size=2,
                        precision="bf16-mixed", width=32, height=32)  # fmt: skip
     plan = make_plan(config)
     fabric = create_fabric(plan.devices, plan.fabric_precision)

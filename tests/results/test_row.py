@@ -37,7 +37,7 @@ def test_the_row_is_in_the_schema_order_with_tags_last_and_a_verdict():
 
 @pytest.fixture(scope="module")
 def measured():
-    config = RunConfig(model="timm:test_resnet", accelerator="cpu", batch_size=2, width=32,
+    config = RunConfig.of(model="timm:test_resnet", accelerator="cpu", batch_size=2, width=32,
                        height=32, n_iters=3, warmup_steps=1, telemetry=False)  # fmt: skip
     return run_benchmark(make_plan(config)), collect_environment("cpu")
 
@@ -68,7 +68,7 @@ def test_a_searched_batch_size_is_said_once(tmp_path, monkeypatch):
 
     found = Search(2, [Probe(2, True, None)], 0.5)
     monkeypatch.setattr(run, "choose_batch_size", lambda plan: (plan, None, found))
-    config = RunConfig(model="timm:test_resnet", accelerator="cpu", batch_size=2, width=32,
+    config = RunConfig.of(model="timm:test_resnet", accelerator="cpu", batch_size=2, width=32,
                        height=32, n_iters=3, warmup_steps=1, telemetry=False,
                        output=tmp_path / "rows.csv")  # fmt: skip
     assert run.execute(config, auto_batch=True) == 0

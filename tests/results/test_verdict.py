@@ -96,7 +96,7 @@ def fake_gpu(tmp_path, monkeypatch):
 def _row(tmp_path) -> dict[str, str]:
     """A run of `steady` (20 ms steps, a test workload) whose noise target a quiet CPU meets
     at once; on a busy one it measures for at most --max-time."""
-    config = RunConfig(
+    config = RunConfig.of(
         model="steady", accelerator="cpu", batch_size=2, n_iters=10, warmup_steps=1,
         min_time=0.3, max_noise=50.0, max_time=3.0, output=tmp_path / "rows.csv",
     )  # fmt: skip

@@ -76,11 +76,10 @@ def test_a_fixed_flag_is_not_undone_by_the_default_of_an_axis_the_block_leaves_o
         "  - {models: [resnet50]}\n"
         "  - {models: [vit], devices: [1], batch_sizes: [4], resolutions: [[32, 32]]}\n"
     )
-    first, second = (p.config() for p in plan.points())
-    assert (first.devices, first.precision, first.batch_size) == ("2", "bf16-mixed", 8)
-    assert (first.width, first.height) == (64, 48)
-    assert (second.devices, second.precision, second.batch_size) == ("1", "bf16-mixed", 4)
-    assert (second.width, second.height) == (32, 32)
+    first, second = (p.config().settings() for p in plan.points())
+    keys = ("devices", "precision", "batch_size", "width", "height")
+    assert [first[k] for k in keys] == ["2", "bf16-mixed", 8, 64, 48]
+    assert [second[k] for k in keys] == ["1", "bf16-mixed", 4, 32, 32]
 
 
 @pytest.mark.e2e
@@ -200,9 +199,9 @@ def test_batch_size_auto_searches_in_process_and_confirms(monkeypatch):
     from dlbench.engine.plan import make_plan
 
     monkeypatch.setenv("DLBENCH_FAULT_MAX_BATCH", "3")
-    config = RunConfig(model="fault_oom", accelerator="cpu", batch_size=1, warmup_steps=0)
+    config = RunConfig.of(model="fault_oom", accelerator="cpu", batch_size=1, warmup_steps=0)
     plan, fabric, search = search_in_process(make_plan(config))
-    assert plan.config.batch_size == 3 and fabric is not None
+    assert plan.config.workload.batch_size == 3 and fabric is not None
     columns = search.columns()
     assert columns["auto_batch_probes"] == "2:ok 8:oom 5:oom 3:ok 4:oom"  # in this process
     assert columns["auto_batch_s"] < 30
@@ -469,5 +468,5 @@ def test_a_multi_process_point_runs_with_no_idle_worker_beside_it(monkeypatch):
     monkeypatch.setattr(
         worker, "run_child", lambda args, t: launched.append(args) or ChildResult(0, "")
     )
-    launcher.run(RunConfig(accelerator="cpu", devices="2"), False, 10.0)
+    launcher.run(RunConfig.of(accelerator="cpu", devices="2"), False, 10.0)
     assert closed == [True] and launched

@@ -50,7 +50,7 @@ def test_native_logits_equal_the_transformers_logits(models):
 def test_both_implementations_generate_the_same_greedy_tokens(batch):
     tokens = {}
     for impl in ("native", "hf"):
-        config = RunConfig(
+        config = RunConfig.of(
             model="llm_tiny", mode="infer", accelerator="cpu", batch_size=batch, prompt_len=12,
             new_tokens=20, llm_impl=impl,
         )  # fmt: skip
@@ -85,8 +85,11 @@ def test_llm_impl_is_refused_for_other_workloads():
     from dlbench.errors import UserError
 
     with pytest.raises(UserError, match="--llm-impl"):
-        make_plan(RunConfig(model="timm:test_resnet", accelerator="cpu", llm_impl="native"))
-    assert make_plan(RunConfig(model="llm_tiny", accelerator="cpu")).config.llm_impl == "native"
+        make_plan(RunConfig.of(model="timm:test_resnet", accelerator="cpu", llm_impl="native"))
+    assert (
+        make_plan(RunConfig.of(model="llm_tiny", accelerator="cpu")).config.workload.llm_impl
+        == "native"
+    )
 
 
 @pytest.mark.e2e
@@ -124,7 +127,7 @@ def test_compile_covers_the_model_and_its_loss(monkeypatch, loop):
         return target
 
     monkeypatch.setattr(torch, "compile", record)
-    config = RunConfig(model="llm_tiny", mode="train", batch_size=2, seq_len=16,
+    config = RunConfig.of(model="llm_tiny", mode="train", batch_size=2, seq_len=16,
                        accelerator="cpu", compile=True)  # fmt: skip
     plan = make_plan(config)
     if loop == "session":

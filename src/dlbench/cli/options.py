@@ -1,10 +1,9 @@
-"""Command-line options made from RunConfig's fields, where each flag is declared once (its
+"""Command-line options made from RunConfig's settings, where each flag is declared once (its
 default, help and names): `run_options` gives a command every run flag, `field_option` one of
 them to a command that takes only a few."""
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import typing
 from collections.abc import Callable, Iterable
@@ -12,49 +11,46 @@ from typing import Annotated, Any
 
 import typer
 
-from dlbench.config import PANELS, RunConfig
-
-_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
-_HINTS = typing.get_type_hints(RunConfig)
+from dlbench.config import PANELS, SETTINGS, RunConfig
 
 
 def _cli_type(name: str) -> Any:
-    """The type typer parses a field as: lists for the repeated flags (--ddp, --tag)."""
-    if name == "tags" or typing.get_origin(_HINTS[name]) is tuple:
+    """The type typer parses a setting as: lists for the repeated flags (--ddp, --tag)."""
+    kind = SETTINGS[name].kind
+    if name == "tags" or typing.get_origin(kind) is tuple:
         return list[str] | None
-    return _HINTS[name]
+    return kind
 
 
 def _cli_default(name: str) -> Any:
-    field = _FIELDS[name]
-    if field.default is dataclasses.MISSING or isinstance(field.default, tuple):
-        return None
-    return field.default
+    default = SETTINGS[name].default
+    return None if isinstance(default, tuple) or name == "tags" else default
 
 
 def field_option(name: str, help: str | None = None, kind: Any = None) -> Any:
-    """`Annotated[type, typer.Option(...)]` for one RunConfig field: its declared names (a
+    """`Annotated[type, typer.Option(...)]` for one setting: its declared names (a
     `--name/--no-name` pair for an optional boolean), its help unless `help` replaces it."""
-    meta = _FIELDS[name].metadata
+    setting = SETTINGS[name]
+    meta = setting.field.metadata
     kind = kind or _cli_type(name)
     names = list(meta["flags"])
     if not names and kind == (bool | None):
         names = [f"--{name.replace('_', '-')}/--no-{name.replace('_', '-')}"]
     elif not names and meta["switch"]:
         names = [f"--{name.replace('_', '-')}"]
-    option = typer.Option(*names, help=help or meta["help"], rich_help_panel=meta["panel"])
+    option = typer.Option(*names, help=help or setting.help, rich_help_panel=setting.panel)
     return Annotated[kind, option]
 
 
 def run_options(
     exclude: Iterable[str] = (), replace: dict[str, tuple[Any, Any, str]] | None = None
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a command every RunConfig field as an option, but `exclude` (and `replace`d ones
+    """Give a command every RunConfig setting as an option, but `exclude` (and `replace`d ones
     with another type, default and help: `--batch-size auto`). The command receives them as one
-    dict, `flags` (field name -> value as parsed), beside its own parameters."""
+    dict, `flags` (key -> value as parsed), beside its own parameters."""
     replace = replace or {}
-    names = [n for n in _FIELDS if n not in set(exclude)]
-    names.sort(key=lambda n: PANELS.index(_FIELDS[n].metadata["panel"]))  # --help's groups
+    names = [n for n in SETTINGS if n not in set(exclude)]
+    names.sort(key=lambda n: PANELS.index(SETTINGS[n].panel))  # --help's groups
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(command).parameters.values() if p.name != "flags"]
@@ -94,7 +90,7 @@ def config_from_flags(flags: dict[str, Any], **fixed: Any) -> RunConfig:
         values["ddp"] = tuple(values["ddp"] or ())
     if isinstance(values.get("tags"), list) or values.get("tags") is None:
         values["tags"] = RowTags.of(parse_tags(values.get("tags")))
-    return RunConfig(**values)
+    return RunConfig.of(**values)
 
 
 Output = field_option("output")

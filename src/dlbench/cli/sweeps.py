@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Any
 
 import typer
 
 from dlbench.cli.app import app
 from dlbench.cli.options import Output, config_from_flags, run_options
-from dlbench.config import DEFAULT_OUTPUT, RunConfig, check_count
+from dlbench.config import DEFAULT_OUTPUT, SETTINGS, check_count
 from dlbench.config.limits import MAX_REPEATS
 from dlbench.errors import check_seconds
 
@@ -117,7 +116,7 @@ DEVICE_COUNTS = (str, "all", "Device counts, e.g. 1,2,4, or 'all'.")
     "sharded).",
 )
 @run_options(
-    exclude=[f.name for f in dataclasses.fields(RunConfig) if f.name not in SCALED],
+    exclude=[key for key in SETTINGS if key not in SCALED],
     replace={"devices": DEVICE_COUNTS},
 )
 def scaling(

@@ -1,5 +1,5 @@
-"""The run flags' vocabulary: the values each may take, the fields that make a row's key, the
-groups of `--help`, and how a RunConfig field is declared as a flag."""
+"""The run flags' vocabulary: the values each may take, the fields that make a row's key, and
+how a field of a RunConfig section is declared as a flag."""
 
 from __future__ import annotations
 
@@ -43,22 +43,10 @@ CONFIG_KEY = (
 )
 
 
-# The groups `--help` lists the run flags in, in this order (typer's help panels).
-PANELS = (
-    "Workload",
-    "Precision and compilation",
-    "Measurement",
-    "Devices",
-    "Data",
-    "Output",
-    "Telemetry",
-)
-
-
-def option(default: object, help: str, *flags: str, switch: bool = False, panel: str = ""):
-    """A RunConfig field that is a command-line flag: its default, its help (the one place it
-    is written), its names when they are not `--field-name`, whether it is an on-only switch
-    (`--json`) rather than a `--name/--no-name` pair, and its group in `--help` (PANELS)."""
-    assert panel in PANELS, panel
-    metadata = {"help": help, "flags": flags, "switch": switch, "panel": panel}
+def option(default: object, help: str, *flags: str, switch: bool = False, key: str = ""):
+    """A field of a RunConfig section that is a command-line flag: its default, its help (the
+    one place it is written), its names when they are not `--key-name`, whether it is an on-only
+    switch (`--json`) rather than a `--name/--no-name` pair, and its key (the flag's name, a
+    plan file's and the row's column) where that is not the field's own name."""
+    metadata = {"help": help, "flags": flags, "switch": switch, "key": key}
     return field(default=default, metadata=metadata)

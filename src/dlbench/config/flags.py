@@ -9,7 +9,7 @@ import types
 import typing
 from pathlib import Path
 
-from dlbench.config import RunConfig
+from dlbench.config import SETTINGS, RunConfig
 from dlbench.config.tags import RowTags
 from dlbench.errors import UserError
 
@@ -17,21 +17,21 @@ from dlbench.errors import UserError
 SWEEP_OWNED = ("mode", "output", "run_id", "tags")
 
 
-def flag_name(field_name: str) -> str:
-    """The command-line flag of a RunConfig field: `--batch-size` for batch_size, `--workers`
-    for data_workers (its first declared name)."""
-    flags = _FIELDS[field_name].metadata.get("flags") if field_name in _FIELDS else None
-    return flags[0] if flags else "--" + field_name.replace("_", "-")
+def flag_name(key: str) -> str:
+    """The command-line flag of a setting: `--batch-size` for batch_size, `--workers` for
+    data_workers (its first declared name)."""
+    flags = SETTINGS[key].field.metadata.get("flags") if key in SETTINGS else None
+    return flags[0] if flags else "--" + key.replace("_", "-")
 
 
-def flag_args(field_name: str, value: object) -> list[str]:
-    """The command-line words that set one field: `--batch-size 32`, `--no-compile`, a
+def flag_args(key: str, value: object) -> list[str]:
+    """The command-line words that set one setting: `--batch-size 32`, `--no-compile`, a
     repeated `--ddp`, `--tag K=V` per tag column; nothing for None or an unset switch."""
-    flag = flag_name(field_name)
+    flag = flag_name(key)
     if value is None:
         return []
     if isinstance(value, bool):
-        if _FIELDS[field_name].metadata.get("switch"):
+        if SETTINGS[key].field.metadata.get("switch"):
             return [flag] if value else []
         return [flag if value else "--no-" + flag[2:]]
     if isinstance(value, RowTags):
@@ -47,50 +47,58 @@ def config_args(config: RunConfig, auto_batch: bool = False) -> list[str]:
     `--batch-size auto` with `auto_batch`."""
     if auto_batch:
         config = config.replace(batch_size=1)  # written out, then replaced by `auto`
-    args = [config.mode]
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-        if f.name != "mode" and (value != default or (auto_batch and f.name == "batch_size")):
-            args += flag_args(f.name, value)
+    args = [config.workload.mode]
+    for key, value in config.settings().items():
+        if key != "mode" and (
+            value != SETTINGS[key].default or (auto_batch and key == "batch_size")
+        ):
+            args += flag_args(key, value)
     if auto_batch:
         args[args.index("--batch-size") + 1] = "auto"
     return args
 
 
 def config_to_json(config: RunConfig) -> dict[str, object]:
-    """The config as plain JSON values (a sweep worker receives its points so)."""
-    return {
-        k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
-        for k, v in dataclasses.asdict(config).items()
-    }
+    """The config as plain JSON values by key (a sweep worker receives its points so)."""
+    return {key: _plain(value) for key, value in config.settings().items()}
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, RowTags):
+        return dataclasses.asdict(value)
+    return (
+        str(value)
+        if isinstance(value, Path)
+        else list(value)
+        if isinstance(value, tuple)
+        else value
+    )
 
 
 def config_from_json(data: dict[str, object]) -> RunConfig:
-    """`config_to_json` undone, each field back in its declared type (a path a Path, a list
-    of KEY=VALUE a tuple), whichever fields RunConfig has."""
-    hints = typing.get_type_hints(RunConfig)
+    """`config_to_json` undone, each setting back in its declared type (a path a Path, a list
+    of KEY=VALUE a tuple), whichever settings RunConfig has."""
     values: dict[str, object] = {}
-    for name, value in data.items():
-        kinds = typing.get_args(hints[name]) or (hints[name],)
-        if value is not None and (Path in kinds or hints[name] is Path):
+    for key, value in data.items():
+        kind = SETTINGS[key].kind
+        kinds = typing.get_args(kind) or (kind,)
+        if value is not None and Path in kinds:
             value = Path(str(value))
         elif isinstance(value, list):
             value = tuple(value)
-        if name == "tags" and isinstance(value, dict):
+        if key == "tags" and isinstance(value, dict):
             value = RowTags(**value)
-        values[name] = value
-    return RunConfig(**values)  # type: ignore[arg-type]
+        values[key] = value
+    return RunConfig.of(**values)
 
 
 def typed_value(name: str, value: object, where: str) -> object:
-    """A plan's value for field `name` in the field's type (YAML gives ints, strings, lists),
+    """A plan's value for setting `name` in the setting's type (YAML gives ints, strings, lists),
     or a UserError naming where it came from, the field and what is allowed."""
-    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
-    if name not in fields or name in SWEEP_OWNED:
-        known = sorted(set(fields) - set(SWEEP_OWNED))
+    if name not in SETTINGS or name in SWEEP_OWNED:
+        known = sorted(set(SETTINGS) - set(SWEEP_OWNED))
         raise UserError(f"{where}: unknown flag {name!r}; known: {', '.join(known)}")
-    kind = typing.get_type_hints(RunConfig)[name]
+    kind = SETTINGS[name].kind
     union = typing.get_origin(kind) in (typing.Union, types.UnionType)
     options = [k for k in typing.get_args(kind) if k is not type(None)] if union else [kind]
     if value is None and union and type(None) in typing.get_args(kind):
@@ -122,9 +130,6 @@ def _number_text(text: str, kind: type) -> object:
     except ValueError:
         return text
     return number if kind is int or math.isfinite(number) else text
-
-
-_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
 
 def _convert(kind: object, value: object) -> object:

@@ -26,7 +26,7 @@ def worker_counts(most: int) -> list[int]:
 
 def parse_worker_counts(text: str | None, most: int) -> list[int]:
     """--workers 0,2,8 as given, or the default ladder up to the CPUs."""
-    from dlbench.config import MAX_WORKERS
+    from dlbench.config.limits import MAX_WORKERS
     from dlbench.errors import invalid
 
     if text is None:

@@ -233,7 +233,7 @@ def in_process_probe(plan, fabric, autotune: bool = False) -> Callable[[int], Pr
             session = open_session(
                 config, plan.workload, plan.shape, plan.precision, fabric, autotune
             )
-            with session.context(), attention_kernel(config.attention):
+            with session.context(), attention_kernel(config.acceleration.attention):
                 for i in range(2):
                     session.step(i)
             synchronize(device)

@@ -82,7 +82,7 @@ class Measurement:
     @property
     def samples(self) -> int:
         """Samples processed in the window, over all ranks."""
-        return self.plan.config.batch_size * self.loop.steps * self.world_size
+        return self.plan.config.workload.batch_size * self.loop.steps * self.world_size
 
 
 def _measure(
@@ -108,7 +108,9 @@ def _measure(
     try:
         with session.context():
             settings = loop_settings(config, session.device.type, _counted(monitor, agree))
-            step, settings, graph = prepare_step(session, settings, bool(config.cuda_graphs))
+            step, settings, graph = prepare_step(
+                session, settings, bool(config.acceleration.cuda_graphs)
+            )
             loop = run_measured_loop(step, session.device, settings, observer, agree)
             loop = graph.merge(loop)
             after = loop.warmup_steps + loop.steps
@@ -121,7 +123,7 @@ def _measure(
             if plan.scenario == "infer":
                 columns.update(latency_columns(loop.step_times_s))
             columns["profile_s"] = time.perf_counter() - began
-            if config.breakdown:
+            if config.telemetry.breakdown:
                 columns.update(run_breakdown(session, columns.get("gpu_busy_pct")))
     finally:
         if session.feed:
@@ -159,7 +161,8 @@ def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult,
             profile_after_window(steps.round_step(per_round), fabric.device, after, loop, agree)
         )
         columns.update(build_s=build_s, profile_s=time.perf_counter() - began)
-    context = config.prompt_len + config.new_tokens / 2  # mean context of the decode steps
+    work = config.workload
+    context = work.prompt_len + work.new_tokens / 2  # mean context of the decode steps
     itl = columns.get("itl_mean_ms")
     columns.update(
         bandwidth_columns(
@@ -225,14 +228,14 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
     # The GPU this rank uses; CPU ranks (tests against the fake NVML) count by local rank.
     device_index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
     monitor = None
-    if config.telemetry:
-        log = _rank_log(config.telemetry_log, fabric.global_rank, fabric.world_size)
-        monitor = open_monitor(fabric.device, config.sample_interval, log, device_index)
+    if config.telemetry.enabled:
+        log = _rank_log(config.telemetry.log, fabric.global_rank, fabric.world_size)
+        monitor = open_monitor(fabric.device, config.telemetry.sample_interval, log, device_index)
         monitor.isolation.job_pids = job_process_ids(fabric)
     setup_s = time.perf_counter() - began
     compiled_before = compile_counts()
     try:
-        with attention_kernel(config.attention):
+        with attention_kernel(config.acceleration.attention):
             loop, param_count, columns, as_run = _measure(plan, fabric, monitor, cache)
         telemetry = monitor.summary() if monitor else {}
     finally:
@@ -265,12 +268,14 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         **energy_columns(telemetry, plan, loop.steps, columns),
         **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
         **_mfu(measurement, gpu_name, cache),
-        **(plan.ddp.columns() if plan.config.strategy == "ddp" else {}),
+        **(plan.ddp.columns() if plan.config.devices.strategy == "ddp" else {}),
         **(plan.sharding.columns(fabric.world_size) if plan.sharding else {}),
         "gpu_uuid": mine["gpu_uuid"],
     }
     peaks = job_peaks([r.get("attained") for r in per_rank])
-    measurement.extra.update(attained_columns(measurement.extra, config.precision, peaks))
+    measurement.extra.update(
+        attained_columns(measurement.extra, config.acceleration.precision, peaks)
+    )
     return measurement
 
 
@@ -307,5 +312,5 @@ def _mfu(m: Measurement, gpu: str, cache: Path | None) -> dict[str, object]:
     if plan.scenario == "generate":
         return {}
     per_device = m.samples / m.slowest_window_s / m.world_size
-    flops = recorded_flops_per_sample(plan.workload, plan.shape, plan.config.mode, cache)
-    return mfu_columns(flops, per_device, gpu, plan.config.precision)
+    flops = recorded_flops_per_sample(plan.workload, plan.shape, plan.config.workload.mode, cache)
+    return mfu_columns(flops, per_device, gpu, plan.config.acceleration.precision)

@@ -73,7 +73,7 @@ def energy_columns(telemetry: dict, plan: Plan, steps: int, scenario: dict) -> d
     energy = telemetry.get("energy_j")
     if not isinstance(energy, float):
         return telemetry
-    samples = plan.config.batch_size * steps * plan.devices.world_size
+    samples = plan.config.workload.batch_size * steps * plan.devices.world_size
     columns = {**telemetry, "energy_per_sample_j": energy / samples}
     idle, window = telemetry.get("idle_power_w"), telemetry.get("telemetry_window_s")
     if isinstance(idle, float) and window:

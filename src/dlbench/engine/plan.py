@@ -56,32 +56,35 @@ class Plan:
     @property
     def latency_point(self) -> bool:
         """One GPU answering one query at a time: compiled or eager is measured there."""
-        return is_latency_point(self.scenario, self.config.batch_size, self.devices)
+        return is_latency_point(self.scenario, self.config.workload.batch_size, self.devices)
 
     @property
     def scenario(self) -> str:
         """What the run measures: train, infer or generate."""
-        return scenario_of(self.workload, self.config.mode)
+        return scenario_of(self.workload, self.config.workload.mode)
 
 
 def make_plan(config: RunConfig) -> Plan:
     """Check the config against the workload and the device; every UserError comes from here.
     Flags the run would ignore are named in one warning line."""
-    workload = get_workload(config.model)
-    devices = plan_devices(config.accelerator, config.devices, config.num_nodes)
+    workload = get_workload(config.workload.model)
+    where = config.devices
+    devices = plan_devices(where.accelerator, where.per_node, where.num_nodes)
     ignored = ignored_flags(config, workload)
     resolved = _resolve_defaults(config, workload, devices)
-    shape = workload.shape(resolved.width, resolved.height, resolved.seq_len)
-    precision = plan_precision(resolved.precision, devices.device_type)
-    ddp = DdpSettings.parse(resolved.ddp)
+    work, acceleration = resolved.workload, resolved.acceleration
+    shape = workload.shape(work.width, work.height, work.seq_len)
+    precision = plan_precision(acceleration.precision, devices.device_type)
+    ddp = DdpSettings.parse(resolved.devices.ddp)
     sharding = None
-    if resolved.strategy == "fsdp":
-        checkpointing = resolved.activation_checkpointing
-        sharding = ShardingPlan.of(precision, checkpointing, resolved.compile)
+    if resolved.devices.strategy == "fsdp":
+        checkpointing = resolved.devices.activation_checkpointing
+        sharding = ShardingPlan.of(precision, checkpointing, acceleration.compile)
     if ignored:  # once the config is known to run: a refused one gets its one error line only
         stderr.print(f"[yellow]warning:[/yellow] this run ignores {'; '.join(ignored)}")
-    latency = is_latency_point(scenario_of(workload, resolved.mode), resolved.batch_size, devices)
-    measured = config.compile is None and latency  # the record chooses (compile_choice)
+    latency = is_latency_point(scenario_of(workload, work.mode), work.batch_size, devices)
+    # a latency point left to the record chooses compiled or eager (compile_choice)
+    measured = config.acceleration.compile is None and latency
     return Plan(resolved, workload, shape, devices, precision, ddp, sharding, measured)
 
 
@@ -89,24 +92,28 @@ def ignored_flags(config: RunConfig, workload: Workload) -> list[str]:
     """`--flag value (why)` for each flag given away from its default that this run does not
     use: a flag that changes nothing must not pass for one that did."""
     default = RunConfig()
-    generation = scenario_of(workload, config.mode) == "generate"
+    mode, synthetic = config.workload.mode, config.data.source == "synthetic"
+    generation = scenario_of(workload, mode) == "generate"
     unused = {
-        "data_decode": (config.data == "synthetic", "synthetic data is made on the device"),
-        "data_workers": (config.data == "synthetic", "synthetic data needs no loader"),
+        "data_decode": (synthetic, "synthetic data is made on the device"),
+        "data_workers": (synthetic, "synthetic data needs no loader"),
         "prompt_len": (not generation, "not LLM generation"),
         "new_tokens": (not generation, "not LLM generation"),
         "seq_len": (workload.is_image or generation, "images, or generation's prompt + new"),
         "width": (not workload.is_image, f"{workload.name} takes text"),
         "height": (not workload.is_image, f"{workload.name} takes text"),
         "channels_last": (not workload.is_image, f"{workload.name} takes text"),
-        "optimizer": (config.mode == "infer", "inference"),
+        "optimizer": (mode == "infer", "inference"),
         "breakdown": (generation, "generation has no training step"),
-        "activation_checkpointing": (config.strategy != "fsdp", "only with --strategy fsdp"),
+        "activation_checkpointing": (
+            config.devices.strategy != "fsdp",
+            "only with --strategy fsdp",
+        ),
     }
     return [
-        f"{flag_name(name)} {getattr(config, name)} ({why})"
+        f"{flag_name(name)} {config.setting(name)} ({why})"
         for name, (ignored, why) in unused.items()
-        if ignored and getattr(config, name) not in (getattr(default, name), None)
+        if ignored and config.setting(name) not in (default.setting(name), None)
     ]
 
 
@@ -114,50 +121,50 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     """Fill the defaults that depend on the workload and the device: the optimizer its family
     trains with; for LLM generation on a GPU, compiled steps replayed as CUDA graphs and the
     real context length (prompt + new tokens) as seq_len; a latency point compiled."""
-    scenario = scenario_of(workload, config.mode)
+    work, acceleration, strategy = config.workload, config.acceleration, config.devices.strategy
+    scenario = scenario_of(workload, work.mode)
     generation = scenario == "generate"
     on_gpu = devices.device_type == "cuda"
-    if config.strategy == "fsdp":
+    if strategy == "fsdp":
         check_sharding(config, devices)
-    if config.cuda_graphs and not can_capture(devices.device_type):
+    if acceleration.cuda_graphs and not can_capture(devices.device_type):
         raise invalid("--cuda-graphs", True, "CUDA graphs need a CUDA GPU")
-    ddp = config.strategy == "ddp" or devices.world_size > 1
-    if config.cuda_graphs and ddp and not generation:
+    ddp = strategy == "ddp" or devices.world_size > 1
+    if acceleration.cuda_graphs and ddp and not generation:
         raise invalid(
             "--cuda-graphs",
             True,
             "not under DDP: its gradient hooks launch NCCL collectives from the host as "
             "buckets fill, which a captured step would replay without them; use one device",
         )
-    if config.strategy == "single" and devices.world_size > 1:
+    if strategy == "single" and devices.world_size > 1:
         raise invalid("--strategy", "single", "several processes need ddp (or auto)")
-    changes: dict[str, object] = {
-        "strategy": resolved_strategy(config.strategy, devices.world_size)
-    }
-    if config.strategy == "fsdp":  # FSDP shards contiguous parameters only
-        changes["activation_checkpointing"] = config.activation_checkpointing or "none"
-        changes["channels_last"] = config.channels_last and not workload.is_image
-    if config.optimizer is None:
+    changes: dict[str, object] = {"strategy": resolved_strategy(strategy, devices.world_size)}
+    if strategy == "fsdp":  # FSDP shards contiguous parameters only
+        changes["activation_checkpointing"] = config.devices.activation_checkpointing or "none"
+        changes["channels_last"] = acceleration.channels_last and not workload.is_image
+    if work.optimizer is None:
         changes["optimizer"] = workload.default_optimizer
-    if config.attention in ("efficient", "cudnn") and not on_gpu:
-        raise invalid("--attention", config.attention, "that kernel needs a CUDA GPU")
-    if config.llm_impl is not None and workload.native is None:
-        raise invalid("--llm-impl", config.llm_impl, f"{workload.name} is no LLM workload")
-    if workload.native is not None and config.llm_impl is None:
+    if acceleration.attention in ("efficient", "cudnn") and not on_gpu:
+        raise invalid("--attention", acceleration.attention, "that kernel needs a CUDA GPU")
+    if work.llm_impl is not None and workload.native is None:
+        raise invalid("--llm-impl", work.llm_impl, f"{workload.name} is no LLM workload")
+    if workload.native is not None and work.llm_impl is None:
         changes["llm_impl"] = "native"
-    if config.compile is None:  # a latency point runs compiled until measured otherwise
-        latency = is_latency_point(scenario, config.batch_size, devices)
+    if acceleration.compile is None:  # a latency point runs compiled until measured otherwise
+        latency = is_latency_point(scenario, work.batch_size, devices)
         changes["compile"] = (generation and on_gpu) or latency
-    if config.cuda_graphs is None:  # inference replays short steps; training when asked
-        changes["cuda_graphs"] = on_gpu and config.mode == "infer" and not ddp
+    if acceleration.cuda_graphs is None:  # inference replays short steps; training when asked
+        changes["cuda_graphs"] = on_gpu and work.mode == "infer" and not ddp
     if generation:
-        changes["seq_len"] = config.prompt_len + config.new_tokens
-    if config.data != "synthetic":
-        check_data(config.data_source(), workload, config.data_decode)
+        changes["seq_len"] = work.prompt_len + work.new_tokens
+    data = config.data
+    if data.source != "synthetic":
+        check_data(data.parsed(), workload, data.decode)
         if generation:
-            raise invalid("--data", config.data, "generation feeds random prompts; train or infer")
+            raise invalid("--data", data.source, "generation feeds random prompts; train or infer")
         changes["data_on"] = "host"  # a loader's batches always come from the host
-        if config.data_workers is None:
+        if data.workers is None:
             changes["data_workers"] = default_workers()
     return config.replace(**changes)
 
@@ -166,18 +173,20 @@ def check_sharding(config: RunConfig, devices: DevicePlan) -> None:
     """What FSDP cannot run, refused before anything starts."""
     if devices.world_size < 2:
         raise invalid("--strategy", "fsdp", "sharding needs several devices (--devices N)")
-    if config.mode != "train":
+    if config.workload.mode != "train":
         raise invalid("--strategy", "fsdp", "training only; inference keeps a replica a device")
-    if config.cuda_graphs:
+    if config.acceleration.cuda_graphs:
         raise invalid(
             "--cuda-graphs",
             True,
             "not under FSDP: its all-gathers and reduce-scatters are issued from the host as "
             "blocks run, which a captured step would replay without them",
         )
-    if config.precision not in FABRIC_PRECISION:
+    if config.acceleration.precision not in FABRIC_PRECISION:
         raise invalid(
-            "--precision", config.precision, "FSDP runs 32, tf32, bf16-mixed, bf16-true or 16-true"
+            "--precision",
+            config.acceleration.precision,
+            "FSDP runs 32, tf32, bf16-mixed, bf16-true or 16-true",
         )
 
 
@@ -188,16 +197,16 @@ def loop_settings(
     (the warm-up before the window then need not cover the power reading's average). A GPU
     measures until its noise settles (MAX_NOISE_PCT unless --max-noise) or --max-time is
     spent; the CPU, a shared host, measures longer only when --max-noise asks."""
-    target = config.max_noise
+    target = config.measurement.max_noise
     if target is None and device_type == "cuda":
         target = MAX_NOISE_PCT
     return LoopSettings(
-        warmup_steps=config.warmup_steps,
-        n_iters=config.n_iters,
+        warmup_steps=config.measurement.warmup_steps,
+        n_iters=config.measurement.n_iters,
         max_noise_pct=target,
-        max_time_s=config.max_time,
+        max_time_s=config.measurement.max_time,
         min_time_s=config.min_time_s(device_type),
-        nvtx=config.nvtx,
+        nvtx=config.telemetry.nvtx,
         min_warmup_s=config.min_warmup_s(device_type, energy_counter),
         steady_pct=STEADY_PCT if device_type == "cuda" else None,
     )

@@ -52,7 +52,7 @@ def measurement_row(
     mixed = {"gpu_mixed": gpus.pop("gpu_mixed")} if "gpu_mixed" in gpus else {}
     row = (
         RowBuilder()
-        .add("identity", {**identity(plan.config.run_id, "ok"), "run_kind": run_kind})
+        .add("identity", {**identity(plan.config.output.run_id, "ok"), "run_kind": run_kind})
         .add("settings", config_columns(plan.config))
         .amend("the workload's shape", _shape_columns(plan))
         .amend("the loop", {"warmup_steps": loop.warmup_steps})  # as settled, not as asked
@@ -63,7 +63,7 @@ def measurement_row(
         .amend("the job's GPUs", gpus)
         .add("the job's GPUs", mixed)
     )
-    price = plan.config.usd_per_hour
+    price = plan.config.cost.usd_per_hour
     if price:
         per_s = row.get("tokens_per_s") if plan.workload.family == "llm" else global_rate
         per_million = price / 3600 / float(per_s) * 1e6  # type: ignore[arg-type]
@@ -92,15 +92,15 @@ def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:
             {
                 **identity(run_id, "ok"),
                 "run_kind": "per_rank",
-                "model": m.plan.config.model,
-                "mode": m.plan.config.mode,
+                "model": m.plan.config.workload.model,
+                "mode": m.plan.config.workload.mode,
                 "rank": rank,
                 "node_rank": rank // per_device,
                 "device_index": int(r["device_index"]),
                 "window_s": r["window_s"],
                 "median_step_ms": r["median_step_s"] * 1e3,
                 "steps": int(r["steps"]),
-                "samples_per_s": m.plan.config.batch_size * r["steps"] / r["window_s"],
+                "samples_per_s": m.plan.config.workload.batch_size * r["steps"] / r["window_s"],
                 **{k: r.get(k) for k in SIDE_FACTS},
             }
         )

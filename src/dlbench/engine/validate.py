@@ -31,7 +31,7 @@ def compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[fl
     """Alternate bare and dlbench windows `repeats` times; dlbench's median run and both
     loops' global rates (samples over all ranks / slowest rank's window); both loops under
     the same --attention."""
-    with attention_kernel(config.attention):
+    with attention_kernel(config.acceleration.attention):
         return _compare_loops(config, repeats)
 
 
@@ -39,22 +39,26 @@ def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[f
     plan = make_plan(config.replace(min_time=0.0, telemetry=False))
     fabric = fabric_for(plan)
     session = open_session(plan.config, plan.workload, plan.shape, plan.precision, fabric)
-    ddp = plan.ddp if plan.config.strategy == "ddp" else None
+    ddp = plan.ddp if plan.config.devices.strategy == "ddp" else None
     bare = BareLoop(
         plan.workload, plan.shape, plan.config, plan.precision, session.device, ddp, plan.sharding
     )
     agree = agree_max(fabric)
     settings = loop_settings(plan.config, session.device.type)
     with session.context():  # graphs captured as the benchmark captures them
-        step, settings, graph = prepare_step(session, settings, bool(plan.config.cuda_graphs))
+        step, settings, graph = prepare_step(
+            session, settings, bool(plan.config.acceleration.cuda_graphs)
+        )
     bare.cuda_graphs = bare.cuda_graphs and graph.graphed is not False  # like with like
-    samples = config.batch_size * config.n_iters * fabric.world_size
+    samples = config.workload.batch_size * config.measurement.n_iters * fabric.world_size
     bare_rates: list[float] = []
     loops: list[LoopResult] = []
     for r in range(repeats):
         for variant in ("bare", "dlbench") if r % 2 == 0 else ("dlbench", "bare"):
             if variant == "bare":
-                seconds = bare.window_s(config.warmup_steps, config.n_iters, align=agree)
+                seconds = bare.window_s(
+                    config.measurement.warmup_steps, config.measurement.n_iters, align=agree
+                )
                 [slowest] = agree([seconds])
                 bare_rates.append(samples / slowest)
                 continue
@@ -82,9 +86,11 @@ def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[f
 
 def execute_validate(config: RunConfig, repeats: int) -> int:
     """Run the comparison; rank 0 records one row with the ratios and prints it."""
-    store = CsvStore(config.output)
+    store = CsvStore(config.output.path)
     store.check_writable()
-    devices = plan_devices(config.accelerator, config.devices, config.num_nodes)
+    devices = plan_devices(
+        config.devices.accelerator, config.devices.per_node, config.devices.num_nodes
+    )
     env = collect_environment(devices.device_type)
     open_caches(config, env)
     measurement, rates, bare_rates = compare_loops(config, repeats)
@@ -98,5 +104,5 @@ def execute_validate(config: RunConfig, repeats: int) -> int:
     )
     row = measurement_row(measurement, env, run_kind="validate")
     store.append(row)
-    show_result(row, config.json)
+    show_result(row, config.output.json)
     return 0

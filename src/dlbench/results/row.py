@@ -65,15 +65,15 @@ def new_run_id() -> str:
 def config_columns(config: RunConfig) -> dict[str, object]:
     """The settings that move the number (CONFIG_KEY), as given, with the seed, the warm-up
     and the spread target; a loader's settings only where a loader ran."""
-    columns: dict[str, object] = {key: getattr(config, key) for key in CONFIG_KEY}
-    if config.data == "synthetic":
+    columns: dict[str, object] = {key: config.setting(key) for key in CONFIG_KEY}
+    if config.data.source == "synthetic":
         columns.update(data_workers=None, data_decode=None)
     return {
         **columns,
-        "seed": config.seed,
-        "warmup_steps": config.warmup_steps,
-        "max_noise_pct": config.max_noise,
-        **config.tags.columns(),
+        "seed": config.measurement.seed,
+        "warmup_steps": config.measurement.warmup_steps,
+        "max_noise_pct": config.measurement.max_noise,
+        **config.output.tags.columns(),
     }
 
 

@@ -64,7 +64,7 @@ class SweepPoint:
         its tags as columns; `fields` set more (output, run_id, tags)."""
         flags = {**self.flags, "batch_size": 1} if self.auto_batch else dict(self.flags)
         values = {"mode": self.mode, **flags, "tags": RowTags(self.all_tags), **fields}
-        return RunConfig(**values)  # type: ignore[arg-type]
+        return RunConfig.of(**values)
 
     def cli_args(self, **fields: object) -> list[str]:
         """The `dlbench` command line of the point (for --dry-run and its own process)."""

@@ -216,11 +216,11 @@ def check_points(points: list[SweepPoint]) -> None:
     folders: set[Path] = set()
     for point in points:
         try:
-            config = point.config()
-            workload = get_workload(config.model)
-            workload.shape(config.width, config.height, config.seq_len)
-            if config.cache_dir is not None and config.cache_dir not in folders:
-                writable_folder(config.cache_dir, "cache_dir")  # not at the point, later
-                folders.add(config.cache_dir)
+            work = point.config().workload
+            get_workload(work.model).shape(work.width, work.height, work.seq_len)
+            cache = point.config().acceleration.cache_dir
+            if cache is not None and cache not in folders:
+                writable_folder(cache, "cache_dir")  # not at the point, later
+                folders.add(cache)
         except UserError as exc:
             raise UserError(f"PLAN: point `{point.label}`: {exc}") from None

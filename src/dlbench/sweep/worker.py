@@ -145,7 +145,7 @@ def _read_line(proc: subprocess.Popen, timeout_s: float) -> str | None:
 def needs_own_process(config: RunConfig) -> bool:
     """Points that launch several processes (DDP ranks re-run their own command line) cannot
     share a worker."""
-    return config.devices != "1" or config.num_nodes > 1
+    return config.devices.per_node != "1" or config.devices.num_nodes > 1
 
 
 class Launcher:
@@ -160,9 +160,9 @@ class Launcher:
         if self.worker is None or needs_own_process(config):
             if self.worker is not None:  # its context would sit on GPU 0 beside the ranks
                 self.worker.close()
-            tagged = config.replace(tags=config.tags.with_facts(isolation="process"))
+            tagged = config.replace(tags=config.output.tags.with_facts(isolation="process"))
             return run_child(config_args(tagged, auto_batch), timeout_s)
-        tagged = config.replace(tags=config.tags.with_facts(isolation="worker"))
+        tagged = config.replace(tags=config.output.tags.with_facts(isolation="worker"))
         return self.worker.run(tagged, auto_batch, timeout_s)
 
     def close(self) -> None:

@@ -34,12 +34,14 @@ def open_caches(config: RunConfig, environment: Mapping[str, object]) -> Path | 
     error (one line, exit 2); the default folder that cannot (a container user without a home)
     costs only a warning and a cold run. The folder, or None for a cold run."""
     try:
-        folder = use_caches(config.cache_dir, environment, config.cache)
-        return folder if config.cache else None
+        folder = use_caches(config.acceleration.cache_dir, environment, config.acceleration.cache)
+        return folder if config.acceleration.cache else None
     except OSError as exc:
-        if config.cache_dir is not None:
+        if config.acceleration.cache_dir is not None:
             why = exc.strerror or exc
-            raise UserError(f"--cache-dir: cannot use {config.cache_dir}: {why}") from None
+            raise UserError(
+                f"--cache-dir: cannot use {config.acceleration.cache_dir}: {why}"
+            ) from None
         stderr.print(
             f"[yellow]warning:[/yellow] no cache folder ({exc.strerror or exc}): this run "
             "compiles and tunes cold; set --cache-dir or DLBENCH_CACHE_DIR"

@@ -42,7 +42,7 @@ class CompileChoice:
         """Record this run's median step in `folder` (None: a cold run); the row's column."""
         if self.recorded is None:
             return {}
-        ran = COMPILED if self.plan.config.compile else EAGER
+        ran = COMPILED if self.plan.config.acceleration.compile else EAGER
         steps = COMPILE_CHOICE.record(folder, self.key, ran, window_median_s, self.recorded)
         return {"compile_speedup": speedup(steps)}
 

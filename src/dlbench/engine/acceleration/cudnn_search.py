@@ -71,8 +71,8 @@ def plan_cudnn_search(
         return CudnnSearch(None)
     key = point_key(config, POINT_FIELDS)
     recorded = CUDNN_CHOICE.recorded(folder).get(key, {})
-    if config.cudnn_search == "auto":
+    if config.acceleration.cudnn_search == "auto":
         search = CUDNN_CHOICE.other_wins(recorded)
     else:
-        search = config.cudnn_search == "on"
+        search = config.acceleration.cudnn_search == "on"
     return CudnnSearch(search, key, recorded, folder if rank == 0 else None)

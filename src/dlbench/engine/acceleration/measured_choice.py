@@ -36,9 +36,9 @@ POINT_SHAPE = (
 def point_key(config: RunConfig, fields: tuple[str, ...]) -> str:
     """A short stable name for the point that `fields` of the config make (the GPU and the
     software are the cache folder's own key)."""
-    text = json.dumps([str(getattr(config, name)) for name in fields])
+    text = json.dumps([str(config.setting(name)) for name in fields])
     digest = hashlib.sha1(text.encode()).hexdigest()[:12]
-    return f"{config.model}-{config.mode}-bs{config.batch_size}-{digest}"
+    return f"{config.workload.model}-{config.workload.mode}-bs{config.workload.batch_size}-{digest}"
 
 
 @dataclass(frozen=True)

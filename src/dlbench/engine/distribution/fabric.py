@@ -100,9 +100,9 @@ def fabric_for(plan) -> Any:
     return create_fabric(
         plan.devices,
         plan.fabric_precision,
-        config.strategy,
+        config.devices.strategy,
         plan.ddp,
-        config.collective_timeout,
+        config.devices.collective_timeout,
         plan.sharding,
     )
 

@@ -42,38 +42,42 @@ class BareLoop:
         ddp: DdpSettings | None = None,
         sharding: ShardingPlan | None = None,
     ) -> None:
-        torch.manual_seed(config.seed)
+        torch.manual_seed(config.measurement.seed)
         fmt = memory_format(config, workload)
         if sharding is None:
-            model, self.loss_fn = build_model(workload, shape, config.llm_impl, device)
+            model, self.loss_fn = build_model(workload, shape, config.workload.llm_impl, device)
         else:
             meta = torch.device("meta")
             model, self.loss_fn = build_sharded_model(
-                workload, shape, config.llm_impl, meta, device
+                workload, shape, config.workload.llm_impl, meta, device
             )
         model = model.to(dtype=precision.param_dtype, memory_format=fmt)
-        if config.mode != "train":
+        if config.workload.mode != "train":
             hold_autocast_weights(model, precision)
         self.device = device
-        self.batch_size = config.batch_size
-        self.train = config.mode == "train"
-        self.cuda_graphs = bool(config.cuda_graphs)
+        self.batch_size = config.workload.batch_size
+        self.train = config.workload.mode == "train"
+        self.cuda_graphs = bool(config.acceleration.cuda_graphs)
         self.graphs: list[torch.cuda.CUDAGraph] = []
         if sharding is not None:
-            if config.compile:  # the blocks are compiled as they are sharded
+            if config.acceleration.compile:  # the blocks are compiled as they are sharded
                 self.loss_fn = torch.compile(self.loss_fn)
             model = _sharded(LossModule(model, self.loss_fn), device, sharding)
-        self.optimizer = make_optimizer(config.optimizer, model.parameters(), self.cuda_graphs)
+        self.optimizer = make_optimizer(
+            config.workload.optimizer, model.parameters(), self.cuda_graphs
+        )
         if ddp is not None:
             ids = [device.index] if device.type == "cuda" else None
             model = DistributedDataParallel(model, device_ids=ids, **ddp.kwargs())
-        if config.compile and sharding is None:
+        if config.acceleration.compile and sharding is None:
             model, self.loss_fn = compiled(model, self.loss_fn)
         self.model = model
         self.model.train(self.train)
         self.batches = []
         on = drawn_on(config, device)
-        for b in make_batches(workload, shape, config.batch_size, config.seed, fmt, on):
+        for b in make_batches(
+            workload, shape, config.workload.batch_size, config.measurement.seed, fmt, on
+        ):
             b = cast_inputs(b.map(lambda t: t.to(device)), precision)
             self.batches.append((b.inputs, b.targets))
         dtype = None if sharding else precision.autocast_dtype

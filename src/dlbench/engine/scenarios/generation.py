@@ -116,29 +116,31 @@ def open_generator(
     """Build the decoder on the device with a static cache sized prompt + new tokens: the
     transformers model, or (`--llm-impl native`) the native one loaded with its weights."""
     precision.apply_matmul_settings()
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.measurement.seed)
     with fabric.init_module():
         model = workload.build(InputShape(shape.width, shape.height, shape.seq_len))
     model.config.use_cache = True
     model = fabric.to_device(model).eval()
     params = sum(p.numel() for p in model.parameters())
-    if config.llm_impl == "native":
+    if config.workload.llm_impl == "native":
         native = workload.native(model).eval()
-        sdpa_only = config.attention is not None
-        decoder = NativeDecoder(native, config.batch_size, shape.seq_len, sdpa_only)
+        sdpa_only = config.acceleration.attention is not None
+        decoder = NativeDecoder(native, config.workload.batch_size, shape.seq_len, sdpa_only)
         del model
     else:
         decoder = HfDecoder(model, shape.seq_len)
-    gen = torch.Generator().manual_seed(config.seed)
+    gen = torch.Generator().manual_seed(config.measurement.seed)
     vocab = workload.vocab_size
-    prompts = torch.randint(0, vocab, (config.batch_size, config.prompt_len), generator=gen)
+    prompts = torch.randint(
+        0, vocab, (config.workload.batch_size, config.workload.prompt_len), generator=gen
+    )
     generator = Generator(
         decoder=decoder,
         prompts=fabric.to_device(prompts),
-        prompt_positions=fabric.to_device(torch.arange(config.prompt_len)),
-        token=fabric.to_device(torch.zeros(config.batch_size, 1, dtype=torch.long)),
+        prompt_positions=fabric.to_device(torch.arange(config.workload.prompt_len)),
+        token=fabric.to_device(torch.zeros(config.workload.batch_size, 1, dtype=torch.long)),
         position=fabric.to_device(torch.zeros(1, dtype=torch.long)),
-        new_tokens=config.new_tokens,
+        new_tokens=config.workload.new_tokens,
         autocast=_autocast(precision, fabric.device),
     )
     return generator, params
@@ -208,16 +210,18 @@ def measure_generation(
     per_round = generator.steps_per_round
     started = time.perf_counter()
     with torch.inference_mode():
-        steps = prepare_steps(generator, config.compile, config.cuda_graphs)
+        steps = prepare_steps(
+            generator, config.acceleration.compile, config.acceleration.cuda_graphs
+        )
         synchronize(device)
         prepare_s = time.perf_counter() - started
-        prefills = max(PREFILL_SAMPLES, config.n_iters)
+        prefills = max(PREFILL_SAMPLES, config.measurement.n_iters)
         prefill = run_measured_loop(
             steps.prefill_step, device, LoopSettings(2, 2 * prefills, steps_per_unit=2), None, agree
         )
         rounds_settings = LoopSettings(
-            warmup_steps=per_round * config.warmup_steps,
-            n_iters=per_round * config.n_iters,
+            warmup_steps=per_round * config.measurement.warmup_steps,
+            n_iters=per_round * config.measurement.n_iters,
             max_noise_pct=settings.max_noise_pct,
             max_time_s=settings.max_time_s,
             min_time_s=settings.min_time_s,
@@ -229,7 +233,7 @@ def measure_generation(
             steps.round_step(per_round), device, rounds_settings, observer, agree
         )
     rounds = dataclasses.replace(rounds, warmup_s=prepare_s + rounds.warmup_s)
-    columns = token_columns(prefill, rounds, config.batch_size, config.prompt_len)
+    columns = token_columns(prefill, rounds, config.workload.batch_size, config.workload.prompt_len)
     columns["generation_path"] = steps.path
     return rounds, steps, columns
 

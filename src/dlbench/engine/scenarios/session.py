@@ -137,7 +137,7 @@ def cast_inputs(batch: Batch, precision: PrecisionPlan) -> Batch:
 
 def memory_format(config: RunConfig, workload: Workload) -> torch.memory_format:
     """channels_last applies to image models only."""
-    use = config.channels_last and workload.is_image
+    use = config.acceleration.channels_last and workload.is_image
     return torch.channels_last if use else torch.contiguous_format
 
 
@@ -172,38 +172,40 @@ def open_session(
     `autotune=False` keeps cuDNN on its heuristics (fast batch-size probes skip benchmarking)."""
     precision.apply_matmul_settings()
     torch.backends.cudnn.benchmark = autotune
-    torch.manual_seed(config.seed + fabric.global_rank)
-    sharded = config.strategy == "fsdp"
+    torch.manual_seed(config.measurement.seed + fabric.global_rank)
+    sharded = config.devices.strategy == "fsdp"
     model, loss = (
         build_sharded_model(
-            workload, shape, config.llm_impl, fabric.init_module(empty_init=True), "cpu"
+            workload, shape, config.workload.llm_impl, fabric.init_module(empty_init=True), "cpu"
         )
         if sharded
-        else (build_model(workload, shape, config.llm_impl, fabric.init_module()))
+        else (build_model(workload, shape, config.workload.llm_impl, fabric.init_module()))
     )
     fmt = memory_format(config, workload)
     model = model.to(memory_format=fmt)
     param_count = sum(p.numel() for p in model.parameters())
     convolutions = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
-    if config.mode != "train":
+    if config.workload.mode != "train":
         hold_autocast_weights(model, precision)
-    if config.compile:  # under FSDP each block is compiled as it is sharded
+    if config.acceleration.compile:  # under FSDP each block is compiled as it is sharded
         model, loss = (model, torch.compile(loss)) if sharded else compiled(model, loss)
     feed = batches = None
-    if config.data_source().synthetic:
+    if config.data.parsed().synthetic:
         batches = synthetic_batches(config, workload, shape, precision, fmt, fabric)
-        fetch = _fetcher(batches, fabric.device, on_device=config.data_on == "device")
+        fetch = _fetcher(batches, fabric.device, on_device=config.data.location == "device")
     else:
         feed = open_feed(config, workload, shape, precision.input_dtype, fmt, fabric.device)
         fetch = feed.fetch
-    if config.mode == "train" and sharded:  # the optimizer is made for the shards
+    if config.workload.mode == "train" and sharded:  # the optimizer is made for the shards
         module = fabric.setup_module(LossModule(model, loss))
-        built = make_optimizer(config.optimizer, module.parameters())
+        built = make_optimizer(config.workload.optimizer, module.parameters())
         optimizer = fabric.setup_optimizers(built)
-    elif config.mode == "train":
-        built = make_optimizer(config.optimizer, model.parameters(), bool(config.cuda_graphs))
+    elif config.workload.mode == "train":
+        built = make_optimizer(
+            config.workload.optimizer, model.parameters(), bool(config.acceleration.cuda_graphs)
+        )
         module, optimizer = fabric.setup(LossModule(model, loss), built)
-    if config.mode == "train":
+    if config.workload.mode == "train":
         module.train()
 
         def update() -> None:
@@ -297,14 +299,16 @@ def drawn_on(config: RunConfig, device: torch.device) -> torch.device | None:
     """Where the synthetic batches are drawn: on the device that holds them, or (None) on the
     host where they stay pinned there (--data-on host). The bare loop asks the same, so that
     `validate` gives both loops the same inputs."""
-    return device if config.data_on == "device" else None
+    return device if config.data.location == "device" else None
 
 
 def synthetic_batches(config, workload, shape, precision, fmt, fabric) -> list[Batch]:
     """The in-memory batches in the input dtype: resident on the device, or pinned on the host
     (`--data-on host`) to be copied inside each step."""
     on = drawn_on(config, fabric.device)
-    made = make_batches(workload, shape, config.batch_size, config.seed, fmt, on)
+    made = make_batches(
+        workload, shape, config.workload.batch_size, config.measurement.seed, fmt, on
+    )
     batches = [cast_inputs(b, precision) for b in made]
     if on is not None:
         return [b.map(fabric.to_device) for b in batches]
@@ -316,13 +320,13 @@ def synthetic_batches(config, workload, shape, precision, fmt, fabric) -> list[B
 def open_feed(config, workload, shape, dtype, fmt, device: torch.device) -> DataFeed:
     """A loader over `--data`, its batches made ready on the device inside the step."""
     pipeline = open_pipeline(
-        config.data_source(),
+        config.data.parsed(),
         workload,
         shape,
-        config.batch_size,
-        config.data_workers or 0,
-        config.data_decode,
-        config.seed,
+        config.workload.batch_size,
+        config.data.workers or 0,
+        config.data.decode,
+        config.measurement.seed,
         pin_memory=device.type == "cuda",
     )
     return DataFeed(pipeline, OnDevice(pipeline, shape, device, dtype, fmt))
