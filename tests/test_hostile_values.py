@@ -161,7 +161,7 @@ H100 = "NVIDIA H100 80GB HBM3"
     "figure", [1e-12, float("inf"), float("nan"), 1e30, -5.0, 0.0, True, "742", 990.0]
 )
 def test_a_recorded_peak_the_gpu_cannot_have_is_no_record(tmp_path, figure):
-    from dlbench.results.attained import PEAKS_FILE, attained_peaks
+    from dlbench.results.peaks.attained import PEAKS_FILE, attained_peaks
 
     record = {"GPU-1": {"bf16": figure, "read_tb_s": 3.1, "run_id": "p"}}
     (tmp_path / PEAKS_FILE).write_text(json.dumps(record))  # Infinity and NaN as JSON allows
@@ -173,7 +173,7 @@ def test_a_recorded_peak_the_gpu_cannot_have_is_no_record(tmp_path, figure):
 
 
 def test_mfu_against_the_attained_peak_is_never_above_one():
-    from dlbench.engine.efficiency import attained_columns
+    from dlbench.results.efficiency import attained_columns
 
     peaks = {"bf16": 100.0, "read_tb_s": 1.0, "run_id": "p"}
     row = {"achieved_tflops": 400.0, "decode_hbm_tb_s": 2.0}
@@ -199,8 +199,8 @@ def test_records_that_are_not_files_or_nest_too_deep_are_no_records(tmp_path):
 @pytest.mark.e2e
 def test_peak_keeps_its_rows_when_its_record_cannot_be_written(tmp_path):
     from dlbench.caches import cache_key
-    from dlbench.results.attained import PEAKS_FILE
     from dlbench.results.environment import collect_environment
+    from dlbench.results.peaks.attained import PEAKS_FILE
 
     cache = tmp_path / "cache"
     (cache / cache_key(collect_environment("cpu")) / PEAKS_FILE).mkdir(parents=True)

@@ -80,7 +80,7 @@ def test_nothing_but_main_imports_the_cli():
 
 ENGINE_ROOMS = {"timing", "acceleration", "distribution", "scenarios"}
 # What runs a whole measurement and makes its rows: built on the rooms, never below them.
-ENGINE_RUNNERS = {"benchmark", "validate", "autobatch", "rows", "child", "efficiency"}
+ENGINE_RUNNERS = {"benchmark", "validate", "autobatch", "rows"}
 
 
 def test_the_engine_is_in_rooms_that_do_not_reach_up_to_its_runners():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dlbench.config import ATTENTION_KERNELS
+from dlbench.config.fields import ATTENTION_KERNELS
 from dlbench.engine.acceleration.attention import SDPA_BACKENDS, attention_kernel
 from tests.conftest import read_rows, run_cli
 

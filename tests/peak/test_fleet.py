@@ -8,7 +8,7 @@ import csv
 
 import pytest
 
-from dlbench.results.fleet import sibling_shares
+from dlbench.results.peaks.siblings import sibling_shares
 from dlbench.results.verdict import verdict_columns
 from tests.conftest import run_cli
 
@@ -43,7 +43,7 @@ def test_a_gpu_at_70_percent_of_its_siblings_is_named():
 
 def _judged(rows: list[dict]) -> list[dict]:
     """As `dlbench peak` judges its rows: datasheet shares, then siblings, then the verdict."""
-    from dlbench.results.fleet import datasheet_shares
+    from dlbench.results.peaks.siblings import datasheet_shares
 
     rows = [{**r, **datasheet_shares(r)} for r in rows]
     return [{**r, **s, **verdict_columns({**r, **s})} for r, s in zip(rows, sibling_shares(rows))]

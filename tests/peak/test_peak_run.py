@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from dlbench.engine.efficiency import attained_columns
 from dlbench.peak.run import peak_row
 from dlbench.peak.search import Best
-from dlbench.results.fleet import datasheet_shares
+from dlbench.results.efficiency import attained_columns
+from dlbench.results.peaks.siblings import datasheet_shares
 from tests.conftest import read_rows, run_cli
 
 TRAIN = ["train", "--accelerator", "cpu", "--model", "timm:test_resnet", "--width", "32",
@@ -43,7 +43,7 @@ def test_peak_on_the_cpu_writes_a_row_within_its_time_and_later_runs_divide_by_i
 
 def test_another_gpu_or_software_or_a_cold_run_finds_no_peaks(tmp_path):
     from dlbench.caches import use_caches
-    from dlbench.results.attained import attained_peaks, record_peaks
+    from dlbench.results.peaks.attained import attained_peaks, record_peaks
     from tests.engine.test_caches import ENVIRONMENT
 
     folder = use_caches(tmp_path, ENVIRONMENT)
@@ -79,7 +79,7 @@ def test_a_fake_gpus_findings_become_the_rows_columns():
 
 @pytest.mark.parametrize("text", ["{not json", "[1]", '{"cpu": 3}'])
 def test_a_peaks_record_that_cannot_be_read_gives_no_peaks(tmp_path, text):
-    from dlbench.results.attained import PEAKS_FILE, attained_peaks, record_peaks
+    from dlbench.results.peaks.attained import PEAKS_FILE, attained_peaks, record_peaks
 
     (tmp_path / PEAKS_FILE).write_text(text)
     assert attained_peaks(tmp_path, "cpu") is None

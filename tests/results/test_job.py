@@ -1,12 +1,12 @@
 """A multi-process row speaks for the job: sums over its GPUs, the worst GPU, a mixed host named,
-and attained peaks judged against every GPU's own (results.job, results.attained)."""
+and attained peaks judged against every GPU's own (results.job, results.peaks.attained)."""
 
 from __future__ import annotations
 
 import pytest
 
-from dlbench.results.attained import job_peaks
 from dlbench.results.job import job_gpus, job_telemetry
+from dlbench.results.peaks.attained import job_peaks
 
 
 def rank(i: int, name: str = "NVIDIA H100 80GB HBM3", memory: int = 81559, **telemetry) -> dict:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from dlbench.engine.efficiency import mfu_columns
 from dlbench.hardware import peak_tflops
+from dlbench.results.efficiency import mfu_columns
 from dlbench.workloads import get_workload
 from dlbench.workloads.flops import FlopCount, flops_per_sample, palm_flops
 from dlbench.workloads.text import LLAMA_SIZES

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.results.fleet import datasheet_shares, sibling_shares
+from dlbench.results.peaks.siblings import datasheet_shares, sibling_shares
 from dlbench.results.verdict import (
     MIN_DATASHEET_MATMUL_SHARE,
     MIN_DATASHEET_READ_SHARE,

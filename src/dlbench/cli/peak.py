@@ -9,7 +9,7 @@ import typer
 
 from dlbench.cli.app import app
 from dlbench.cli.options import Output
-from dlbench.config import ACCELERATORS, DEFAULT_OUTPUT
+from dlbench.config.fields import ACCELERATORS, DEFAULT_OUTPUT
 from dlbench.errors import check_seconds, invalid
 
 DEFAULT_PEAK_TIME_S = 60.0

@@ -9,20 +9,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from dlbench.config.fields import (
-    ACCELERATORS,
-    ATTENTION_KERNELS,
-    CHECKPOINTING,
-    CONFIG_KEY,
-    CUDNN_SEARCH_CHOICES,
-    DATA_LOCATIONS,
-    DEFAULT_OUTPUT,
-    DEFAULT_SAMPLE_INTERVAL_S,
-    LLM_IMPLS,
-    MODES,
-    OPTIMIZERS,
-    PRECISIONS,
-)
+from dlbench.config.fields import CONFIG_KEY, DEFAULT_OUTPUT
 from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
 from dlbench.config.sections import (
     AccelerationConfig,
@@ -35,35 +22,16 @@ from dlbench.config.sections import (
     WorkloadConfig,
     check_count,
 )
-from dlbench.config.sources import (
-    DATA_KINDS,
-    DECODERS,
-    STRATEGIES,
-    DataSource,
-    DdpSettings,
-    resolved_strategy,
-)
+from dlbench.config.sources import DataSource, DdpSettings, resolved_strategy
 
 __all__ = [
-    "ACCELERATORS",
-    "ATTENTION_KERNELS",
-    "CHECKPOINTING",
     "CONFIG_KEY",
-    "CUDNN_SEARCH_CHOICES",
-    "DATA_KINDS",
-    "DATA_LOCATIONS",
-    "DECODERS",
     "DEFAULT_OUTPUT",
-    "DEFAULT_SAMPLE_INTERVAL_S",
-    "LLM_IMPLS",
-    "MODES",
-    "OPTIMIZERS",
     "PANELS",
-    "PRECISIONS",
     "SETTINGS",
-    "STRATEGIES",
     "DataSource",
     "DdpSettings",
+    "RunConfig",
     "Setting",
     "check_count",
     "resolved_strategy",

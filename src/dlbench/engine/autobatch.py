@@ -25,12 +25,12 @@ from dlbench.config import RunConfig
 from dlbench.config.flags import config_args
 from dlbench.console import stderr
 from dlbench.engine.acceleration.attention import attention_kernel
-from dlbench.engine.child import run_child
 from dlbench.engine.distribution.fabric import fabric_for
 from dlbench.engine.plan import Plan, make_plan
 from dlbench.engine.scenarios.session import open_session
 from dlbench.engine.timing.timer import synchronize
 from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
+from dlbench.signals import run_child
 
 MEMORY_FRACTION = 0.9
 SMALL_PROBES = (2, 8)

@@ -16,12 +16,6 @@ from dlbench.engine.acceleration.graph_policy import prepare_step
 from dlbench.engine.distribution.fabric import fabric_for, launcher, started_ranks
 from dlbench.engine.distribution.lost_ranks import RankWatch
 from dlbench.engine.distribution.ranks import agree_max, gather_ranks, job_process_ids, rank_facts
-from dlbench.engine.efficiency import (
-    attained_columns,
-    bandwidth_columns,
-    energy_columns,
-    mfu_columns,
-)
 from dlbench.engine.plan import Plan, loop_settings
 from dlbench.engine.scenarios.generation import (
     decode_bytes_per_step,
@@ -39,8 +33,14 @@ from dlbench.engine.timing.profiled_pass import (
     run_profiled_pass,
     window_busy_pct,
 )
-from dlbench.results.attained import attained_peaks, job_peaks
+from dlbench.results.efficiency import (
+    attained_columns,
+    bandwidth_columns,
+    energy_columns,
+    mfu_columns,
+)
 from dlbench.results.job import job_gpus, job_telemetry
+from dlbench.results.peaks.attained import attained_peaks, job_peaks
 from dlbench.results.stats import latency_columns
 from dlbench.signals import Interrupted
 from dlbench.telemetry.monitor import open_monitor
@@ -265,7 +265,7 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         "setup_s": setup_s,
         **compile_cache_column(compiled_before),
         **columns,
-        **energy_columns(telemetry, plan, loop.steps, columns),
+        **energy_columns(telemetry, measurement.samples, _tokens_per_sample(plan, columns)),
         **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
         **_mfu(measurement, gpu_name, cache),
         **(plan.ddp.columns() if plan.config.devices.strategy == "ddp" else {}),
@@ -314,3 +314,12 @@ def _mfu(m: Measurement, gpu: str, cache: Path | None) -> dict[str, object]:
     per_device = m.samples / m.slowest_window_s / m.world_size
     flops = recorded_flops_per_sample(plan.workload, plan.shape, plan.config.workload.mode, cache)
     return mfu_columns(flops, per_device, gpu, plan.config.acceleration.precision)
+
+
+def _tokens_per_sample(plan: Plan, columns: dict[str, object]) -> int | None:
+    """The tokens a sample counts for energy per token: those generated in generation, the
+    sequence's otherwise; none for images."""
+    generated = columns.get("new_tokens")
+    if isinstance(generated, int) and generated:
+        return generated
+    return plan.workload.tokens_per_sample(plan.shape)

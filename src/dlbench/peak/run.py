@@ -1,7 +1,7 @@
 """`dlbench peak` end to end: measure each device (peak.measure) inside a telemetry window, one
 row per device (run_kind=peak) with its datasheet shares, its siblings' shares and a verdict;
 append the rows, and record each GPU's figures in the cache folder for later runs'
-`mfu_attained` (results.attained)."""
+`mfu_attained` (results.peaks.attained)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from pathlib import Path
 import torch
 
 from dlbench.caches import use_caches
-from dlbench.config import DEFAULT_SAMPLE_INTERVAL_S
+from dlbench.config.fields import DEFAULT_SAMPLE_INTERVAL_S
 from dlbench.console import show_frame, stderr
 from dlbench.engine.distribution.devices import gpu_uuid
 from dlbench.errors import UserError, invalid
 from dlbench.peak.measure import MATMUL_DTYPES, measure_device
 from dlbench.peak.search import Best
-from dlbench.results.attained import record_peaks
 from dlbench.results.environment import collect_environment, gpu_facts
-from dlbench.results.fleet import datasheet_shares, sibling_shares
+from dlbench.results.peaks.attained import record_peaks
+from dlbench.results.peaks.siblings import datasheet_shares, sibling_shares
 from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
 from dlbench.results.verdict import impossible_peak, verdict_columns

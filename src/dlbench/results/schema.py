@@ -6,7 +6,7 @@ import re
 
 from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
 from dlbench.errors import invalid
-from dlbench.results.peak_columns import PEAK_COLUMNS
+from dlbench.results.peaks.columns import PEAK_COLUMNS
 from dlbench.results.stats import (
     MAX_DRIFT_PCT,
     MAX_NOISE_PCT,

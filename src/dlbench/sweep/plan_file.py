@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from dlbench.config import MODES
+from dlbench.config.fields import MODES
 from dlbench.config.flags import typed_value
 from dlbench.config.limits import MAX_REPEATS
 from dlbench.errors import MAX_SECONDS, UserError, one_line, unknown_choice

@@ -25,8 +25,14 @@ import tempfile
 
 from dlbench.config import RunConfig
 from dlbench.config.flags import config_args, config_from_json, config_to_json
-from dlbench.engine.child import ChildResult, last_line_of, run_child, stop_group
-from dlbench.signals import Interrupted, child_environment
+from dlbench.signals import (
+    ChildResult,
+    Interrupted,
+    child_environment,
+    last_line_of,
+    run_child,
+    stop_group,
+)
 from dlbench.startup import mark_command_start
 
 

@@ -55,7 +55,7 @@ def _cpu_ranks_allowed() -> int:
 
 def gpu_uuid(device: torch.device) -> str:
     """The GPU's UUID as torch reports it (NVML's without the `GPU-` prefix); `cpu` for the
-    host. Attained peaks are kept by it (results.attained)."""
+    host. Attained peaks are kept by it (results.peaks.attained)."""
     if device.type != "cuda":
         return "cpu"
     return str(torch.cuda.get_device_properties(device).uuid)

@@ -30,6 +30,6 @@ PEAK_COLUMNS: dict[str, str] = {
     "memory read or copy; over 1 no GPU attains (verdict above_datasheet, never a recorded peak)",
     "siblings": "peak: GPUs of the same model compared in the fleet check",
     "siblings_share": "peak: the lowest share of the siblings' median over bf16 matmul and "
-    "memory read (results.fleet); empty with no sibling",
+    "memory read (results.peaks.siblings); empty with no sibling",
     "siblings_low": "peak: the figure siblings_share was lowest on",
 }

@@ -5,14 +5,20 @@ peak memory bandwidth (decode at small batch is bound by memory, not FLOPs)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
-from dlbench.engine.plan import Plan
 from dlbench.hardware import peak_bandwidth_tb_s, peak_tflops, precision_field
-from dlbench.workloads.flops import FlopCount
+
+
+class FlopsPerSample(Protocol):
+    """A sample's FLOPs and how they were counted (workloads.flops.FlopCount)."""
+
+    per_sample: float
+    method: str
 
 
 def mfu_columns(
-    flops: FlopCount | None, samples_per_s_per_device: float, gpu_name: str, precision: str
+    flops: FlopsPerSample | None, samples_per_s_per_device: float, gpu_name: str, precision: str
 ) -> dict[str, object]:
     """FLOPs per sample, achieved TFLOP/s and MFU; MFU is empty for an unknown GPU."""
     if flops is None:
@@ -66,20 +72,19 @@ def attained_columns(
     return out
 
 
-def energy_columns(telemetry: dict, plan: Plan, steps: int, scenario: dict) -> dict:
+def energy_columns(telemetry: dict, samples: int, tokens_per_sample: int | None) -> dict:
     """Telemetry columns (the job's: every rank's GPU summed, results.job), with the energy
-    divided per sample (and per token: generated tokens for generation, sequence tokens
-    otherwise) and above the GPUs' own idle power."""
+    divided per sample of the window (every rank's), per token where a sample has tokens
+    (generated tokens for generation, sequence tokens otherwise), and above the GPUs' own
+    idle power."""
     energy = telemetry.get("energy_j")
     if not isinstance(energy, float):
         return telemetry
-    samples = plan.config.workload.batch_size * steps * plan.devices.world_size
     columns = {**telemetry, "energy_per_sample_j": energy / samples}
     idle, window = telemetry.get("idle_power_w"), telemetry.get("telemetry_window_s")
     if isinstance(idle, float) and window:
         above = energy - idle * window
         columns.update(energy_above_idle_j=above, energy_above_idle_per_sample_j=above / samples)
-    tokens = scenario.get("new_tokens") or plan.workload.tokens_per_sample(plan.shape)
-    if tokens:
-        columns["energy_per_token_j"] = energy / (samples * tokens)
+    if tokens_per_sample:
+        columns["energy_per_token_j"] = energy / (samples * tokens_per_sample)
     return columns
