@@ -1,1 +1,3 @@
-"""Results: the row schema, the environment it records, and the CSV store rows go to."""
+"""Results: the row schema and the builder of a row, the environment a row records, what is
+derived from a measurement (statistics, efficiency, a job's sums, the verdict, peak figures)
+and the CSV store rows go to."""
