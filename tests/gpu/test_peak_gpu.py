@@ -34,4 +34,4 @@ def test_a_bounded_peak_measurement_on_this_gpu():
     if bandwidth:
         assert 0.3 * bandwidth < found["read"].rate < bandwidth
     assert found["h2d"].rate > 4.0 and found["d2h"].rate > 4.0  # GB/s: PCIe gen3 x4 or better
-    assert found["p2p"] is None
+    assert found["p2p"] == []  # no peer given, no pair measured
