@@ -31,12 +31,11 @@ def field_option(name: str, help: str | None = None, kind: Any = None) -> Any:
     """`Annotated[type, typer.Option(...)]` for one setting: its declared names (a
     `--name/--no-name` pair for an optional boolean), its help unless `help` replaces it."""
     setting = SETTINGS[name]
-    meta = setting.field.metadata
     kind = kind or _cli_type(name)
-    names = list(meta["flags"])
+    names = list(setting.flags)
     if not names and kind == (bool | None):
         names = [f"--{name.replace('_', '-')}/--no-{name.replace('_', '-')}"]
-    elif not names and meta["switch"]:
+    elif not names and setting.switch:
         names = [f"--{name.replace('_', '-')}"]
     option = typer.Option(*names, help=help or setting.help, rich_help_panel=setting.panel)
     return Annotated[kind, option]

@@ -120,6 +120,16 @@ class Setting:
         return self.field.metadata["help"]
 
     @property
+    def flags(self) -> tuple[str, ...]:
+        """Its names when they are not `--key-name` (`--workers`, `--data-workers`)."""
+        return self.field.metadata.get("flags", ())
+
+    @property
+    def switch(self) -> bool:
+        """An on-only flag (`--json`) rather than a `--name/--no-name` pair."""
+        return bool(self.field.metadata.get("switch"))
+
+    @property
     def panel(self) -> str:
         """Its group in `--help`: the section's title."""
         return SECTION_CLASSES[self.section].TITLE

@@ -20,7 +20,7 @@ SWEEP_OWNED = ("mode", "output", "run_id", "tags")
 def flag_name(key: str) -> str:
     """The command-line flag of a setting: `--batch-size` for batch_size, `--workers` for
     data_workers (its first declared name)."""
-    flags = SETTINGS[key].field.metadata.get("flags") if key in SETTINGS else None
+    flags = SETTINGS[key].flags if key in SETTINGS else ()
     return flags[0] if flags else "--" + key.replace("_", "-")
 
 
@@ -31,7 +31,7 @@ def flag_args(key: str, value: object) -> list[str]:
     if value is None:
         return []
     if isinstance(value, bool):
-        if SETTINGS[key].field.metadata.get("switch"):
+        if SETTINGS[key].switch:
             return [flag] if value else []
         return [flag if value else "--no-" + flag[2:]]
     if isinstance(value, RowTags):
@@ -64,15 +64,12 @@ def config_to_json(config: RunConfig) -> dict[str, object]:
 
 
 def _plain(value: object) -> object:
+    """A setting's value as JSON holds it: tags as a dict, a path as text, a tuple as a list."""
     if isinstance(value, RowTags):
         return dataclasses.asdict(value)
-    return (
-        str(value)
-        if isinstance(value, Path)
-        else list(value)
-        if isinstance(value, tuple)
-        else value
-    )
+    if isinstance(value, Path):
+        return str(value)
+    return list(value) if isinstance(value, tuple) else value
 
 
 def config_from_json(data: dict[str, object]) -> RunConfig:

@@ -216,9 +216,9 @@ def check_points(points: list[SweepPoint]) -> None:
     folders: set[Path] = set()
     for point in points:
         try:
-            work = point.config().workload
+            config = point.config()
+            work, cache = config.workload, config.acceleration.cache_dir
             get_workload(work.model).shape(work.width, work.height, work.seq_len)
-            cache = point.config().acceleration.cache_dir
             if cache is not None and cache not in folders:
                 writable_folder(cache, "cache_dir")  # not at the point, later
                 folders.add(cache)
