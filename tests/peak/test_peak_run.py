@@ -61,9 +61,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 def test_a_fake_gpus_findings_become_the_rows_columns():
     import torch
 
-    found = {"bf16": Best(790.0, (8192, 8192, 8192), 12, 14.0, 680.0),
-             "fp8": Best(1300.0, (8192, 8192, 16384), 9, 7.0, 1250.0),
-             "read": Best(2.95, (2048,), 4, 5.0, 2.95), "h2d": Best(55.0, (1024,), 2, 3.0, 55.0),
+    found = {"bf16": Best(790.0, (8192, 8192, 8192), 12, 680.0),
+             "fp8": Best(1300.0, (8192, 8192, 16384), 9, 1250.0),
+             "read": Best(2.95, (2048,), 4, 2.95), "h2d": Best(55.0, (1024,), 2, 55.0),
              "fp16": None, "p2p": None}  # fmt: skip
     row = peak_row(torch.device("cpu"), found, 30.0, {"avg_power_w": 650.0})
     row["gpu_name"] = H100

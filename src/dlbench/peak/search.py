@@ -16,13 +16,12 @@ Shape = tuple[int, ...]
 
 @dataclass(frozen=True)
 class Best:
-    """The best rate found, its shape, what finding it took, and the best shape's rate over
-    the longer measurement."""
+    """The best rate found, its shape, how many shapes were tried, and the best shape's rate
+    over the longer measurement."""
 
     rate: float
     shape: Shape
     tried: int
-    seconds: float
     sustained: float
 
     @property
@@ -57,7 +56,7 @@ def search_best(
     if best_shape is None:
         return None
     sustained = rate(best_shape, sustain_s)
-    return Best(max(best_rate, sustained), best_shape, tried, clock() - began, sustained)
+    return Best(max(best_rate, sustained), best_shape, tried, sustained)
 
 
 def matmul_shapes(largest: int) -> list[Shape]:
