@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from dlbench.config.fields import CONFIG_KEY, DEFAULT_OUTPUT
 from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
@@ -51,17 +50,6 @@ class RunConfig:
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     cost: CostConfig = field(default_factory=CostConfig)
 
-    SECTIONS: ClassVar[tuple[str, ...]] = (
-        "workload",
-        "acceleration",
-        "measurement",
-        "devices",
-        "data",
-        "output",
-        "telemetry",
-        "cost",
-    )
-
     @classmethod
     def of(cls, **settings: object) -> RunConfig:
         """A config from settings by key (`batch_size=8`, `devices="2"`: a flag's name, a plan
@@ -69,12 +57,11 @@ class RunConfig:
         unknown = sorted(set(settings) - set(SETTINGS))
         if unknown:
             raise TypeError(f"RunConfig has no setting {', '.join(unknown)}")
-        by_section: dict[str, dict[str, object]] = {name: {} for name in cls.SECTIONS}
+        by_section: dict[str, dict[str, object]] = {name: {} for name in SECTION_CLASSES}
         for key, value in settings.items():
             setting = SETTINGS[key]
             by_section[setting.section][setting.name] = value
-        kinds = typing.get_type_hints(cls)
-        return cls(**{name: kinds[name](**values) for name, values in by_section.items()})
+        return cls(**{name: SECTION_CLASSES[name](**values) for name, values in by_section.items()})
 
     def settings(self) -> dict[str, object]:
         """Every setting by key, in the sections' order (what `of` takes back)."""
@@ -141,8 +128,9 @@ class Setting:
         return f.default_factory() if f.default is dataclasses.MISSING else f.default
 
 
+# RunConfig's sections, by field name, in the order they are declared.
 SECTION_CLASSES: dict[str, type] = {
-    name: typing.get_type_hints(RunConfig)[name] for name in RunConfig.SECTIONS
+    f.name: typing.get_type_hints(RunConfig)[f.name] for f in dataclasses.fields(RunConfig)
 }
 
 
