@@ -40,3 +40,20 @@ def test_a_planted_slowdown_in_the_dlbench_ddp_step_moves_the_ratio_below_1(csv_
     assert out.returncode == 0, out.stderr
     [row] = read_rows(csv_path)
     assert float(row["harness_ratio"]) < 0.8
+
+
+def test_a_dlbench_loop_that_runs_on_past_its_first_chunk_keeps_its_ratio_near_one():
+    """The measured loop runs further chunks until its noise settles (here: never, so until
+    --max-time); the bare loop runs --n-iters steps. Each rate counts the steps that ran: a
+    repeat that ran five times the steps must not read a fifth of its rate."""
+    from dlbench.config import RunConfig
+    from dlbench.engine.validate import compare_loops
+
+    config = RunConfig.of(
+        model="timm:test_resnet", accelerator="cpu", batch_size=4, width=32, height=32,
+        n_iters=6, warmup_steps=1, max_noise=0.001, max_time=0.4, telemetry=False,
+    )  # fmt: skip
+    measurement, rates, bare_rates = compare_loops(config, repeats=2)
+    assert measurement.loop.steps > 3 * config.measurement.n_iters  # it ran on
+    for rate, bare in zip(rates, bare_rates):
+        assert 0.5 < rate / bare < 2.0

@@ -47,6 +47,7 @@ CLEAN = {
         ({"sm_clock_below_base_pct": 30.0}, "low_clock", "clocks"),
         ({"energy_quality": "short window: 0.30 s < 4.00 s"}, "energy_short_window",
          "--min-time"),
+        ({"harness_ratios": "0.9989 0.4930 1.0011"}, "repeats_disagree", "repeat 2 read 0.4930"),
     ],
 )  # fmt: skip
 def test_each_reason_makes_a_row_invalid_and_says_what_to_change(change, reason, hint):
@@ -71,6 +72,28 @@ def test_a_row_that_passes_every_check_is_valid_and_notes_stay_apart():
     assert columns["verdict"] == "valid"
     assert columns["verdict_notes"] == "power_capped;processes_hidden;eager_fallback"
     assert advice(capped).startswith("VALID (note: ran at its software power cap in 64 %")
+
+
+@pytest.mark.parametrize(
+    ("ratios", "named"),
+    [
+        ("1.0030 0.4984 0.9959", [2]),  # issue 63's FSDP row: the median read 0.9959
+        ("0.9989 0.4930 1.0011", [2]),
+        ("1.0084 1.0023 1.0029", []),  # a valid 2-GPU row of 505e587
+        ("1.000 1.015 0.990", []),  # within 2 % of the others' range
+        ("1.000 1.050", [1, 2]),  # two repeats 5 % apart: neither can be trusted
+        ("1.0 1.0 1.0 0.9", [4]),
+        ("1.0002", []),
+    ],
+)
+def test_a_repeat_outside_the_others_ratios_is_named_and_no_median_hides_it(ratios, named):
+    from dlbench.results.verdict import disagreeing_repeats, harness_ratios
+
+    row = {**CLEAN, "harness_ratios": ratios, "harness_ratio": 1.0}
+    assert disagreeing_repeats(harness_ratios(row)) == named
+    assert (verdict_columns(row)["verdict"] == "invalid") == bool(named)
+    for k in named:
+        assert f"repeat {k} read" in advice(row)
 
 
 @pytest.mark.e2e

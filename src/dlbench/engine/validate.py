@@ -50,22 +50,21 @@ def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[f
             session, settings, bool(plan.config.acceleration.cuda_graphs)
         )
     bare.cuda_graphs = bare.cuda_graphs and graph.graphed is not False  # like with like
-    samples = config.workload.batch_size * config.measurement.n_iters * fabric.world_size
+    per_step = config.workload.batch_size * fabric.world_size  # samples of one step, all ranks
+    bare_steps = config.measurement.n_iters
     bare_rates: list[float] = []
     loops: list[LoopResult] = []
     for r in range(repeats):
         for variant in ("bare", "dlbench") if r % 2 == 0 else ("dlbench", "bare"):
             if variant == "bare":
-                seconds = bare.window_s(
-                    config.measurement.warmup_steps, config.measurement.n_iters, align=agree
-                )
+                seconds = bare.window_s(config.measurement.warmup_steps, bare_steps, align=agree)
                 [slowest] = agree([seconds])
-                bare_rates.append(samples / slowest)
+                bare_rates.append(per_step * bare_steps / slowest)
                 continue
             with session.context():
                 loops.append(run_measured_loop(step, session.device, settings, None, agree))
-    slowest_windows = [agree([lp.window_s])[0] for lp in loops]
-    rates = [samples / w for w in slowest_windows]
+    # the measured loop runs on until its noise settles: each rate counts the steps it ran
+    rates = [per_step * lp.steps / agree([lp.window_s])[0] for lp in loops]
     chosen = graph.merge(loops[sorted(zip(rates, range(len(loops))))[len(loops) // 2][1]])
     index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
     measurement = Measurement(

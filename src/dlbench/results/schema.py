@@ -176,8 +176,8 @@ COLUMNS: dict[str, str] = {
     "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",
     "verdict_reasons": "why invalid, ;-separated: failed, short_window, few_steps, noisy, "
     "host_bound, input_bound, hardware_slowdown, other_processes, low_clock, "
-    "energy_short_window; peak rows: above_datasheet, impossible_figure, below_datasheet, "
-    "below_siblings",
+    "energy_short_window; validate rows: repeats_disagree; peak rows: above_datasheet, "
+    "impossible_figure, below_datasheet, below_siblings",
     "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
     "eager_fallback",
     "usd_per_hour": "--usd-per-hour: the price given for the machine or GPU per hour",

@@ -24,6 +24,9 @@ MIN_DATASHEET_READ_SHARE = 0.85
 MIN_SIBLINGS_SHARE = 0.9
 # ... and over this share of any datasheet figure is a timing fault: a GPU cannot beat it.
 MAX_DATASHEET_SHARE = 1.0
+# validate: a repeat whose ratio lies further than this outside the other repeats' range
+# disagrees with them, the harness's own bar (a loop within 2 % of a bare one)
+MAX_REPEAT_GAP_PCT = 2.0
 
 # code: (what happened, what to change)
 REASONS = {
@@ -67,6 +70,11 @@ REASONS = {
     "impossible_figure": (
         "a figure is not a finite positive rate",
         "a timing fault: report it, and trust no figure of this row",
+    ),
+    "repeats_disagree": (
+        "{disagreeing_repeats} outside the other repeats' ratios by over {max_repeat_gap_pct:g} %"
+        " ({harness_ratios})",
+        "a median would hide it: run validate again on a quiet GPU",
     ),
     "below_siblings": (
         "it attains {siblings_share:.0%} of its {siblings:.0f} siblings' median ({siblings_low})",
@@ -124,6 +132,8 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     if row.get("energy_quality") not in (None, "", "ok"):
         reasons.append("energy_short_window")
     reasons += _peak_reasons(row)
+    if disagreeing_repeats(harness_ratios(row)):
+        reasons.append("repeats_disagree")
     notes = []
     if "sw_power_cap" in slowdowns:
         notes.append("power_capped")
@@ -184,6 +194,26 @@ def _peak_reasons(row: dict) -> list[str]:
     return reasons
 
 
+def harness_ratios(row: dict) -> list[float]:
+    """validate's ratio of each repeat (none for other rows)."""
+    text = row.get("harness_ratios")
+    if not isinstance(text, str):
+        return []
+    return [r for r in (number_or_none(part) for part in text.split()) if r is not None]
+
+
+def disagreeing_repeats(ratios: list[float]) -> list[int]:
+    """The repeats (counted from 1) whose ratio lies more than MAX_REPEAT_GAP_PCT outside the
+    range of the others' ratios: of two repeats that far apart, both."""
+    gap = MAX_REPEAT_GAP_PCT / 100
+    found = []
+    for i, ratio in enumerate(ratios):
+        others = ratios[:i] + ratios[i + 1 :]
+        if others and not min(others) * (1 - gap) <= ratio <= max(others) * (1 + gap):
+            found.append(i + 1)
+    return found
+
+
 def verdict_columns(row: dict) -> dict[str, object]:
     """`verdict`, `verdict_reasons` and `verdict_notes` for a row."""
     reasons, notes = reasons_and_notes(row)
@@ -219,6 +249,11 @@ def advice(row: dict) -> str:
     ):
         values[key] = _number(row, key) or 0.0
     values["min_spread_steps"] = MIN_SPREAD_STEPS
+    values["max_repeat_gap_pct"] = MAX_REPEAT_GAP_PCT
+    ratios = harness_ratios(row)
+    values["disagreeing_repeats"] = "; ".join(
+        f"repeat {k} read {ratios[k - 1]:.4f}" for k in disagreeing_repeats(ratios)
+    )
     if not reasons:
         extra = "; ".join(NOTES[n].format(**values) for n in notes)
         return "VALID" + (f" (note: {extra})" if extra else "")
