@@ -189,3 +189,86 @@ def test_a_candidate_invalid_only_for_noise_is_compared_and_named_not_a_failure(
     shared = compare_runs(base, _one(tmp_path / "o.csv", 990.0, 6.0, **other), threshold_pct=5)
     assert not shared.passed  # a neighbour on the GPU is no noise: the row is not compared
     assert shared.table["verdict"].tolist() == ["invalid (noisy;other_processes)"]
+
+
+REFERENCE = "benchmarks/reference/default-pt2.11-cu13.0-h100-80gb-hbm3.csv"
+
+
+def _default_plan_pair(tmp_path):
+    """The published H100 default plan as the baseline; a candidate of the same plan with a
+    regression, a failure with a long error, an invalid row and a newer torch."""
+    from pathlib import Path
+
+    from dlbench.results.store import CsvStore
+
+    root = Path(__file__).resolve().parents[2]
+    rows = CsvStore(root / REFERENCE).rows()
+    changed = []
+    for row in rows:
+        row = dict(row)
+        row["torch"] = "2.14.1"
+        if row["model"] == "vit" and row["batch_size"] == "256" and row["mode"] == "train":
+            row["samples_per_s"] = str(float(row["samples_per_s"]) * 0.8)
+        if row["model"] == "swin" and row["mode"] == "train":
+            row.update(status="oom", samples_per_s="", error="OutOfMemoryError: " + "x" * 300)
+        if row["model"] == "vgg16" and row["mode"] == "infer":
+            row.update(verdict="invalid", verdict_reasons="other_processes")
+        changed.append(row)
+    return root / REFERENCE, write_rows(tmp_path / "cand.csv", changed)
+
+
+@pytest.mark.parametrize("columns", [80, 100, 160])
+def test_compare_fits_a_terminal_with_every_model_name_whole(dlbench, tmp_path, monkeypatch,
+                                                            columns):  # fmt: skip
+    base, cand = _default_plan_pair(tmp_path)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code, out, _ = dlbench("compare", base, cand)
+    assert code == 1  # vit's 20 % and swin's failure
+    lines = out.splitlines()
+    assert all(len(line) <= columns for line in lines), max(lines, key=len)
+    models = {r["model"] for r in load_rows([base]).to_dict("records")}
+    table = [line for line in lines if line.split(" ", 1)[0] in models]
+    assert {line.split()[0] for line in table} == models  # each name whole, first on its line
+    assert lines[0].split()[:3] == ["model", "mode", "batch"]
+    vit = next(line for line in table if line.startswith("vit ") and " train " in line)
+    assert "-20.0%" in vit and "regression" in vit
+    swin = next(line for line in table if line.startswith("swin ") and " train " in line)
+    assert "failed" in swin and "xxxx" not in swin  # the error is a footnote
+    assert any(line.startswith("[") and "OutOfMemoryError" in line for line in lines)
+    assert any("every line compared: torch 2.11.0+cu130 -> 2.14.1" in line for line in lines)
+
+
+def test_only_key_columns_that_tell_configurations_apart_lead_a_line():
+    from dlbench.analysis.compare_view import identifying_columns
+
+    table = pd.DataFrame(
+        [
+            {"model": "vit", "mode": "infer", "batch_size": 1, "compile": True,
+             "optimizer": "adamw", "seq_len": "", "precision": "bf16-mixed"},
+            {"model": "vit", "mode": "infer", "batch_size": 256, "compile": False,
+             "optimizer": "adamw", "seq_len": "", "precision": "bf16-mixed"},
+            {"model": "resnet50", "mode": "infer", "batch_size": 1, "compile": True,
+             "optimizer": "sgd", "seq_len": "", "precision": "bf16-mixed"},
+            {"model": "resnet50", "mode": "infer", "batch_size": 1, "compile": False,
+             "optimizer": "sgd", "seq_len": "", "precision": "bf16-mixed"},
+        ]
+    )  # fmt: skip
+    key = ["model", "mode", "precision", "batch_size", "seq_len", "compile", "optimizer"]
+    # compile splits resnet50's two batch-1 lines; the optimizer goes with the model
+    assert identifying_columns(table, key) == ["model", "mode", "batch_size", "compile"]
+    assert identifying_columns(table.iloc[:3], key) == ["model", "mode", "batch_size"]
+
+
+def test_wide_and_markdown_keep_every_column(dlbench, tmp_path):
+    base = _csv(tmp_path / "base.csv", [1000, 500, 300])
+    cand = _csv(tmp_path / "cand.csv", [1000, 400, 301])
+    _, markdown, _ = dlbench("compare", base, cand, "--markdown")
+    assert "noise_pct" in markdown and "| vit" in markdown
+    _, wide, _ = dlbench("compare", base, cand, "--wide")
+    assert "noise_pct" in wide and "note" in wide
+
+
+def test_a_number_read_as_float_on_one_side_is_no_environment_change():
+    b = pd.DataFrame([benchmark_row(model="vit", cpu_count=16)])
+    c = pd.DataFrame([benchmark_row(model="vit", cpu_count=16.0)])
+    assert compare_runs(b, c).table.loc[0, "note"] == ""

@@ -255,8 +255,8 @@ def _note(joined_row: pd.Series) -> str:
         b = joined_row.get(f"{column}_candidate")
         if pd.isna(a) or pd.isna(b):
             continue
-        if str(a) != str(b):
-            notes.append(f"{column} {a} -> {b}")
+        if canonical(a) != canonical(b):  # 16 and 16.0 alike: a column with a gap reads float
+            notes.append(f"{column} {canonical(a)} -> {canonical(b)}")
     return "; ".join(notes)
 
 

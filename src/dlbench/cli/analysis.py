@@ -73,11 +73,18 @@ def compare(
         ),
     ] = None,
     markdown: Annotated[
-        bool, typer.Option("--markdown", help="Markdown for CI summaries.")
+        bool, typer.Option("--markdown", help="Markdown for CI summaries (every column).")
+    ] = False,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every key column and the noise band, unabridged.")
     ] = False,
     same_code: SameCode = False,
 ) -> None:
+    import shutil
+    import textwrap
+
     from dlbench.analysis.compare import compare_runs, display_table, markdown_table, verdict_line
+    from dlbench.analysis.compare_view import terminal_lines
     from dlbench.analysis.load import load_rows, require_columns
     from dlbench.console import show_frame
     from dlbench.errors import EXIT_FAILED, UserError, check_finite
@@ -97,9 +104,12 @@ def compare(
     verdict = verdict_line(result)
     if markdown:
         print(f"### dlbench compare: {verdict}\n\n{caption}\n\n{markdown_table(table)}")
-    else:
+    elif wide:
         show_frame(table, "candidate vs baseline")
         print(f"{caption}\n{verdict}" if caption else verdict)
+    else:
+        width = shutil.get_terminal_size((100, 24)).columns
+        print("\n".join([*terminal_lines(result, width), *textwrap.wrap(verdict, width)]))
     raise typer.Exit(0 if result.passed else EXIT_FAILED)
 
 
