@@ -27,6 +27,28 @@ def default_cache_root() -> Path:
     return Path(base) / "dlbench"
 
 
+def cache_root_problem(root: Path) -> str | None:
+    """Why `root` cannot hold the caches (a control character in its name, a file, a folder
+    no file can go in), made where it is missing; None where it can."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in str(root)):
+        return "its name holds a control character"
+    if root.exists() and not root.is_dir():
+        return "it is a file, not a folder"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".dlbench-probe.", dir=root)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
+
+
+def shown_path(path: Path) -> str:
+    """A path on one line, as a message names it (a newline as \\n)."""
+    return str(path).encode("unicode_escape").decode()
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from dlbench.caches import cache_key, use_caches
-from tests.conftest import cli_env, read_rows, run_cli
+from tests.conftest import cli_env, read_rows, refused, run_cli
 
 COMPILED = ["infer", "--accelerator", "cpu", "--model", "steady", "--batch-size", "4",
             "--n-iters", "5", "--warmup-steps", "1", "--compile"]  # fmt: skip
@@ -86,12 +86,60 @@ def test_a_cache_folder_that_cannot_be_made_is_one_error_line(tmp_path):
 def test_a_default_cache_folder_that_cannot_be_made_costs_a_warning_and_a_cold_run(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")  # as a container user whose home is not writable
-    env = {**cli_env(), "DLBENCH_CACHE_DIR": str(blocker / "cache")}
+    env = {**cli_env(), "XDG_CACHE_HOME": str(blocker)}
+    env.pop("DLBENCH_CACHE_DIR", None)
     out = run_cli(*COMPILED, "--output", tmp_path / "rows.csv", env=env)
     assert out.returncode == 0, out.stderr
-    assert "warning: no cache folder" in out.stderr
+    assert f"warning: the default cache folder {blocker / 'dlbench'} cannot" in out.stderr
     [row] = read_rows(tmp_path / "rows.csv")
     assert (row["compile_cache"], row["cache_dir"]) == ("miss", "")
+
+
+@pytest.mark.parametrize(
+    ("named", "why"),
+    [
+        ("a-file", "a file, not a folder"),  # issue 63: the run went cold without a word
+        ("a-file/cache", "Not a directory"),
+        ("cache\nwith a break", "control character"),
+        ("cache\twith a tab", "control character"),
+    ],
+)
+def test_a_cache_variable_that_cannot_be_used_is_one_warning_naming_it_then_a_cold_run(
+    tmp_path, monkeypatch, capsys, named, why
+):
+    from dlbench.config import RunConfig
+    from dlbench.engine.acceleration.compile_cache import open_caches
+
+    (tmp_path / "a-file").write_text("not a folder")
+    path = tmp_path / named
+    monkeypatch.setenv("DLBENCH_CACHE_DIR", str(path))
+    assert open_caches(RunConfig.of(accelerator="cpu"), {"gpu_name": "x"}) is None  # cold
+    [line] = capsys.readouterr().err.strip().splitlines()
+    shown = str(path).encode("unicode_escape").decode()
+    assert line.startswith(f"warning: DLBENCH_CACHE_DIR={shown} cannot hold the caches")
+    assert why in line and "cold" in line
+    assert not (tmp_path / "cache\nwith a break").exists()
+
+
+def test_a_sweep_says_once_before_its_points_that_the_cache_variable_cannot_be_used(
+    dlbench, tmp_path, monkeypatch
+):
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("DLBENCH_CACHE_DIR", str(tmp_path / "a-file"))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "name: one\nfixed: {accelerator: cpu, n_iters: 2, warmup_steps: 0, width: 32, "
+        "height: 32}\nruns:\n  - models: [timm:test_resnet]\n    batch_sizes: [2]\n"
+    )
+    code, _, err = dlbench("sweep", plan, "--output", tmp_path / "rows.csv", "--isolation",
+                           "process")  # fmt: skip
+    assert code == 0, err
+    assert err.count("DLBENCH_CACHE_DIR=") == 1 and "a file, not a folder" in err
+
+
+def test_a_cache_dir_flag_with_a_control_character_is_refused(dlbench, kept, tmp_path):
+    refused(dlbench(*COMPILED, "--cache-dir", tmp_path / "a\nb", "--output", kept),
+            "--cache-dir", "control character")  # fmt: skip
 
 
 def test_a_flop_count_is_kept_in_the_folder_and_served_without_counting(tmp_path, monkeypatch):

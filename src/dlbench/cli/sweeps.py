@@ -70,9 +70,15 @@ def sweep(
         for i, point in enumerate(shard_points(sweep_plan.points(), index, count), 1):
             print(f"{i:3d}  dlbench {' '.join(point.cli_args())}")
         raise typer.Exit(0)
+    from dlbench.console import stderr
+    from dlbench.engine.acceleration.compile_cache import cache_variable_warning
+
     runner = SweepRunner(
         sweep_plan, output, allow_power_changes, settle_s, (index, count), isolation, resume
     )
+    unusable = cache_variable_warning()  # each point says it into its log: said here once
+    if unusable:
+        stderr.print(f"[yellow]warning:[/yellow] {unusable}")
     outcome = runner.run()
     Console(width=max(Console().width, 120)).print(summary_table(outcome))
     raise typer.Exit(finish(outcome))

@@ -3,10 +3,17 @@ there: inductor counts, per process, the graphs it found in its cache and those 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from dlbench.caches import use_caches
+from dlbench.caches import (
+    CACHE_VARIABLE,
+    cache_root_problem,
+    default_cache_root,
+    shown_path,
+    use_caches,
+)
 from dlbench.config import RunConfig
 from dlbench.console import stderr
 from dlbench.errors import UserError
@@ -30,21 +37,43 @@ def compile_cache_column(before: tuple[int, int]) -> dict[str, str]:
 
 
 def open_caches(config: RunConfig, environment: Mapping[str, object]) -> Path | None:
-    """`dlbench.caches.use_caches` for the run: a --cache-dir that cannot be made is the user's
-    error (one line, exit 2); the default folder that cannot (a container user without a home)
-    costs only a warning and a cold run. The folder, or None for a cold run."""
-    try:
-        folder = use_caches(config.acceleration.cache_dir, environment, config.acceleration.cache)
-        return folder if config.acceleration.cache else None
-    except OSError as exc:
-        if config.acceleration.cache_dir is not None:
-            why = exc.strerror or exc
-            raise UserError(
-                f"--cache-dir: cannot use {config.acceleration.cache_dir}: {why}"
-            ) from None
-        stderr.print(
-            f"[yellow]warning:[/yellow] no cache folder ({exc.strerror or exc}): this run "
-            "compiles and tunes cold; set --cache-dir or DLBENCH_CACHE_DIR"
-        )
+    """`dlbench.caches.use_caches` for the run: a --cache-dir that cannot hold the caches is
+    the user's error (one line, exit 2); DLBENCH_CACHE_DIR or the default folder that cannot
+    (a container user without a home, a mount the user may not write) costs one warning line
+    naming it and a cold run. The folder, or None for a cold run."""
+    if not config.acceleration.cache:
         use_caches(None, environment, enabled=False)
         return None
+    given = config.acceleration.cache_dir
+    root = given or default_cache_root()
+    problem = cache_root_problem(root)
+    if problem and given is not None:
+        raise UserError(f"--cache-dir: cannot use {shown_path(root)}: {problem}")
+    if not problem:
+        try:
+            return use_caches(root, environment)
+        except OSError as exc:  # the subfolder of this GPU and software
+            problem = exc.strerror or type(exc).__name__
+    stderr.print(f"[yellow]warning:[/yellow] {cold_cache_warning(root, problem)}")
+    use_caches(None, environment, enabled=False)
+    return None
+
+
+def cold_cache_warning(root: Path, problem: str) -> str:
+    """One line: which cache folder cannot be used, who named it, why, and what follows."""
+    named = (
+        f"{CACHE_VARIABLE}={shown_path(root)}"
+        if os.environ.get(CACHE_VARIABLE)
+        else (f"the default cache folder {shown_path(root)}")
+    )
+    return f"{named} cannot hold the caches ({problem}): this run compiles and tunes cold"
+
+
+def cache_variable_warning() -> str | None:
+    """The warning every run would give for an unusable DLBENCH_CACHE_DIR (a sweep says it
+    once, before its points); None where it is unset or usable."""
+    if not os.environ.get(CACHE_VARIABLE):
+        return None
+    root = default_cache_root()
+    problem = cache_root_problem(root)
+    return cold_cache_warning(root, problem) if problem else None
