@@ -18,24 +18,26 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class PeakFlops:
-    """Dense peak TFLOP/s of one GPU model; `fp32` is the non-tensor-core rate."""
+    """Dense peak TFLOP/s of one GPU model; `fp32` is the non-tensor-core rate, `fp8` the
+    e4m3 tensor-core rate (0: the GPU has no FP8 tensor cores)."""
 
     fp32: float
     tf32: float
     fp16: float
     bf16: float
+    fp8: float
     source: str
 
 
-H100_SXM = PeakFlops(66.9, 494.7, 989.4, 989.4, "H100 datasheet, SXM5")
-H100_PCIE = PeakFlops(51.2, 378.0, 756.0, 756.0, "H100 datasheet, PCIe")
-H100_NVL = PeakFlops(60.0, 417.5, 835.5, 835.5, "H100 datasheet, NVL")
-H200_NVL = PeakFlops(60.0, 417.5, 835.5, 835.5, "H200 datasheet, NVL")
-A100 = PeakFlops(19.5, 156.0, 312.0, 312.0, "A100 datasheet")
-L4 = PeakFlops(30.3, 60.0, 121.0, 121.0, "L4 datasheet")
-L40S = PeakFlops(91.6, 183.0, 362.0, 362.0, "L40S datasheet")
-RTX_4090 = PeakFlops(82.6, 82.6, 165.2, 165.2, "Ada whitepaper, FP32 accumulate")
-MI300X = PeakFlops(163.4, 653.7, 1307.4, 1307.4, "MI300X data sheet")
+H100_SXM = PeakFlops(66.9, 494.7, 989.4, 989.4, 1978.9, "H100 datasheet, SXM5")
+H100_PCIE = PeakFlops(51.2, 378.0, 756.0, 756.0, 1513.0, "H100 datasheet, PCIe")
+H100_NVL = PeakFlops(60.0, 417.5, 835.5, 835.5, 1670.5, "H100 datasheet, NVL")
+H200_NVL = PeakFlops(60.0, 417.5, 835.5, 835.5, 1670.5, "H200 datasheet, NVL")
+A100 = PeakFlops(19.5, 156.0, 312.0, 312.0, 0.0, "A100 datasheet")
+L4 = PeakFlops(30.3, 60.0, 121.0, 121.0, 242.5, "L4 datasheet")
+L40S = PeakFlops(91.6, 183.0, 362.0, 362.0, 733.0, "L40S datasheet")
+RTX_4090 = PeakFlops(82.6, 82.6, 165.2, 165.2, 330.3, "Ada whitepaper, FP32 accumulate")
+MI300X = PeakFlops(163.4, 653.7, 1307.4, 1307.4, 2614.9, "MI300X data sheet")
 
 # Exact names as torch.cuda.get_device_name() reports them (case-insensitive).
 PEAKS: dict[str, PeakFlops] = {
@@ -43,7 +45,7 @@ PEAKS: dict[str, PeakFlops] = {
     "nvidia h100 sxm5 80gb": H100_SXM,
     "nvidia h100 pcie": H100_PCIE,
     "nvidia h100 nvl": H100_NVL,
-    "nvidia h200": PeakFlops(66.9, 494.7, 989.4, 989.4, "H200 datasheet, SXM"),
+    "nvidia h200": PeakFlops(66.9, 494.7, 989.4, 989.4, 1978.9, "H200 datasheet, SXM"),
     "nvidia h200 nvl": H200_NVL,
     "nvidia a100-sxm4-80gb": A100,
     "nvidia a100-sxm4-40gb": A100,
@@ -104,29 +106,31 @@ _PRECISION_FIELD = {
     "16-true": "fp16",
     "bf16-mixed": "bf16",
     "bf16-true": "bf16",
+    "fp8": "fp8",  # its Linear layers' share; the rest in bf16 (results.efficiency)
 }
 
 
 def precision_field(precision: str) -> str:
-    """The matmul dtype a precision's FLOPs run in: fp32, tf32, fp16 or bf16."""
+    """The matmul dtype a precision's FLOPs run in: fp32, tf32, fp16, bf16 or fp8."""
     return _PRECISION_FIELD[precision]
 
 
 def peak_tflops(gpu_name: str, precision: str) -> tuple[float, str] | None:
     """(peak TFLOP/s, source) for an exactly known GPU name, else None."""
     spec = PEAKS.get(gpu_name.strip().casefold())
-    if spec is None:
+    if spec is None or not getattr(spec, precision_field(precision)):
         return None
     return getattr(spec, precision_field(precision)), spec.source
 
 
 def dtype_peak_tflops(gpu_name: str, dtype: str) -> float | None:
-    """The datasheet's TFLOP/s of one matmul dtype (fp32, tf32, fp16, bf16; what `dlbench
-    peak` names its figures by) for an exactly known GPU name, else None."""
+    """The datasheet's TFLOP/s of one matmul dtype (fp32, tf32, fp16, bf16, fp8; what
+    `dlbench peak` names its figures by) for an exactly known GPU name, else None (a GPU
+    without that dtype's tensor cores too)."""
     spec = PEAKS.get(gpu_name.strip().casefold())
     if spec is None or dtype not in set(_PRECISION_FIELD.values()):
         return None
-    return getattr(spec, dtype)
+    return getattr(spec, dtype) or None
 
 
 def peak_bandwidth_tb_s(gpu_name: str) -> float | None:

@@ -118,7 +118,7 @@ def test_the_gpu_decode_path_trains_end_to_end_where_it_can_run_here(images, csv
     step keeps the device's usual stream here: only with nvJPEG on a GPU does it get its own."""
     from types import SimpleNamespace
 
-    from dlbench.engine.scenarios.session import needs_own_stream
+    from dlbench.engine.scenarios.streams import needs_own_stream
 
     out = run_cli("train", *TINY_IMAGE, "--batch-size", "8", "--data", f"folder:{images}",
                   "--workers", "2", "--decode", "gpu", "--output", csv_path)  # fmt: skip

@@ -51,9 +51,9 @@ def test_a_dlbench_loop_that_runs_on_past_its_first_chunk_keeps_its_ratio_near_o
 
     config = RunConfig.of(
         model="timm:test_resnet", accelerator="cpu", batch_size=4, width=32, height=32,
-        n_iters=6, warmup_steps=1, max_noise=0.001, max_time=0.4, telemetry=False,
+        n_iters=6, warmup_steps=1, max_noise=0.001, max_time=0.8, telemetry=False,
     )  # fmt: skip
     measurement, rates, bare_rates = compare_loops(config, repeats=2)
-    assert measurement.loop.steps > 3 * config.measurement.n_iters  # it ran on
+    assert measurement.loop.steps > 2 * config.measurement.n_iters  # it ran on
     for rate, bare in zip(rates, bare_rates):
         assert 0.5 < rate / bare < 2.0

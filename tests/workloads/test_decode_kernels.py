@@ -17,13 +17,17 @@ from dlbench.workloads.llama import RMSNorm, project
 
 GEMV_CHECK = """
 import torch
+from torch import nn
 from torch.nn import functional as F
 from dlbench.workloads.decode_kernels import gemv_kernel
 from dlbench.workloads.llama import RMSNorm, project
 torch.manual_seed(0)
 worst = 0.0
-for n, k, gated, norm, res in ((37, 300, False, False, False), (16, 512, True, False, True),
-                              (5, 1000, False, True, False), (9, 640, False, True, True)):
+for n, k, gated, norm, res, fp8 in (
+    (37, 300, False, False, False, False), (16, 512, True, False, True, False),
+    (5, 1000, False, True, False, False), (9, 640, False, True, True, False),
+    (16, 512, True, False, True, True), (9, 640, False, True, True, True),
+):
     w = torch.randn(n, k, dtype=torch.float16) / k**0.5
     x = torch.randn(2 * k if gated else k, dtype=torch.float16)
     rms = RMSNorm(k, 1e-5).half()
@@ -31,10 +35,17 @@ for n, k, gated, norm, res in ((37, 300, False, False, False), (16, 512, True, F
         rms.weight.uniform_(0.5, 1.5)
     r = torch.randn(n, dtype=torch.float16)
     y = torch.empty(n, dtype=torch.float16)
-    gemv_kernel.fn[((n + 3) // 4,)](x, w, y, rms.weight, r, n, k, rms.eps, GATED=gated,
-                                   NORM=norm, RESIDUAL=res, PDL=False, BLOCK_N=4, BLOCK_K=256)
-    with torch.no_grad():  # torch's ops in float32 from the same half-precision inputs
-        ref = project(x.float(), w.float(), rms.float() if norm else None, gated,
+    scale = None
+    if fp8:  # a scale per output row, as torchao quantizes a weight per row
+        scale = w.float().abs().amax(1) / 448.0
+        w = (w.float() / scale[:, None]).to(torch.float8_e4m3fn)
+    gemv_kernel.fn[((n + 3) // 4,)](x, w, y, rms.weight, r, x if scale is None else scale, n, k,
+                                   rms.eps, GATED=gated, NORM=norm, RESIDUAL=res,
+                                   SCALED=scale is not None, PDL=False, BLOCK_N=4, BLOCK_K=256)
+    linear = nn.Linear(k, n, bias=False)
+    with torch.no_grad():  # torch's ops in float32 from the same inputs (fp8: dequantized)
+        linear.weight.copy_(w.float() * (1 if scale is None else scale[:, None]))
+        ref = project(x.float(), linear, rms.float() if norm else None, gated,
                       r.float() if res else None)
     worst = max(worst, float((y.float() - ref).abs().max() / ref.abs().max()))
 print(f"{worst:.6f}")
@@ -78,7 +89,7 @@ print(f"{worst:.6f}")
 
 GREEDY_CHECK = """
 import torch
-from dlbench.workloads import decode_kernels
+from dlbench.workloads import greedy_kernels
 torch.manual_seed(0)
 misses = 0
 for vocab, tie in ((3000, None), (2048, (5, 2047)), (5000, (1500, 1024 + 1500)), (77, (3, 4))):
@@ -86,7 +97,7 @@ for vocab, tie in ((3000, None), (2048, (5, 2047)), (5000, (1500, 1024 + 1500)),
     if tie:  # the maximum twice: argmax takes the first, also across blocks
         logits[0, list(tie)] = 9.0
     token, position = torch.zeros(1, 1, dtype=torch.long), torch.tensor([41])
-    decode_kernels.greedy_advance(logits, token, position)
+    greedy_kernels.greedy_advance(logits, token, position)
     misses += int(token.item() != logits.argmax(-1).item()) + int(position.item() != 42)
 print(misses)
 """
@@ -102,9 +113,10 @@ def interpreted(script: str) -> float:
 
 
 def test_the_gemv_kernel_equals_torchs_norm_gate_projection_and_residual():
-    """Plain, gated (silu(gate) * up formed as it reads), RMSNorm before, residual after:
-    within half-precision rounding of torch's ops in float32 (a wrong scale, a missed
-    residual or a gate applied to the wrong half would be off by far more)."""
+    """Plain, gated (silu(gate) * up formed as it reads), RMSNorm before, residual after, and
+    float8 weights scaled per row: within half-precision rounding of torch's ops in float32
+    on the same (dequantized) weights (a wrong scale, a missed residual or a gate applied to
+    the wrong half would be off by far more)."""
     assert interpreted(GEMV_CHECK) < 2e-3
 
 
@@ -128,12 +140,14 @@ def test_the_greedy_kernels_pick_argmaxs_token_and_move_the_position_on(monkeypa
 def test_project_composes_norm_gate_and_residual_as_the_layers_do():
     """Off the GEMV kernel's domain (CPU, several rows) project is torch's unfused ops."""
     torch.manual_seed(1)
-    x, w, r = torch.randn(3, 8), torch.randn(5, 4), torch.randn(3, 5)
+    x, r = torch.randn(3, 8), torch.randn(3, 5)
+    w, w8 = torch.nn.Linear(4, 5, bias=False), torch.nn.Linear(8, 5, bias=False)
     gate, up = x.chunk(2, dim=-1)
-    assert torch.allclose(project(x, w, gated=True, residual=r), r + F.linear(F.silu(gate) * up, w))
-    norm = RMSNorm(8, 1e-6)
-    w8 = torch.randn(5, 8)
-    assert torch.allclose(project(x, w8, norm=norm), F.linear(norm(x), w8))
+    expected = r + F.linear(F.silu(gate) * up, w.weight)
+    with torch.no_grad():
+        assert torch.allclose(project(x, w, gated=True, residual=r), expected)
+        norm = RMSNorm(8, 1e-6)
+        assert torch.allclose(project(x, w8, norm=norm), F.linear(norm(x), w8.weight))
 
 
 def test_the_kernels_compile_for_hopper_with_float_scalars_as_inductor_passes_them():
@@ -157,13 +171,18 @@ def test_the_kernels_compile_for_hopper_with_float_scalars_as_inductor_passes_th
         source = ASTSource(decode_attention_kernel, signature, constants)
         ptx = triton.compile(source, target=hopper, options={"num_warps": 8}).asm["ptx"]
         assert ("griddepcontrol.wait" in ptx) == pdl  # the wait only where armed
-    pointers = dict.fromkeys(("x", "w", "y", "norm_weight", "residual"), "*bf16")
-    signature = {**pointers, "N": "i32", "K": "i32", "eps": "fp64"}
-    flags = ("GATED", "NORM", "RESIDUAL", "PDL", "BLOCK_N", "BLOCK_K")
-    signature.update(dict.fromkeys(flags, "constexpr"))
-    for gated, norm, residual, pdl in ((True, False, True, False), (False, True, False, True)):
+    flags = ("GATED", "NORM", "RESIDUAL", "SCALED", "PDL", "BLOCK_N", "BLOCK_K")
+    for gated, norm, residual, pdl, fp8 in (
+        (True, False, True, False, False),
+        (False, True, False, True, False),
+        (True, False, True, True, True),  # float8 weights, a scale per row
+    ):
+        pointers = dict.fromkeys(("x", "y", "norm_weight", "residual"), "*bf16")
+        pointers.update(w="*fp8e4nv" if fp8 else "*bf16", scale="*fp32" if fp8 else "*bf16")
+        signature = {**pointers, "N": "i32", "K": "i32", "eps": "fp64"}
+        signature.update(dict.fromkeys(flags, "constexpr"))
         constants = {"GATED": gated, "NORM": norm, "RESIDUAL": residual, "PDL": pdl}
-        constants.update(BLOCK_N=4, BLOCK_K=512)
+        constants.update(SCALED=fp8, BLOCK_N=4, BLOCK_K=512)
         triton.compile(ASTSource(gemv_kernel.fn, signature, constants), target=hopper)
 
 

@@ -7,7 +7,12 @@ from dataclasses import field
 from pathlib import Path
 
 MODES = ("train", "infer")
-PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
+PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "fp8")
+# torchao's float8 training recipes (the first the default), and inference's one: weights
+# quantized with a scale per output row, activations per row as they arrive
+FP8_TRAINING_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+FP8_INFERENCE_RECIPES = ("rowwise_dynamic",)
+FP8_RECIPES = FP8_TRAINING_RECIPES + FP8_INFERENCE_RECIPES
 ACCELERATORS = ("auto", "gpu", "cpu")
 OPTIMIZERS = ("sgd", "adamw", "adam")
 DATA_LOCATIONS = ("device", "host")
@@ -22,6 +27,7 @@ CONFIG_KEY = (
     "model",
     "mode",
     "precision",
+    "fp8_recipe",
     "batch_size",
     "width",
     "height",

@@ -18,6 +18,7 @@ from dlbench.config.fields import (
     DATA_LOCATIONS,
     DEFAULT_OUTPUT,
     DEFAULT_SAMPLE_INTERVAL_S,
+    FP8_RECIPES,
     LLM_IMPLS,
     MODES,
     OPTIMIZERS,
@@ -83,7 +84,12 @@ class AccelerationConfig:
 
     TITLE: ClassVar[str] = "Precision and compilation"
 
-    precision: str = option("32", "32, tf32, 16-mixed, bf16-mixed, 16-true or bf16-true.")
+    precision: str = option(
+        "32", "32, tf32, 16-mixed, bf16-mixed, 16-true, bf16-true or fp8 (Linear layers in FP8)."
+    )
+    fp8_recipe: str | None = option(
+        None, "fp8: tensorwise (training's default), rowwise, rowwise_with_gw_hp; rowwise_dynamic."
+    )
     channels_last: bool = option(True, "channels_last layout for image models.")
     compile: bool | None = option(
         None, "torch.compile model and loss (GPU default: generation, batch 1)."
@@ -104,6 +110,10 @@ class AccelerationConfig:
 
     def __post_init__(self) -> None:
         check_choice("--precision", self.precision, PRECISIONS)
+        if self.fp8_recipe is not None:
+            check_choice("--fp8-recipe", self.fp8_recipe, FP8_RECIPES)
+            if self.precision != "fp8":
+                raise invalid("--fp8-recipe", self.fp8_recipe, "only with --precision fp8")
         check_choice("--cudnn-search", self.cudnn_search, CUDNN_SEARCH_CHOICES)
         if self.attention is not None:
             check_choice("--attention", self.attention, ATTENTION_KERNELS)

@@ -13,7 +13,7 @@ from dlbench.workloads import InputShape
 # short kernels are not queued behind the blocks of a step that fills every SM; nvJPEG's own
 # stream, torchvision's, keeps the default priority (docs/decisions.md#stream-priority).
 SIDE_STREAM_PRIORITY = -1
-# The step's own stream with GPU decode (engine.scenarios.session.own_stream): above every
+# The step's own stream with GPU decode (engine.scenarios.streams.own_stream): above every
 # other, so that nvJPEG's small colour-conversion kernels (default priority, streams of its own)
 # take SMs only where the step's kernels leave them free (CUDA clamps it to the device's range).
 STEP_STREAM_PRIORITY = -5

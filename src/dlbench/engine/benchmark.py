@@ -12,6 +12,7 @@ from dlbench.console import stderr
 from dlbench.engine.acceleration.attention import attention_kernel
 from dlbench.engine.acceleration.compile_cache import compile_cache_column, compile_counts
 from dlbench.engine.acceleration.cudnn_search import plan_cudnn_search
+from dlbench.engine.acceleration.float8 import fp8_columns
 from dlbench.engine.acceleration.graph_policy import prepare_step
 from dlbench.engine.distribution.fabric import fabric_for, launcher, started_ranks
 from dlbench.engine.distribution.lost_ranks import RankWatch
@@ -23,7 +24,7 @@ from dlbench.engine.scenarios.generation import (
     measure_generation,
     open_generator,
 )
-from dlbench.engine.scenarios.session import open_session, optimizer_impl
+from dlbench.engine.scenarios.session import build_model, open_session, optimizer_impl
 from dlbench.engine.timing.breakdown import run_breakdown
 from dlbench.engine.timing.loop import LoopResult, WindowObservers, run_measured_loop
 from dlbench.engine.timing.profiled_pass import (
@@ -44,7 +45,7 @@ from dlbench.results.peaks.attained import attained_peaks, job_peaks
 from dlbench.results.stats import latency_columns
 from dlbench.signals import Interrupted
 from dlbench.telemetry.monitor import open_monitor
-from dlbench.workloads.flops import recorded_flops_per_sample
+from dlbench.workloads.flops import COUNT_BATCH, recorded_flops_per_sample
 
 
 @dataclass
@@ -113,9 +114,10 @@ def _measure(
             )
             loop = run_measured_loop(step, session.device, settings, observer, agree)
             loop = graph.merge(loop)
+            columns = session.outputs.columns() if session.outputs else {}  # after the window
             after = loop.warmup_steps + loop.steps
             began = time.perf_counter()
-            columns = profile_after_window(step, session.device, after, loop, agree)
+            columns.update(profile_after_window(step, session.device, after, loop, agree))
             if graph.graphed:  # one launch a step: could the host keep ahead of the GPU?
                 units = range(after, after + pass_steps(loop.stats.median_s))
                 columns.update(issue_columns(step, session.device, units, loop.stats.median_s))
@@ -136,6 +138,8 @@ def _measure(
         columns.update(session.feed.columns(gpu_idle))
         columns["host_bound"] = bool(columns.get("host_bound") or columns.get("input_bound"))
     columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
+    if session.float8 is not None:
+        columns.update(_fp8_columns(plan, session.float8))
     columns.update(cudnn.finish(loop.stats.median_s))
     as_run = {**graph.as_run(), **(session.feed.as_run() if session.feed else {})}
     return loop, session.param_count, columns, as_run
@@ -161,6 +165,8 @@ def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult,
             profile_after_window(steps.round_step(per_round), fabric.device, after, loop, agree)
         )
         columns.update(build_s=build_s, profile_s=time.perf_counter() - began)
+    if generator.float8 is not None:
+        columns["fp8_linear_layers"] = len(generator.float8.names)
     work = config.workload
     context = work.prompt_len + work.new_tokens / 2  # mean context of the decode steps
     itl = columns.get("itl_mean_ms")
@@ -173,6 +179,15 @@ def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult,
         )
     )
     return loop, params, columns
+
+
+def _fp8_columns(plan: Plan, layers) -> dict[str, object]:
+    """FP8's layers and FLOPs per sample, counted on the same model on the meta device."""
+    model, _ = build_model(
+        plan.workload, plan.shape, plan.config.workload.llm_impl, torch.device("meta")
+    )
+    batch = plan.workload.make_batch(COUNT_BATCH, plan.shape, torch.Generator().manual_seed(0))
+    return fp8_columns(layers, plan.config.workload.mode, model, batch.inputs.to("meta"))
 
 
 def _counted(monitor, agree) -> bool:
@@ -267,7 +282,7 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         **columns,
         **energy_columns(telemetry, measurement.samples, _tokens_per_sample(plan, columns)),
         **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
-        **_mfu(measurement, gpu_name, cache),
+        **_mfu(measurement, gpu_name, cache, columns.get("fp8_flops_per_sample")),
         **(plan.ddp.columns() if plan.config.devices.strategy == "ddp" else {}),
         **(plan.sharding.columns(fabric.world_size) if plan.sharding else {}),
         "gpu_uuid": mine["gpu_uuid"],
@@ -304,7 +319,7 @@ def _rank_log(path: Path | None, rank: int, world_size: int) -> Path | None:
     return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
-def _mfu(m: Measurement, gpu: str, cache: Path | None) -> dict[str, object]:
+def _mfu(m: Measurement, gpu: str, cache: Path | None, fp8: object) -> dict[str, object]:
     """MFU for step scenarios on the job's GPU model (none on a host of mixed GPUs, `gpu`
     empty); generation is bandwidth-bound and gets none. The FLOP count is kept in the cache
     folder."""
@@ -313,7 +328,8 @@ def _mfu(m: Measurement, gpu: str, cache: Path | None) -> dict[str, object]:
         return {}
     per_device = m.samples / m.slowest_window_s / m.world_size
     flops = recorded_flops_per_sample(plan.workload, plan.shape, plan.config.workload.mode, cache)
-    return mfu_columns(flops, per_device, gpu, plan.config.acceleration.precision)
+    precision = plan.config.acceleration.precision
+    return mfu_columns(flops, per_device, gpu, precision, fp8 if isinstance(fp8, float) else None)
 
 
 def _tokens_per_sample(plan: Plan, columns: dict[str, object]) -> int | None:

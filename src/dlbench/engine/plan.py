@@ -5,15 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from dlbench.config import DdpSettings, RunConfig, resolved_strategy
+from dlbench.config.fields import FP8_INFERENCE_RECIPES, FP8_TRAINING_RECIPES
 from dlbench.config.flags import flag_name
 from dlbench.console import stderr
 from dlbench.data.pipeline import check_data
 from dlbench.data.source import default_workers
+from dlbench.engine.acceleration.float8 import require_fp8_linears
 from dlbench.engine.acceleration.graphs import can_capture
 from dlbench.engine.acceleration.precision import PrecisionPlan, plan_precision
 from dlbench.engine.distribution.devices import DevicePlan, plan_devices
 from dlbench.engine.distribution.sharding import FABRIC_PRECISION, ShardingPlan
+from dlbench.engine.scenarios.session import build_model
 from dlbench.engine.timing.loop import STEADY_PCT, LoopSettings
 from dlbench.errors import invalid
 from dlbench.results.stats import MAX_NOISE_PCT
@@ -74,7 +79,10 @@ def make_plan(config: RunConfig) -> Plan:
     resolved = _resolve_defaults(config, workload, devices)
     work, acceleration = resolved.workload, resolved.acceleration
     shape = workload.shape(work.width, work.height, work.seq_len)
-    precision = plan_precision(acceleration.precision, devices.device_type)
+    precision = plan_precision(acceleration.precision, devices.device_type, work.mode)
+    if precision.float8:  # before anything starts: a CNN's only Linear is its head
+        model, _ = build_model(workload, shape, work.llm_impl, torch.device("meta"))
+        require_fp8_linears(model, workload.name)
     ddp = DdpSettings.parse(resolved.devices.ddp)
     sharding = None
     if resolved.devices.strategy == "fsdp":
@@ -84,7 +92,7 @@ def make_plan(config: RunConfig) -> Plan:
         stderr.print(f"[yellow]warning:[/yellow] this run ignores {'; '.join(ignored)}")
     latency = is_latency_point(scenario_of(workload, work.mode), work.batch_size, devices)
     # a latency point left to the record chooses compiled or eager (compile_choice)
-    measured = config.acceleration.compile is None and latency
+    measured = config.acceleration.compile is None and latency and not precision.float8
     return Plan(resolved, workload, shape, devices, precision, ddp, sharding, measured)
 
 
@@ -151,7 +159,10 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
         raise invalid("--llm-impl", work.llm_impl, f"{workload.name} is no LLM workload")
     if workload.native is not None and work.llm_impl is None:
         changes["llm_impl"] = "native"
-    if acceleration.compile is None:  # a latency point runs compiled until measured otherwise
+    if acceleration.precision == "fp8":
+        changes.update(_fp8_defaults(config, on_gpu))
+    if acceleration.compile is None and "compile" not in changes:
+        # a latency point runs compiled until measured otherwise
         latency = is_latency_point(scenario, work.batch_size, devices)
         changes["compile"] = (generation and on_gpu) or latency
     if acceleration.cuda_graphs is None:  # inference replays short steps; training when asked
@@ -167,6 +178,20 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
         if data.workers is None:
             changes["data_workers"] = default_workers()
     return config.replace(**changes)
+
+
+def _fp8_defaults(config: RunConfig, on_gpu: bool) -> dict[str, object]:
+    """fp8's recipe for the mode (training's tensorwise, inference's one), checked; and
+    compiled unless --no-compile (FP8 pays only where its casts fuse into the matmuls'
+    neighbours)."""
+    mode, recipe = config.workload.mode, config.acceleration.fp8_recipe
+    recipes = FP8_TRAINING_RECIPES if mode == "train" else FP8_INFERENCE_RECIPES
+    if recipe is not None and recipe not in recipes:
+        raise invalid("--fp8-recipe", recipe, f"{mode}: {', '.join(recipes)}")
+    changes: dict[str, object] = {"fp8_recipe": recipe or recipes[0]}
+    if config.acceleration.compile is None:
+        changes["compile"] = on_gpu
+    return changes
 
 
 def check_sharding(config: RunConfig, devices: DevicePlan) -> None:
@@ -186,7 +211,7 @@ def check_sharding(config: RunConfig, devices: DevicePlan) -> None:
         raise invalid(
             "--precision",
             config.acceleration.precision,
-            "FSDP runs 32, tf32, bf16-mixed, bf16-true or 16-true",
+            "FSDP runs 32, tf32, bf16-mixed, bf16-true, 16-true or fp8",
         )
 
 

@@ -17,10 +17,23 @@ class FlopsPerSample(Protocol):
     method: str
 
 
+def mixed_peak(fp8_share: float, fp8_peak: float, bf16_peak: float) -> float:
+    """The peak of a mix of FLOPs: `fp8_share` of them at `fp8_peak`, the rest at `bf16_peak`
+    (each share in the time its own peak would take)."""
+    return 1.0 / (fp8_share / fp8_peak + (1.0 - fp8_share) / bf16_peak)
+
+
 def mfu_columns(
-    flops: FlopsPerSample | None, samples_per_s_per_device: float, gpu_name: str, precision: str
+    flops: FlopsPerSample | None,
+    samples_per_s_per_device: float,
+    gpu_name: str,
+    precision: str,
+    fp8_flops_per_sample: float | None = None,
 ) -> dict[str, object]:
-    """FLOPs per sample, achieved TFLOP/s and MFU; MFU is empty for an unknown GPU."""
+    """FLOPs per sample, achieved TFLOP/s and MFU; MFU is empty for an unknown GPU. `mfu`
+    divides by the peak of what ran: an fp8 row's FP8 share of the FLOPs by the FP8 peak, the
+    rest by the bf16 one (`mixed_peak`); `mfu_bf16` divides all of them by the bf16 peak, as
+    torchtitan reports FP8 runs, so rows of both precisions compare."""
     if flops is None:
         return {}
     achieved = flops.per_sample * samples_per_s_per_device / 1e12
@@ -29,6 +42,19 @@ def mfu_columns(
         "flops_method": flops.method,
         "achieved_tflops": achieved,
     }
+    bf16 = peak_tflops(gpu_name, "bf16-mixed") if gpu_name else None
+    if bf16:
+        row["mfu_bf16"] = achieved / bf16[0]
+    if precision == "fp8":
+        share = None
+        if fp8_flops_per_sample is not None and flops.per_sample > 0:
+            share = min(fp8_flops_per_sample / flops.per_sample, 1.0)
+            row["fp8_flops_share"] = share
+        fp8 = peak_tflops(gpu_name, "fp8") if gpu_name else None
+        if share is not None and fp8 and bf16:
+            peak = mixed_peak(share, fp8[0], bf16[0])
+            row.update(peak_tflops=peak, peak_source=fp8[1], mfu=achieved / peak)
+        return row
     peak = peak_tflops(gpu_name, precision) if gpu_name else None
     if peak:
         row.update(peak_tflops=peak[0], peak_source=peak[1], mfu=achieved / peak[0])
@@ -63,6 +89,10 @@ def attained_columns(
         return {}
     out: dict[str, object] = {"attained_peak_run_id": peaks.get("run_id")}
     achieved, attained = row.get("achieved_tflops"), peaks.get(precision_field(precision))
+    if precision == "fp8":  # the mix of what ran, against what this GPU attains of each
+        share, bf16 = row.get("fp8_flops_share"), peaks.get("bf16")
+        ok = all(isinstance(v, float) and v > 0 for v in (attained, bf16)) and share is not None
+        attained = mixed_peak(float(share), attained, bf16) if ok else None  # type: ignore[arg-type]
     # a run above what the GPU "attains" shows the record wrong, not a share above 1
     if isinstance(achieved, float) and isinstance(attained, float) and attained >= achieved:
         out.update(attained_tflops=attained, mfu_attained=achieved / attained)

@@ -6,6 +6,7 @@ import re
 
 from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
 from dlbench.errors import invalid
+from dlbench.results.efficiency_columns import EFFICIENCY_COLUMNS
 from dlbench.results.peaks.columns import PEAK_COLUMNS
 from dlbench.results.stats import (
     MAX_DRIFT_PCT,
@@ -33,7 +34,11 @@ COLUMNS: dict[str, str] = {
     "mode": "train or infer",
     "family": "vision, segmentation, text or llm",
     "sample_unit": "what one sample is: image or sequence",
-    "precision": "32, tf32, 16-mixed, bf16-mixed, 16-true or bf16-true",
+    "precision": "32, tf32, 16-mixed, bf16-mixed, 16-true, bf16-true or fp8 (Linear layers in "
+    "float8 through torchao, the rest bf16-mixed in training, bf16-true in inference)",
+    "fp8_recipe": "fp8: torchao's float8 training recipe (tensorwise, rowwise, "
+    "rowwise_with_gw_hp) or inference's rowwise_dynamic (float8 weights with a scale per row, "
+    "activations quantized per row as they arrive)",
     "batch_size": "samples per step per device",
     "width": "image width in pixels",
     "height": "image height in pixels",
@@ -87,6 +92,9 @@ COLUMNS: dict[str, str] = {
     "warmup_steps": "steps run before the window (untimed; with GPU telemetry at least "
     f"{COUNTER_LEAD_S:g} s busy, {POWER_AVERAGING_S:g} s where no energy counter reads)",
     "steps": "measured steps (per rank; every rank runs the same number)",
+    "last_step_finite": "whether the last measured step's loss (training) or output "
+    "(inference) held only finite numbers (read after the window); False makes the row invalid",
+    "final_loss": "training: the last measured step's loss (read after the window)",
     "min_time_s": "the window lasted at least this long "
     f"(--min-time; {DEFAULT_MIN_TIME_S:g} s with GPU telemetry)",
     "max_noise_pct": "--max-noise: the widest 95 % interval of the throughput (% of it) the "
@@ -176,10 +184,10 @@ COLUMNS: dict[str, str] = {
     "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",
     "verdict_reasons": "why invalid, ;-separated: failed, short_window, few_steps, noisy, "
     "host_bound, input_bound, hardware_slowdown, other_processes, low_clock, "
-    "energy_short_window; validate rows: repeats_disagree; peak rows: above_datasheet, "
-    "impossible_figure, below_datasheet, below_siblings",
+    "energy_short_window, non_finite_loss; validate rows: repeats_disagree; peak rows: "
+    "above_datasheet, impossible_figure, below_datasheet, below_siblings",
     "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
-    "eager_fallback",
+    "eager_fallback, fp8_uncompiled",
     "usd_per_hour": "--usd-per-hour: the price given for the machine or GPU per hour",
     "usd_per_million_samples": "--usd-per-hour: cost of a million samples at this throughput "
     "(LLM rows: a million tokens)",
@@ -210,17 +218,7 @@ COLUMNS: dict[str, str] = {
     "breakdown_host_ms": "diagnostic pass: host time to issue one step",
     "breakdown_gpu_idle_pct": "diagnostic pass: 100 - gpu_busy_pct",
     "breakdown_hint": "diagnostic pass: input-bound, host-bound or compute-bound",
-    "flops_per_sample": "FLOPs of one sample (forward, + backward when training)",
-    "flops_method": "flop_counter (torch, real model and shape) or analytic_palm (LLMs)",
-    "achieved_tflops": "flops_per_sample x samples/s per device / 1e12",
-    "peak_tflops": "dense peak of the GPU at this precision (dlbench.hardware)",
-    "peak_source": "where the peak figure comes from",
-    "mfu": "achieved_tflops / peak_tflops; empty for GPUs not in the table",
-    "attained_tflops": "the dense matmul rate this GPU attained at this precision's dtype, "
-    "from the latest dlbench peak row of the same GPU (by UUID) and software; empty without one",
-    "mfu_attained": "achieved_tflops / attained_tflops: MFU against what this GPU was measured "
-    "to attain, beside mfu (against the datasheet)",
-    "attained_peak_run_id": "run_id of the dlbench peak row that attained_* came from",
+    **EFFICIENCY_COLUMNS,
     "prompt_len": "generation: prompt tokens per sequence",
     "new_tokens": "generation: tokens generated per sequence (no early stop)",
     "generation_path": "generation: eager, compiled, cuda_graph or compiled+cuda_graph",
@@ -306,6 +304,7 @@ _NUMBER_SUFFIXES = ("_per_s", "_ms", "_s", "_pct", "_w", "_j", "_mb", "_kb", "_m
 _NUMBER_SUFFIXES += ("_tflops",)
 _NUMBER_NAMES = ("batch_size", "width", "height", "seq_len", "prompt_len", "new_tokens", "steps")
 _NUMBER_NAMES += ("warmup_steps", "world_size", "param_count", "flops_per_sample", "mfu")
+_NUMBER_NAMES += ("mfu_bf16", "fp8_linear_layers", "fp8_flops_per_sample", "fp8_flops_share")
 NUMBER_COLUMNS = tuple(c for c in COLUMNS if c.endswith(_NUMBER_SUFFIXES) or c in _NUMBER_NAMES)
 # Columns that hold text a number parser would change: random hex ids ("0123..." loses its
 # zero, "12e45..." becomes a float) and versions ("12.10" is not 12.1).

@@ -25,7 +25,7 @@ MIN_SIBLINGS_SHARE = 0.9
 # ... and over this share of any datasheet figure is a timing fault: a GPU cannot beat it.
 MAX_DATASHEET_SHARE = 1.0
 # validate: a repeat whose ratio lies further than this outside the other repeats' range
-# disagrees with them, the harness's own bar (a loop within 2 % of a bare one)
+# disagrees with them; the bar the harness itself is held to against a bare loop
 MAX_REPEAT_GAP_PCT = 2.0
 
 # code: (what happened, what to change)
@@ -71,6 +71,10 @@ REASONS = {
         "a figure is not a finite positive rate",
         "a timing fault: report it, and trust no figure of this row",
     ),
+    "non_finite_loss": (
+        "the last measured step's loss or output was not finite (NaN or Inf)",
+        "the arithmetic diverged: a wider precision, a smaller learning rate, another recipe",
+    ),
     "repeats_disagree": (
         "{disagreeing_repeats} outside the other repeats' ratios by over {max_repeat_gap_pct:g} %"
         " ({harness_ratios})",
@@ -85,6 +89,7 @@ NOTES = {
     "power_capped": "ran at its software power cap in {throttle_pct:.0f} % of samples",
     "processes_hidden": "another PID namespace: NVML's process list could not be matched",
     "eager_fallback": "the step could not be captured as a CUDA graph and ran eager",
+    "fp8_uncompiled": "fp8 ran uncompiled (--no-compile): its casts run as kernels of their own",
 }
 
 
@@ -132,6 +137,8 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     if row.get("energy_quality") not in (None, "", "ok"):
         reasons.append("energy_short_window")
     reasons += _peak_reasons(row)
+    if row.get("last_step_finite") is not None and not _flag(row, "last_step_finite"):
+        reasons.append("non_finite_loss")
     if disagreeing_repeats(harness_ratios(row)):
         reasons.append("repeats_disagree")
     notes = []
@@ -141,6 +148,12 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
         notes.append("processes_hidden")
     if row.get("graph_fallback"):
         notes.append("eager_fallback")
+    if (
+        row.get("precision") == "fp8"
+        and row.get("compile") is not None
+        and not _flag(row, "compile")
+    ):
+        notes.append("fp8_uncompiled")
     return reasons, notes
 
 

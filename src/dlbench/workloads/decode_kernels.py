@@ -83,7 +83,9 @@ def _bench(kernel_call, quantiles):
     return do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
-@triton.autotune(configs=CONFIGS, key=["N", "K", "GATED", "NORM", "RESIDUAL"], do_bench=_bench)
+@triton.autotune(
+    configs=CONFIGS, key=["N", "K", "GATED", "NORM", "RESIDUAL", "SCALED"], do_bench=_bench
+)
 @triton.jit
 def gemv_kernel(
     x,
@@ -91,19 +93,22 @@ def gemv_kernel(
     y,
     norm_weight,
     residual,
+    scale,
     N,
     K,
     eps,
     GATED: tl.constexpr,
     NORM: tl.constexpr,
     RESIDUAL: tl.constexpr,
+    SCALED: tl.constexpr,
     PDL: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
     """y[n] = sum_k w[n, k] * v[k] (+ residual[n]); v is x (K values), or GATED silu(x[:K]) *
     x[K:2K], or NORM x scaled to unit root mean square and by norm_weight (RMSNorm: the sum of
-    squares is formed in the same pass, the scale applied to the sums). Rounded to x's dtype
+    squares is formed in the same pass, the scale applied to the sums). SCALED: w is float8,
+    each row's sum times its scale (a weight quantized per output row). Rounded to x's dtype
     where torch's unfused ops would store a tensor, except the normalised input.
     PDL (launched as a programmatic dependent, sm_90+): the first weight block is read while
     the kernel before still runs (weights are never written in a step), the input only after
@@ -125,6 +130,8 @@ def gemv_kernel(
             x, block, cols, col_ok, norm_weight, K, acc, squares, GATED, NORM
         )
     out = tl.sum(acc, axis=1)
+    if SCALED:
+        out = out * tl.load(scale + rows, mask=row_ok, other=0.0)
     if NORM:
         out = out * tl.rsqrt(tl.sum(squares, axis=0) / K + eps).to(tl.float32)
     if RESIDUAL:
@@ -140,9 +147,11 @@ def gemv(
     norm_weight: torch.Tensor | None,
     eps: float,
     residual: torch.Tensor | None,
+    scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """weight @ v for one input vector x: v = x, silu(x[:K]) * x[K:] when gated, or
-    RMSNorm(x) with norm_weight; plus residual when given. (N,) outputs in x's dtype."""
+    RMSNorm(x) with norm_weight; plus residual when given; a float8 weight's rows times their
+    `scale` (fp32, one per row). (N,) outputs in x's dtype."""
     n, k = weight.shape
     y = torch.empty(n, dtype=x.dtype, device=x.device)
 
@@ -155,12 +164,14 @@ def gemv(
         y,
         x if norm_weight is None else norm_weight,
         x if residual is None else residual,
+        x if scale is None else scale,
         n,
         k,
         eps,
         GATED=gated,
         NORM=norm_weight is not None,
         RESIDUAL=residual is not None,
+        SCALED=scale is not None,
         **_dependent_launch(x),
     )
     return y
@@ -306,45 +317,3 @@ def decode_attention(
         **_dependent_launch(qkv),
     )
     return out
-
-
-@triton.jit
-def greedy_block_kernel(logits, values, indices, V, BLOCK: tl.constexpr, PDL: tl.constexpr):
-    """The maximum of one block of the logits and its first index."""
-    _await_inputs(PDL)
-    block = tl.program_id(0)
-    at = block * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(logits + at, mask=at < V, other=float("-inf")).to(tl.float32)
-    tl.store(values + block, tl.max(x, axis=0))
-    tl.store(indices + block, block * BLOCK + tl.argmax(x, axis=0, tie_break_left=True))
-
-
-@triton.jit
-def greedy_pick_kernel(
-    values, indices, token, position, BLOCKS, BLOCK: tl.constexpr, PDL: tl.constexpr
-):
-    """The first block holding the maximum gives the token; the position moves on by one."""
-    _await_inputs(PDL)
-    at = tl.arange(0, BLOCK)
-    best = tl.load(values + at, mask=at < BLOCKS, other=float("-inf"))
-    pick = tl.argmax(best, axis=0, tie_break_left=True)
-    tl.store(token, tl.load(indices + pick))
-    tl.store(position, tl.load(position) + 1)
-
-
-GREEDY_BLOCK = 1024  # logits per program in the first stage (126 programs for 128k logits)
-
-
-def greedy_advance(logits: torch.Tensor, token: torch.Tensor, position: torch.Tensor) -> None:
-    """Batch-1 decode's last step in two kernels in place of torch's six: the greedy token of
-    the one row of logits [1, vocab] (argmax's first index of the maximum) into `token`, and
-    the position one on."""
-    vocab = logits.shape[-1]
-    blocks = triton.cdiv(vocab, GREEDY_BLOCK)
-    values = torch.empty(blocks, dtype=torch.float32, device=logits.device)
-    indices = torch.empty(blocks, dtype=torch.int64, device=logits.device)
-    launch = _dependent_launch(logits)
-    greedy_block_kernel[(blocks,)](logits, values, indices, vocab, BLOCK=GREEDY_BLOCK, **launch)
-    greedy_pick_kernel[(1,)](
-        values, indices, token, position, blocks, BLOCK=triton.next_power_of_2(blocks), **launch
-    )

@@ -3,7 +3,7 @@ device, so it costs no memory), or the standard analytic count for decoder LLMs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import suppress
 from dataclasses import asdict, dataclass
 from math import prod
@@ -82,6 +82,34 @@ def counted_flops(workload: Workload, shape: InputShape, mode: str) -> FlopCount
             loss.backward()
 
     return FlopCount(count_module_flops(step) / COUNT_BATCH, "flop_counter")
+
+
+def linear_flops_per_sample(
+    model: torch.nn.Module, inputs: torch.Tensor, names: Collection[str]
+) -> float:
+    """Forward FLOPs per sample of the Linear layers of `model` named in `names`: twice in times
+    out for each row through each, the rows counted in one forward of `inputs` (a batch on the meta
+    device, so it costs no memory and no arithmetic)."""
+    total = 0
+
+    def count(module: torch.nn.Module, args: tuple) -> None:
+        nonlocal total
+        rows = args[0].numel() // module.in_features
+        total += 2 * rows * module.in_features * module.out_features
+
+    wanted = set(names)
+    hooks = [
+        module.register_forward_pre_hook(count)
+        for name, module in model.named_modules()
+        if name in wanted
+    ]
+    try:
+        with torch.no_grad():
+            model(inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return total / inputs.shape[0]
 
 
 def palm_flops(

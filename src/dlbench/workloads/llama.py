@@ -78,11 +78,11 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(hidden, eps)
 
     def forward(self, x, path: ForwardPath, cache: tuple[torch.Tensor, torch.Tensor] | None, pos):
-        qkv = path.project(x, self.wqkv.weight, norm=self.attention_norm)
+        qkv = path.project(x, self.wqkv, norm=self.attention_norm)
         out = path.attend(self, qkv, cache, pos)
-        x = path.project(out, self.wo.weight, residual=x)
-        gate_up = path.project(x, self.w13.weight, norm=self.ffn_norm)
-        return path.project(gate_up, self.w2.weight, gated=True, residual=x)
+        x = path.project(out, self.wo, residual=x)
+        gate_up = path.project(x, self.w13, norm=self.ffn_norm)
+        return path.project(gate_up, self.w2, gated=True, residual=x)
 
     def attend(self, qkv, cos, sin, cache, pos, mask) -> torch.Tensor:
         """RoPE and SDPA: causal over the sequence (training), or the new positions written to
@@ -118,21 +118,41 @@ def _kernel_sized(rows: int, dtype: torch.dtype, weight: torch.Tensor) -> bool:
 
 def project(
     x: torch.Tensor,
-    weight: torch.Tensor,
+    linear: nn.Linear,
     norm: RMSNorm | None = None,
     gated: bool = False,
     residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """residual + f(x) @ weight.T in torch's ops, f: RMSNorm `norm`, silu(gate) * up of the
-    fused gate/up projection's output (`gated`), or nothing (`ForwardPath.project` fuses the
-    same into the GEMV kernel)."""
+    """residual + linear(f(x)) in torch's ops, f: RMSNorm `norm`, silu(gate) * up of the fused
+    gate/up projection's output (`gated`), or nothing (`ForwardPath.project` fuses the same
+    into the GEMV kernel). The layer's own forward runs, so a layer swapped for torchao's
+    Float8Linear computes in FP8."""
     if norm is not None:
         x = norm(x)
     if gated:
         gate, up = x.chunk(2, dim=-1)
         x = F.silu(gate) * up
-    out = F.linear(x, weight)
+    out = linear(x)
     return out if residual is None else residual + out
+
+
+def float8_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(float8 data, a scale per output row) of a weight quantized for inference (torchao's
+    Float8Tensor, per row), None for a plain weight: batch-1 decode reads them itself."""
+    data, scale = getattr(weight, "qdata", None), getattr(weight, "scale", None)
+    if data is None or scale is None or data.dtype != torch.float8_e4m3fn:
+        return None
+    if scale.numel() != data.shape[0]:  # a scale per tensor: not what the GEMV applies
+        return None
+    return data, scale.reshape(-1).float()
+
+
+def stored_bytes(tensor: torch.Tensor) -> int:
+    """Bytes a tensor takes on its device: a float8 weight's data and scales as stored."""
+    fp8 = float8_weight(tensor)
+    if fp8 is not None:
+        return sum(t.numel() * t.element_size() for t in fp8)
+    return tensor.numel() * tensor.element_size()
 
 
 @dataclass(frozen=True)
@@ -147,13 +167,15 @@ class ForwardPath:
     rope: tuple
     mask: torch.Tensor | None = None
 
-    def project(self, x: torch.Tensor, weight: torch.Tensor, **fused) -> torch.Tensor:
-        """`project`, by the GEMV kernel with its norm, gate and residual fused on this path."""
+    def project(self, x: torch.Tensor, linear: nn.Linear, **fused) -> torch.Tensor:
+        """`project`, by the GEMV kernel with its norm, gate and residual fused on this path
+        (a float8 weight read as float8, scaled per row)."""
         if not self.gemv:
-            return project(x, weight, **fused)
+            return project(x, linear, **fused)
         from dlbench.workloads.decode_kernels import gemv
 
         norm, residual = fused.get("norm"), fused.get("residual")
+        weight, scale = float8_weight(linear.weight) or (linear.weight, None)
         out = gemv(
             x.reshape(-1).contiguous(),
             weight,
@@ -161,6 +183,7 @@ class ForwardPath:
             None if norm is None else norm.weight,
             1e-6 if norm is None else norm.eps,
             None if residual is None else residual.reshape(-1).contiguous(),
+            scale,
         )
         return out.view(*x.shape[:-1], -1)
 
@@ -313,4 +336,4 @@ class NativeLlama(nn.Module):
         """Generation: logits of the last position only."""
         last = self.hidden_states(ids, positions)[:, -1:]
         gemv, _ = self._kernels(last.shape[0], last.dtype, generating=True)
-        return ForwardPath(gemv, False, ()).project(last, self.output.weight, norm=self.norm)
+        return ForwardPath(gemv, False, ()).project(last, self.output, norm=self.norm)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from dlbench.engine.acceleration.float8 import check_fp8_device
 from dlbench.errors import invalid
 
 _LIGHTNING = {
@@ -21,16 +22,29 @@ _LIGHTNING = {
 
 @dataclass(frozen=True)
 class PrecisionPlan:
-    """What Lightning gets, plus the TF32 switches that plain fp32 must set explicitly."""
+    """What Lightning gets, plus the TF32 switches that plain fp32 must set explicitly. `fp8`
+    runs its Linear layers in float8 (engine.acceleration.float8) and the rest in `base`:
+    bf16-mixed in training, bf16-true in inference."""
 
     name: str
     lightning: str
     allow_tf32: bool
+    base: str = ""  # the precision everything but fp8's Linear layers runs in ("": `name`)
+
+    @property
+    def float8(self) -> bool:
+        """Whether the Linear layers run in float8."""
+        return self.name == "fp8"
+
+    @property
+    def base_name(self) -> str:
+        """The precision of everything but fp8's Linear layers: the precision itself otherwise."""
+        return self.base or self.name
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
         """The autocast dtype of a mixed precision, None for the others."""
-        return {"16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}.get(self.name)
+        return {"16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}.get(self.base_name)
 
     @property
     def input_dtype(self) -> torch.dtype:
@@ -41,7 +55,8 @@ class PrecisionPlan:
     @property
     def param_dtype(self) -> torch.dtype:
         """The dtype the weights live in."""
-        return {"16-true": torch.float16, "bf16-true": torch.bfloat16}.get(self.name, torch.float32)
+        dtypes = {"16-true": torch.float16, "bf16-true": torch.bfloat16}
+        return dtypes.get(self.base_name, torch.float32)
 
     def apply_matmul_settings(self) -> None:
         """TF32 on only for `tf32`: torch enables it for cuDNN by default, which `32` must undo."""
@@ -49,8 +64,18 @@ class PrecisionPlan:
         torch.backends.cudnn.allow_tf32 = self.allow_tf32
 
 
-def plan_precision(name: str, device_type: str) -> PrecisionPlan:
-    """Resolve `--precision` for a device type ('cuda' or 'cpu'), or raise a UserError."""
+# what the rest of an fp8 run computes in: mixed in training (fp32 weights and optimizer
+# state, as torchtitan trains), the weights' bf16 in inference (as a served model holds them)
+FP8_BASE = {"train": "bf16-mixed", "infer": "bf16-true"}
+
+
+def plan_precision(name: str, device_type: str, mode: str = "train") -> PrecisionPlan:
+    """Resolve `--precision` for a device type ('cuda' or 'cpu') and mode, or raise a
+    UserError."""
+    if name == "fp8":
+        check_fp8_device(device_type)
+        base = FP8_BASE[mode]
+        return PrecisionPlan(name=name, lightning=_LIGHTNING[base], allow_tf32=False, base=base)
     allowed_cpu = "on the CPU use 32, bf16-mixed or bf16-true"
     if device_type == "cpu":
         if name in ("16-mixed", "16-true", "tf32"):

@@ -35,6 +35,7 @@ FABRIC_PRECISION = {
     "bf16-mixed": "32-true",
     "bf16-true": "bf16-true",
     "16-true": "16-true",
+    "fp8": "32-true",  # fp32 shards, its Linear layers' weights gathered in float8
 }
 
 
@@ -50,7 +51,7 @@ class ShardingPlan:
     @classmethod
     def of(cls, precision: PrecisionPlan, checkpointing: str | None, compile: bool | None):
         """The plan for a run's precision and flags; bf16-mixed gathers bf16 (fp32 shards)."""
-        mixed = precision.name == "bf16-mixed"
+        mixed = precision.base_name == "bf16-mixed"
         return cls(torch.bfloat16 if mixed else None, checkpointing or "none", bool(compile))
 
     @staticmethod

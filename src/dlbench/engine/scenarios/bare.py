@@ -12,6 +12,11 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from dlbench.config import DdpSettings, RunConfig
+from dlbench.engine.acceleration.float8 import (
+    apply_float8,
+    fp8_sharded_recipe,
+    precompute_scales,
+)
 from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.engine.distribution.sharding import ShardingPlan, materialize, shard_model
 from dlbench.engine.scenarios.session import (
@@ -52,6 +57,14 @@ class BareLoop:
                 workload, shape, config.workload.llm_impl, meta, device
             )
         model = model.to(dtype=precision.param_dtype, memory_format=fmt)
+        self.float8 = apply_float8(  # torchao's own calls, as a user of it writes them
+            model,
+            precision.float8,
+            config.workload.mode,
+            config.acceleration.fp8_recipe,
+            sharding is not None,
+        )
+        self.precompute = fp8_sharded_recipe(self.float8, sharding is not None)
         if config.workload.mode != "train":
             hold_autocast_weights(model, precision)
         self.device = device
@@ -101,6 +114,8 @@ class BareLoop:
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        if self.precompute:
+            precompute_scales(self.model)
 
     def capture(self) -> None:
         """Each batch's step as a CUDA graph, by the recipe in torch's documentation: warm-up

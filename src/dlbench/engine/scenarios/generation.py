@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from dlbench.config import RunConfig
+from dlbench.engine.acceleration.float8 import Float8Layers, apply_float8
 from dlbench.engine.acceleration.graphs import capture
 from dlbench.engine.acceleration.precision import PrecisionPlan
 from dlbench.engine.scenarios.decoders import HfDecoder, NativeDecoder, greedy_token
@@ -31,6 +32,7 @@ from dlbench.engine.timing.loop import (
 )
 from dlbench.engine.timing.timer import synchronize
 from dlbench.workloads import InputShape, Workload
+from dlbench.workloads.llama import stored_bytes
 
 PREFILL_SAMPLES = 100  # TTFT percentiles from at least this many prefills (p99 is not a max)
 RESET, PREFILL = 0, 1  # step positions inside a round; decode steps follow
@@ -47,6 +49,7 @@ class Generator:
     position: torch.Tensor
     new_tokens: int
     autocast: Callable[[], Any]
+    float8: Float8Layers | None = None  # --precision fp8: the layers whose weights are float8
 
     @property
     def steps_per_round(self) -> int:
@@ -69,7 +72,7 @@ class Generator:
         with self.autocast():
             logits = self.decoder.decode(self.token, self.position)
         if self.decoder.kernel_decode:  # the step's last two kernels, as the rest: Triton's
-            from dlbench.workloads.decode_kernels import greedy_advance
+            from dlbench.workloads.greedy_kernels import greedy_advance
 
             greedy_advance(logits[:, -1], self.token, self.position)
             return
@@ -129,6 +132,7 @@ def open_generator(
         del model
     else:
         decoder = HfDecoder(model, shape.seq_len)
+    float8 = apply_float8(decoder.model, precision.float8, "infer", None, sharded=False)
     gen = torch.Generator().manual_seed(config.measurement.seed)
     vocab = workload.vocab_size
     prompts = torch.randint(
@@ -142,6 +146,7 @@ def open_generator(
         position=fabric.to_device(torch.zeros(1, dtype=torch.long)),
         new_tokens=config.workload.new_tokens,
         autocast=_autocast(precision, fabric.device),
+        float8=float8,
     )
     return generator, params
 
@@ -280,11 +285,11 @@ def decode_bytes_per_step(generator: Generator, context: float) -> float:
     table is a lookup of a few rows, unless the output layer shares it) and each sequence's
     cached keys and values up to `context` tokens."""
     model = generator.decoder.model
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    weights = sum(stored_bytes(p) for p in model.parameters())  # float8 weights as stored
     table = model.get_input_embeddings().weight
     output = model.get_output_embeddings()
     if output is None or output.weight is not table:
-        weights -= table.numel() * table.element_size()
+        weights -= stored_bytes(table)
     return weights + generator.prompts.shape[0] * context * kv_bytes_per_token(generator)
 
 

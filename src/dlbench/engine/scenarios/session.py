@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,11 +12,19 @@ from torch import nn
 
 from dlbench.config import RunConfig
 from dlbench.data.feed import DataFeed
-from dlbench.data.on_device import STEP_STREAM_PRIORITY, OnDevice
+from dlbench.data.on_device import OnDevice
 from dlbench.data.pipeline import open_pipeline
+from dlbench.engine.acceleration.float8 import (
+    Float8Layers,
+    apply_float8,
+    fp8_sharded_recipe,
+    precompute_scales,
+)
 from dlbench.engine.acceleration.graphs import GraphedStep, graphed_step
 from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.engine.distribution.sharding import resettable
+from dlbench.engine.scenarios.outputs import OutputWatch
+from dlbench.engine.scenarios.streams import needs_own_stream, with_own_stream
 from dlbench.workloads import Batch, InputShape, Workload
 
 DISTINCT_BATCHES = 2  # rotate so that no step reads exactly what the previous one cached
@@ -57,6 +65,8 @@ class Session:
     optimizer: torch.optim.Optimizer | None = None
     feed: DataFeed | None = None  # --data folder/text: the loader behind `fetch`
     convolutions: bool = False  # cuDNN chooses algorithms for this model (cudnn_search)
+    float8: Float8Layers | None = None  # --precision fp8: the layers that run in FP8
+    outputs: OutputWatch | None = None  # the last step's loss or output, read after the window
 
     def __post_init__(self) -> None:
         self.step = _compose(self.phases)
@@ -185,6 +195,9 @@ def open_session(
     model = model.to(memory_format=fmt)
     param_count = sum(p.numel() for p in model.parameters())
     convolutions = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+    float8 = apply_float8(
+        model, precision.float8, config.workload.mode, config.acceleration.fp8_recipe, sharded
+    )
     if config.workload.mode != "train":
         hold_autocast_weights(model, precision)
     if config.acceleration.compile:  # under FSDP each block is compiled as it is sharded
@@ -196,32 +209,18 @@ def open_session(
     else:
         feed = open_feed(config, workload, shape, precision.input_dtype, fmt, fabric.device)
         fetch = feed.fetch
-    if config.workload.mode == "train" and sharded:  # the optimizer is made for the shards
-        module = fabric.setup_module(LossModule(model, loss))
-        built = make_optimizer(config.workload.optimizer, module.parameters())
-        optimizer = fabric.setup_optimizers(built)
-    elif config.workload.mode == "train":
-        built = make_optimizer(
-            config.workload.optimizer, model.parameters(), bool(config.acceleration.cuda_graphs)
-        )
-        module, optimizer = fabric.setup(LossModule(model, loss), built)
+    outputs = OutputWatch()
     if config.workload.mode == "train":
-        module.train()
-
-        def update() -> None:
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
-        phases = Phases(fetch, lambda x, y: module(x, y), fabric.backward, update)
+        phases, built = _training_phases(config, model, loss, fetch, fabric, float8, outputs)
         context = nullcontext
     else:
         built = None
         module = fabric.setup_module(model)
         module.eval()
-        phases = Phases(fetch, lambda x, y: module(x), None, None)
+        phases = Phases(fetch, outputs.watching(lambda x, y: module(x)), None, None)
         context = torch.inference_mode
     if needs_own_stream(feed, fabric.device):
-        context = _with_own_stream(context, fabric.device)
+        context = with_own_stream(context, fabric.device)
     return Session(
         fabric,
         fabric.device,
@@ -232,38 +231,34 @@ def open_session(
         built,
         feed,
         convolutions,
+        float8,
+        outputs,
     )
 
 
-def needs_own_stream(feed: DataFeed | None, device: torch.device) -> bool:
-    """Whether the step runs on a stream of its own: where nvJPEG decodes beside it."""
-    return device.type == "cuda" and feed is not None and feed.prepare.gpu_decode
+def _training_phases(config: RunConfig, model, loss, fetch, fabric, float8, outputs):
+    """A training step's phases through Fabric, and the optimizer as built (under FSDP made
+    for the shards; under FSDP's float8 all-gather every weight's scale after each update)."""
+    sharded = config.devices.strategy == "fsdp"
+    if sharded:
+        module = fabric.setup_module(LossModule(model, loss))
+        built = make_optimizer(config.workload.optimizer, module.parameters())
+        optimizer = fabric.setup_optimizers(built)
+    else:
+        graphs = bool(config.acceleration.cuda_graphs)
+        built = make_optimizer(config.workload.optimizer, model.parameters(), graphs)
+        module, optimizer = fabric.setup(LossModule(model, loss), built)
+    module.train()
+    precompute = fp8_sharded_recipe(float8, sharded)
 
+    def update() -> None:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if precompute:
+            precompute_scales(module)
 
-@contextmanager
-def own_stream(device: torch.device) -> Iterator[None]:
-    """The step (and its timing events) on a stream of its own, at the highest priority.
-    nvJPEG's hardware decode puts a copy and a small kernel per image on streams of its own at
-    default priority, and they cost the step more than their own time; at the highest
-    priority they take SMs only where the step leaves them free
-    (docs/decisions.md#stream-priority)."""
-    default = torch.cuda.current_stream(device)
-    stream = torch.cuda.Stream(device, priority=STEP_STREAM_PRIORITY)
-    stream.wait_stream(default)  # the model and its weights, made on the default stream
-    with torch.cuda.stream(stream):
-        yield
-    default.wait_stream(stream)
-
-
-def _with_own_stream(
-    inner: Callable[[], AbstractContextManager], device: torch.device
-) -> Callable[[], AbstractContextManager]:
-    @contextmanager
-    def both() -> Iterator[None]:
-        with inner(), own_stream(device):
-            yield
-
-    return both
+    forward = outputs.watching(lambda x, y: module(x, y))
+    return Phases(fetch, forward, fabric.backward, update), built
 
 
 def compiled(model: nn.Module, loss: Callable) -> tuple[nn.Module, Callable]:

@@ -25,7 +25,7 @@ def datasheet_shares(row: dict) -> dict[str, float | None]:
     name = str(row.get("gpu_name") or "")
     bandwidth = peak_bandwidth_tb_s(name) if name else None
     shares: dict[str, float] = {}
-    for dtype in ("fp32", "tf32", "fp16", "bf16"):
+    for dtype in ("fp32", "tf32", "fp16", "bf16", "fp8"):
         sheet = dtype_peak_tflops(name, dtype)
         value = number_or_none(row.get(f"attained_{dtype}_tflops"))
         if sheet and value is not None:

@@ -1,0 +1,176 @@
+"""`--precision fp8`: the model's Linear layers in float8 through torchao, the rest in bf16.
+
+Training converts each Linear layer torchao can take (both dimensions multiples of 16, as its
+scaled matmul needs) to torchao's Float8Linear under one of its recipes (`--fp8-recipe`), and
+leaves the output head, embeddings, norms and convolutions in bf16, as torchtitan does; under
+FSDP with the tensorwise recipe the weights are all-gathered in float8, with their scales
+computed once per step for all of them (torchtitan's `enable_fsdp_float8_all_gather` and
+`precompute_float8_dynamic_scale_for_fsdp`). Inference quantizes the same layers' weights to
+float8 with a scale per output row and quantizes each activation dynamically, per row
+(torchao's Float8DynamicActivationFloat8WeightConfig); batch-1 LLM decode reads those float8
+weights and their scales in dlbench's own GEMV (workloads.decode_kernels). FP8 pays only in
+large matmuls, compiled (its casts fuse into the neighbouring kernels): the row says how many
+layers ran in FP8 and the share of the model's FLOPs they carry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from torch import nn
+
+from dlbench.config.fields import FP8_INFERENCE_RECIPES, FP8_TRAINING_RECIPES
+from dlbench.errors import invalid
+
+MIN_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9), Hopper (9.0) and newer
+DIMENSION_MULTIPLE = 16  # torch._scaled_mm takes dimensions that are multiples of 16
+# the GEMMs of one Linear layer's training step that a recipe runs in FP8: forward, the input's
+# gradient and the weight's (rowwise_with_gw_hp keeps the weight's gradient in bf16)
+FP8_GEMMS = {"tensorwise": 3, "rowwise": 3, "rowwise_with_gw_hp": 2}
+
+
+@dataclass(frozen=True)
+class Float8Layers:
+    """The Linear layers that run in FP8 (their names in the model) and under which recipe."""
+
+    names: tuple[str, ...]
+    recipe: str
+
+    def fp8_gemms(self, mode: str) -> int:
+        """Of a layer's GEMMs per sample (three in training, one in inference), those in FP8."""
+        return FP8_GEMMS[self.recipe] if mode == "train" else 1
+
+
+def check_fp8_device(device_type: str) -> None:
+    """FP8 needs FP8 tensor cores and torchao: a UserError naming --precision otherwise."""
+    if device_type != "cuda":
+        raise invalid(
+            "--precision",
+            "fp8",
+            "needs a GPU with FP8 tensor cores (compute capability 8.9 or newer); the CPU "
+            "has none: use bf16-mixed",
+        )
+    if torch.version.hip:
+        raise invalid("--precision", "fp8", "not run on ROCm by dlbench yet; use bf16-mixed")
+    capability = torch.cuda.get_device_capability()
+    if capability < MIN_CAPABILITY:
+        raise invalid(
+            "--precision",
+            "fp8",
+            f"this GPU's compute capability {capability[0]}.{capability[1]} has no FP8 tensor "
+            "cores (8.9 or newer: Ada, Hopper, Blackwell); use bf16-mixed",
+        )
+    try:
+        import torchao  # noqa: F401
+    except ImportError:
+        raise invalid(
+            "--precision", "fp8", "needs torchao (pip install torchao); this install has none"
+        ) from None
+
+
+def output_head(model: nn.Module) -> nn.Module | None:
+    """The layer that makes the outputs (an LLM's vocabulary projection, a classifier), kept
+    in bf16: the precision of the logits matters more than its share of the FLOPs."""
+    for getter in ("get_output_embeddings", "get_classifier"):
+        get = getattr(model, getter, None)
+        if callable(get):
+            head = get()
+            if isinstance(head, nn.Module):
+                return head
+    return None
+
+
+def fp8_linears(model: nn.Module) -> list[str]:
+    """The names of the Linear layers FP8 takes: both dimensions multiples of 16, not the
+    output head (nor a layer sharing its weight)."""
+    head = output_head(model)
+    kept = {id(p) for p in head.parameters()} if head is not None else set()
+    return [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear)
+        and module is not head
+        and id(module.weight) not in kept
+        and module.in_features % DIMENSION_MULTIPLE == 0
+        and module.out_features % DIMENSION_MULTIPLE == 0
+    ]
+
+
+def require_fp8_linears(model: nn.Module, name: str) -> list[str]:
+    """`fp8_linears`, or a UserError where there are none (a CNN's only Linear is its head)."""
+    found = fp8_linears(model)
+    if not found:
+        raise invalid(
+            "--precision",
+            "fp8",
+            f"{name} has no Linear layer FP8 can take (dimensions multiples of "
+            f"{DIMENSION_MULTIPLE}, not the output head): FP8 runs transformers' and LLMs' "
+            "matmuls; use bf16-mixed",
+        )
+    return found
+
+
+def convert_for_training(model: nn.Module, recipe: str, sharded: bool) -> Float8Layers:
+    """Swap the layers `fp8_linears` names for torchao's Float8Linear under `recipe`; sharded
+    (FSDP) with tensorwise scaling, the weights are all-gathered in float8."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    names = set(fp8_linears(model))
+    config = Float8LinearConfig.from_recipe_name(recipe)
+    if sharded and recipe == "tensorwise":
+        config = replace(config, enable_fsdp_float8_all_gather=True)
+    convert_to_float8_training(model, module_filter_fn=lambda _, fqn: fqn in names, config=config)
+    return Float8Layers(tuple(sorted(names)), recipe)
+
+
+def quantize_for_inference(model: nn.Module) -> Float8Layers:
+    """Quantize the weights of the layers `fp8_linears` names to float8 with a scale per output
+    row; their activations are quantized per row as they arrive."""
+    from torchao.quantization import (
+        Float8DynamicActivationFloat8WeightConfig,
+        PerRow,
+        quantize_,
+    )
+
+    names = set(fp8_linears(model))
+    config = Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())
+    quantize_(model, config, filter_fn=lambda _, fqn: fqn in names)
+    return Float8Layers(tuple(sorted(names)), FP8_INFERENCE_RECIPES[0])
+
+
+def apply_float8(
+    model: nn.Module, float8: bool, mode: str, recipe: str | None, sharded: bool
+) -> Float8Layers | None:
+    """The model's Linear layers in float8 for `mode` (None where the precision is not fp8):
+    converted for training under `recipe`, quantized for inference."""
+    if not float8:
+        return None
+    if mode == "train":
+        return convert_for_training(model, recipe or FP8_TRAINING_RECIPES[0], sharded)
+    return quantize_for_inference(model)
+
+
+def precompute_scales(model: nn.Module) -> None:
+    """After each optimizer step under FSDP's float8 all-gather: every weight's scale in one
+    reduction, instead of one per layer as each is gathered."""
+    from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
+
+    precompute_float8_dynamic_scale_for_fsdp(model)
+
+
+def fp8_columns(layers: Float8Layers, mode: str, meta_model, inputs) -> dict[str, object]:
+    """The row's word on FP8: how many Linear layers ran in it, and the FLOPs per sample they
+    carry (`meta_model` the same model on the meta device, `inputs` a batch there; MFU divides
+    this share by the FP8 peak, results.efficiency)."""
+    from dlbench.workloads.flops import linear_flops_per_sample
+
+    per_sample = linear_flops_per_sample(meta_model, inputs, layers.names)
+    return {
+        "fp8_linear_layers": len(layers.names),
+        "fp8_flops_per_sample": per_sample * layers.fp8_gemms(mode),
+    }
+
+
+def fp8_sharded_recipe(layers: Float8Layers | None, sharded: bool) -> bool:
+    """Whether the weights' scales are precomputed after each step (FSDP, tensorwise)."""
+    return layers is not None and sharded and layers.recipe == "tensorwise"
