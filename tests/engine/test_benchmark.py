@@ -101,3 +101,47 @@ def test_synthetic_batches_are_made_on_the_device_that_holds_them(monkeypatch):
     asked.clear()
     session.make_batches(plan.workload, plan.shape, 2, 0, fmt)  # --data-on host, the bare loop's
     assert asked == ["cpu"]
+
+
+class DivergedModel(nn.Module):
+    """A model whose outputs are NaN: arithmetic gone wrong (an FP8 scale, an fp16 overflow)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x.flatten(1)[:, :4]) * float("nan")
+
+
+register_workload(
+    Workload(
+        name="test_diverged",
+        summary="NaN outputs",
+        family="vision",
+        sample_unit="image",
+        build=lambda shape: DivergedModel(),
+        make_batch=_batch,
+        loss=cross_entropy,
+    )
+)
+
+
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_a_row_whose_last_step_is_not_finite_is_invalid_whatever_its_speed(mode, csv_path):
+    from dlbench.run import execute
+    from tests.conftest import read_rows
+
+    config = RunConfig.of(model="test_diverged", mode=mode, accelerator="cpu", batch_size=2,
+                          n_iters=10, warmup_steps=1, output=csv_path)  # fmt: skip
+    assert execute(config) == 0
+    [row] = read_rows(csv_path)
+    assert row["last_step_finite"] == "False" and row["verdict"] == "invalid"
+    assert "non_finite_loss" in row["verdict_reasons"].split(";")
+    assert (row.get("final_loss") == "nan") == (mode == "train")
+    fine = csv_path.with_name("ok.csv")
+    finite = RunConfig.of(model="test_sleep", mode=mode, accelerator="cpu", batch_size=2,
+                          n_iters=3, warmup_steps=1, output=fine)  # fmt: skip
+    assert execute(finite) == 0
+    [ok] = read_rows(fine)
+    assert ok["last_step_finite"] == "True"

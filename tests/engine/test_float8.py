@@ -1,0 +1,143 @@
+"""`--precision fp8` (issue 64): the flag and its refusals, which layers run in FP8 and the share
+of the FLOPs they carry, MFU against the peak of what ran, and the non-finite-loss verdict.
+torchao's float8 training runs on the CPU here (its scaled matmul has a CPU kernel); FP8
+tensor cores, inference quantization and timed runs are tests/gpu's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from dlbench.config import RunConfig
+from dlbench.engine.acceleration.float8 import (
+    Float8Layers,
+    convert_for_training,
+    fp8_columns,
+    fp8_linears,
+    require_fp8_linears,
+)
+from dlbench.engine.scenarios.session import build_model
+from dlbench.errors import UserError
+from dlbench.results.efficiency import mfu_columns, mixed_peak
+from dlbench.workloads import InputShape, get_workload
+from dlbench.workloads.flops import FlopCount
+from tests.conftest import refused
+
+pytest.importorskip("torchao")
+META = torch.device("meta")
+
+
+def test_fp8_on_the_cpu_and_a_recipe_without_fp8_are_refused_naming_the_flag(dlbench, kept):
+    train = ["train", "--accelerator", "cpu", "--model", "llm_tiny", "--output", kept]
+    refused(dlbench(*train, "--precision", "fp8"), "--precision", "fp8", "FP8 tensor cores")
+    refused(dlbench(*train, "--fp8-recipe", "rowwise"), "--fp8-recipe", "--precision fp8")
+    refused(dlbench(*train, "--precision", "fp8", "--fp8-recipe", "blockwise"), "--fp8-recipe",
+            "tensorwise, rowwise, rowwise_with_gw_hp")  # fmt: skip
+    infer = ["infer", "--accelerator", "cpu", "--model", "vit", "--output", kept]
+    refused(dlbench(*infer, "--precision", "fp8", "--fp8-recipe", "tensorwise"),
+            "--fp8-recipe", "infer: rowwise_dynamic")  # fmt: skip
+    train = ["train", "--accelerator", "cpu", "--model", "vit", "--output", kept]
+    refused(dlbench(*train, "--precision", "fp8", "--fp8-recipe", "rowwise_dynamic"),
+            "--fp8-recipe", "train: tensorwise")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["resnet50", "mobilenet_v3", "efficientnet_v2"])
+def test_a_cnn_has_no_linear_layer_fp8_can_take_and_is_refused(name):
+    workload = get_workload(name)
+    model, _ = build_model(workload, workload.shape(224, 224, 0), None, META)
+    assert fp8_linears(model) == []  # its only Linear is the classifier, kept in bf16
+    with pytest.raises(UserError, match="--precision.*has no Linear layer FP8 can take"):
+        require_fp8_linears(model, name)
+
+
+def test_the_head_and_layers_of_odd_sizes_stay_out_of_fp8():
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Linear(32, 64)
+            self.odd = nn.Linear(64, 10)  # 10 outputs: no multiple of 16
+            self.head = nn.Linear(64, 64)
+
+        def get_classifier(self) -> nn.Module:
+            return self.head
+
+    assert fp8_linears(Net()) == ["body"]
+
+
+def _tiny_llm(mode: str = "train"):
+    workload = get_workload("llm_tiny")
+    shape = InputShape(None, None, 64)
+    return workload, shape
+
+
+def test_the_native_llms_projections_convert_and_carry_their_share_of_the_flops():
+    """llm_tiny: four projections a layer (fused q/k/v, output, fused gate/up, down) of its two
+    layers in FP8, the tied output head not; their FLOPs are 2 x in x out per token in each of
+    the step's three GEMMs, against the model's analytic count."""
+    workload, shape = _tiny_llm()
+    model, _ = build_model(workload, shape, "native", torch.device("cpu"))
+    layers = convert_for_training(model, "tensorwise", sharded=False)
+    assert len(layers.names) == 8 and not any("output" in n for n in layers.names)
+    from torchao.float8.float8_linear import Float8Linear
+
+    assert all(isinstance(model.get_submodule(n), Float8Linear) for n in layers.names)
+    meta, _ = build_model(workload, shape, "native", META)
+    ids = torch.zeros(2, 64, dtype=torch.long, device=META)
+    columns = fp8_columns(layers, "train", meta, ids)
+    hidden, inter, kv = 64, 128, 2 * 16  # llm_tiny: 4 heads of 16, 2 kv heads
+    per_token = 2 * 2 * (hidden * (hidden + 2 * kv) + hidden * hidden + hidden * 2 * inter
+                         + inter * hidden)  # fmt: skip
+    assert columns == {"fp8_linear_layers": 8, "fp8_flops_per_sample": 3 * 64 * per_token}
+    total = workload.analytic_flops(shape, "train").per_sample
+    assert 0.3 < columns["fp8_flops_per_sample"] / total < 1.0  # a tiny vocabulary head
+    keeps_gw = Float8Layers(layers.names, "rowwise_with_gw_hp")
+    assert fp8_columns(keeps_gw, "train", meta, ids)["fp8_flops_per_sample"] == 2 * 64 * per_token
+
+
+def test_a_converted_native_llm_trains_a_step_through_its_fp8_layers():
+    workload, shape = _tiny_llm()
+    model, loss_fn = build_model(workload, shape, "native", torch.device("cpu"))
+    convert_for_training(model, "tensorwise", sharded=False)
+    calls = []
+    for name, module in model.named_modules():
+        if type(module).__name__ == "Float8Linear":
+            module.register_forward_hook(lambda m, i, o, name=name: calls.append(name))
+    ids = torch.randint(0, 1000, (2, 64))
+    loss = loss_fn(model(ids), ids)
+    loss.backward()
+    assert torch.isfinite(loss) and len(calls) == 8  # the step called every converted layer
+
+
+def test_mfu_divides_the_fp8_share_by_the_fp8_peak_and_mfu_bf16_all_by_bf16():
+    flops = FlopCount(per_sample=1e12, method="analytic_palm")
+    row = mfu_columns(flops, 400.0, "NVIDIA H100 80GB HBM3", "fp8", fp8_flops_per_sample=7e11)
+    achieved = 1e12 * 400.0 / 1e12
+    assert row["achieved_tflops"] == pytest.approx(achieved)
+    assert row["fp8_flops_share"] == pytest.approx(0.7)
+    peak = 1.0 / (0.7 / 1978.9 + 0.3 / 989.4)
+    assert row["peak_tflops"] == pytest.approx(peak) == mixed_peak(0.7, 1978.9, 989.4)
+    assert row["mfu"] == pytest.approx(achieved / peak)
+    assert row["mfu_bf16"] == pytest.approx(achieved / 989.4)
+    bf16 = mfu_columns(flops, 400.0, "NVIDIA H100 80GB HBM3", "bf16-mixed")
+    assert bf16["mfu"] == bf16["mfu_bf16"] == pytest.approx(achieved / 989.4)
+    assert "mfu" not in mfu_columns(flops, 4.0, "NVIDIA A100-SXM4-80GB", "fp8", 7e11)
+
+
+def test_mfu_attained_divides_the_same_mix_by_what_the_gpu_attained():
+    from dlbench.results.efficiency import attained_columns
+
+    row = {"achieved_tflops": 500.0, "fp8_flops_share": 0.5}
+    out = attained_columns(row, "fp8", {"run_id": "p", "fp8": 1356.0, "bf16": 736.0})
+    assert out["attained_tflops"] == pytest.approx(mixed_peak(0.5, 1356.0, 736.0))
+    assert out["mfu_attained"] == pytest.approx(500.0 / out["attained_tflops"])
+
+
+def test_fp8_rows_compile_unless_told_not_and_then_say_so():
+    from dlbench.results.verdict import verdict_columns
+
+    config = RunConfig.of(model="vit", precision="fp8", fp8_recipe="rowwise")
+    assert config.acceleration.fp8_recipe == "rowwise"
+    row = {"status": "ok", "precision": "fp8", "compile": False}
+    assert verdict_columns(row)["verdict_notes"] == "fp8_uncompiled"
+    assert verdict_columns({**row, "compile": True})["verdict_notes"] == ""
