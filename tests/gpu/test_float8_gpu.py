@@ -1,0 +1,61 @@
+"""On a GPU with FP8 tensor cores (skipped elsewhere): the native LLM's batch-1 decode reads
+torchao's float8 weights in the GEMV and computes what torch computes from them; float8
+training and inference run compiled end to end and record what ran in FP8."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from dlbench.config import RunConfig
+from dlbench.engine.acceleration.float8 import quantize_for_inference
+from dlbench.run import execute
+from dlbench.workloads import InputShape, get_workload
+from dlbench.workloads.llama import NativeLlama, float8_weight
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9),
+    reason="needs a GPU with FP8 tensor cores",
+)
+
+
+def test_batch1_decode_reads_float8_weights_and_agrees_with_torch_on_them() -> None:
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        hf = get_workload("llm_125m").build(InputShape(0, 0, 64)).to(torch.bfloat16).eval()
+    native = NativeLlama.from_transformers(hf).eval()
+    layers = quantize_for_inference(native)
+    assert len(layers.names) == 4 * len(native.layers)
+    data, scale = float8_weight(native.layers[0].wqkv.weight)
+    assert data.dtype == torch.float8_e4m3fn and scale.shape == (data.shape[0],)
+    assert float8_weight(native.output.weight) is None  # the head stays bf16
+    ids = torch.randint(0, hf.config.vocab_size, (1, 17), device="cuda")
+    position = torch.tensor([16], device="cuda")
+    native.setup_cache(1, 64)
+    with torch.inference_mode():
+        native.logits(ids[:, :16], torch.arange(16, device="cuda"))
+        assert native.path(1, torch.bfloat16, position, generating=True).gemv
+        decoded = native.logits(ids[:, 16:], position).float().flatten()
+        native.setup_cache(1, 64)  # all 17 through torch's ops (torchao's scaled matmul)
+        expected = native.logits(ids, torch.arange(17, device="cuda")).float().flatten()
+    assert F.cosine_similarity(decoded, expected, dim=0) > 0.99
+
+
+@pytest.mark.parametrize(
+    ("model", "mode"),
+    [("llm_tiny", "train"), ("timm:test_vit", "train"), ("timm:test_vit", "infer")],
+)
+def test_fp8_runs_compiled_and_its_row_says_what_ran_in_fp8(tmp_path, model, mode) -> None:
+    out = tmp_path / "rows.csv"
+    shape = {"width": 64, "height": 64} if model.startswith("timm") else {"seq_len": 64}
+    config = RunConfig.of(model=model, mode=mode, precision="fp8", batch_size=8, n_iters=10,
+                          warmup_steps=2, output=out, **shape)  # fmt: skip
+    assert execute(config) == 0
+    [row] = list(csv.DictReader(out.open()))
+    assert row["precision"] == "fp8" and row["compile"] == "True"
+    assert row["fp8_recipe"] == ("tensorwise" if mode == "train" else "rowwise_dynamic")
+    assert int(row["fp8_linear_layers"]) > 0 and row["last_step_finite"] == "True"
+    assert 0 < float(row["fp8_flops_share"]) <= 1
