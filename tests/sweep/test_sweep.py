@@ -470,3 +470,60 @@ def test_a_multi_process_point_runs_with_no_idle_worker_beside_it(monkeypatch):
     )
     launcher.run(RunConfig.of(accelerator="cpu", devices="2"), False, 10.0)
     assert closed == [True] and launched
+
+
+def _worker_children() -> list[int]:
+    """This process's children that are sweep workers (from /proc)."""
+    import os
+    from pathlib import Path
+
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"sweep-worker" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_plan_refused_after_the_worker_started_leaves_no_worker_behind(
+    dlbench, kept, tmp_path, monkeypatch
+):
+    from dlbench.sweep import worker as worker_module
+    from tests.conftest import refused
+
+    started = []
+    real = worker_module.Worker.start
+    monkeypatch.setattr(worker_module.Worker, "start", lambda w: started.append(w) or real(w))
+    bad = tmp_path / "plan.yaml"
+    bad.write_text("name: bad\nruns:\n  - models: [no_such_model]\n")
+    refused(dlbench("sweep", bad, "--output", kept), "no_such_model")
+    assert len(started) == 1 and started[0].proc is None  # started first, then stopped
+    assert _worker_children() == []
+
+
+def test_a_worker_started_early_runs_the_points(monkeypatch, tmp_path):
+    from dlbench.sweep import worker as worker_module
+
+    started = []
+    real = worker_module.Worker.start
+
+    def start(self):
+        started.append(self)
+        return real(self)
+
+    monkeypatch.setattr(worker_module.Worker, "start", start)
+    from dlbench.cli import run_command
+
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "name: one\nfixed: {accelerator: cpu, n_iters: 2, warmup_steps: 0, width: 32, height: 32}"
+        "\nruns:\n  - models: [timm:test_resnet]\n    batch_sizes: [2]\n"
+    )
+    assert run_command(["sweep", str(plan), "--output", str(tmp_path / "rows.csv")]) == 0
+    [early] = started
+    assert early.proc is None  # the launcher ran the point in it, then closed it
+    assert _worker_children() == []

@@ -205,3 +205,49 @@ def test_dependent_launch_only_on_hopper_and_never_inside_a_compiled_graph(monke
     assert decode_kernels._dependent_launch(torch.zeros(1)) == {"PDL": False}  # on the CPU
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (8, 0))
     assert decode_kernels._dependent_launch(x) == {"PDL": False}
+
+
+def test_a_new_matrix_shape_compiles_every_launch_shape_once_before_the_autotuner_times_them(
+    monkeypatch,
+):
+    """Cold, the autotuner compiled the GEMV at each launch shape in turn as it timed it:
+    now a shape's first call compiles them all at once, in threads, each exactly once per
+    shape, never inside a CUDA graph's capture, and a failure there costs nothing."""
+    pytest.importorskip("triton")
+    import contextlib
+
+    from dlbench.workloads import decode_kernels
+
+    compiled = []
+    monkeypatch.setattr(decode_kernels, "_COMPILED_SHAPES", set())
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    monkeypatch.setattr(
+        decode_kernels.gemv_kernel.fn, "warmup",
+        lambda *a, grid, **kw: compiled.append((kw["BLOCK_N"], kw["BLOCK_K"], kw["num_warps"])),
+    )  # fmt: skip
+    x = SimpleNamespace(is_cuda=True, device="cuda:0", dtype=torch.bfloat16)
+    weight = SimpleNamespace(shape=(2048, 512), dtype=torch.bfloat16)
+    args = (x, weight)
+    flags = {"GATED": False, "NORM": True, "RESIDUAL": False, "SCALED": False, "PDL": True}
+    configs = [(c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_warps)
+               for c in decode_kernels.CONFIGS]  # fmt: skip
+    with monkeypatch.context() as m:
+        m.setattr(decode_kernels, "is_fake", lambda t: False)
+        decode_kernels._compile_launch_shapes(args, flags)
+        assert sorted(compiled) == sorted(configs)
+        decode_kernels._compile_launch_shapes(args, flags)  # the same shape: nothing again
+        assert len(compiled) == len(configs)
+        capturing[0] = True
+        decode_kernels._compile_launch_shapes((x, SimpleNamespace(shape=(8, 8), dtype=None)), flags)
+        assert len(compiled) == len(configs)  # never while a graph is captured
+        capturing[0] = False
+
+        def fails(*a, **kw):
+            raise RuntimeError("ptxas")
+
+        m.setattr(decode_kernels.gemv_kernel.fn, "warmup", fails)
+        decode_kernels._compile_launch_shapes(
+            (x, SimpleNamespace(shape=(16, 16), dtype=None)), flags
+        )

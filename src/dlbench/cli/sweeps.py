@@ -53,35 +53,49 @@ def sweep(
     from dlbench.sweep.plan import parse_shard, shard_points
     from dlbench.sweep.plan_file import load_plan
     from dlbench.sweep.runner import SweepRunner, finish, summary_table
+    from dlbench.sweep.worker import Worker
 
-    sweep_plan = load_plan(plan)
-    check_seconds("--settle-s", settle_s, zero=True)
-    if timeout is not None:
-        check_seconds("--timeout", timeout)
-        sweep_plan.timeout_s = timeout
-    if repeats is not None:
-        check_count("--repeats", repeats, MAX_REPEATS)
-        sweep_plan.repeats = repeats
-        sweep_plan.check_size()
-    if only is not None:
-        sweep_plan.keep_tagged(only)
-    index, count = parse_shard(shard)
-    if dry_run:
-        for i, point in enumerate(shard_points(sweep_plan.points(), index, count), 1):
-            print(f"{i:3d}  dlbench {' '.join(point.cli_args())}")
-        raise typer.Exit(0)
-    from dlbench.console import stderr
-    from dlbench.engine.acceleration.compile_cache import cache_variable_warning
-
-    runner = SweepRunner(
-        sweep_plan, output, allow_power_changes, settle_s, (index, count), isolation, resume
-    )
-    unusable = cache_variable_warning()  # each point says it into its log: said here once
-    if unusable:
-        stderr.print(f"[yellow]warning:[/yellow] {unusable}")
+    # the worker's imports and CUDA start overlap this process's reading of the plan
+    early = Worker().start() if isolation == "worker" and not dry_run else None
+    try:
+        sweep_plan = load_plan(plan)
+        check_seconds("--settle-s", settle_s, zero=True)
+        if timeout is not None:
+            check_seconds("--timeout", timeout)
+            sweep_plan.timeout_s = timeout
+        if repeats is not None:
+            check_count("--repeats", repeats, MAX_REPEATS)
+            sweep_plan.repeats = repeats
+            sweep_plan.check_size()
+        if only is not None:
+            sweep_plan.keep_tagged(only)
+        index, count = parse_shard(shard)
+        if dry_run:
+            for i, point in enumerate(shard_points(sweep_plan.points(), index, count), 1):
+                print(f"{i:3d}  dlbench {' '.join(point.cli_args())}")
+            raise typer.Exit(0)
+        shards = (index, count)
+        runner = SweepRunner(
+            sweep_plan, output, allow_power_changes, settle_s, shards, isolation, resume, early
+        )
+    except BaseException:
+        if early is not None:
+            early.close()
+        raise
+    _warn_of_an_unusable_cache_variable()
     outcome = runner.run()
     Console(width=max(Console().width, 120)).print(summary_table(outcome))
     raise typer.Exit(finish(outcome))
+
+
+def _warn_of_an_unusable_cache_variable() -> None:
+    """Each point says it into its log: a sweep says it here once, before its points."""
+    from dlbench.console import stderr
+    from dlbench.engine.acceleration.compile_cache import cache_variable_warning
+
+    unusable = cache_variable_warning()
+    if unusable:
+        stderr.print(f"[yellow]warning:[/yellow] {unusable}")
 
 
 SCALED = (

@@ -8,7 +8,7 @@ MAX_PRICE = 1e6  # dollars an hour for a machine: more is a typo
 # With GPU telemetry on, the window lasts at least this long: NVML's energy counter moves in
 # steps, timed by the sampler, and a shorter window reads the energy less surely
 # (docs/decisions.md#energy-window).
-DEFAULT_MIN_TIME_S = 2.0
+DEFAULT_MIN_TIME_S = 1.25
 # ... and the warm-up keeps the GPU busy this long first where the energy comes from sampled
 # power: NVML's power reading is a trailing average, so a window opening on an idle GPU
 # integrates too little (docs/decisions.md#power-warmup) ...

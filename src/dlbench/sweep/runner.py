@@ -29,7 +29,7 @@ from dlbench.results.store import CsvStore, held
 from dlbench.signals import Interrupted
 from dlbench.sweep.plan import DISTINGUISHING_TAGS, SweepPlan, SweepPoint, shard_points
 from dlbench.sweep.power import PowerLimiter
-from dlbench.sweep.worker import Launcher
+from dlbench.sweep.worker import Launcher, Worker
 
 
 @dataclass(frozen=True)
@@ -90,11 +90,13 @@ class SweepRunner:
         shard: tuple[int, int] = (0, 1),
         isolation: str = "worker",
         resume: bool = True,
+        worker: Worker | None = None,
     ) -> None:
         if isolation not in ISOLATIONS:
             raise UserError(f"--isolation: invalid value {isolation!r}; {' or '.join(ISOLATIONS)}")
         self.isolation = isolation
         self.resume = resume
+        self.worker = worker  # one started early (Worker.start), or None
         self.plan, self.store = plan, CsvStore(output)
         self.points = shard_points(plan.points(), *shard)
         self.allow_power_changes = allow_power_changes
@@ -160,7 +162,7 @@ class SweepRunner:
             MofNCompleteColumn(),
             TimeRemainingColumn(),
         )
-        launcher = Launcher(self.isolation)
+        launcher = Launcher(self.isolation, self.worker)
         started = time.monotonic()
         rows = self.store.rows() if self.resume else []  # read once for the count
         done = sum(self._done(p, rows) for p in self.points)

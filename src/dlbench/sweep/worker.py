@@ -84,6 +84,12 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open while the worker lives)
 
+    def start(self) -> Worker:
+        """Start the process now, before the first point: its imports and CUDA's start then
+        overlap the parent's own (reading and checking the plan)."""
+        self.proc = self.proc or self._start()
+        return self
+
     def _start(self) -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "-m", "dlbench", "sweep-worker"],
@@ -157,9 +163,11 @@ def needs_own_process(config: RunConfig) -> bool:
 class Launcher:
     """Runs sweep points in workers (isolation='worker') or each in its own process."""
 
-    def __init__(self, isolation: str) -> None:
+    def __init__(self, isolation: str, worker: Worker | None = None) -> None:
         self.isolation = isolation
-        self.worker = Worker() if isolation == "worker" else None
+        self.worker = (worker or Worker()) if isolation == "worker" else None
+        if worker is not None and self.worker is None:
+            worker.close()
 
     def run(self, config: RunConfig, auto_batch: bool, timeout_s: float) -> ChildResult:
         """Run one point in the worker, or in a process of its own."""

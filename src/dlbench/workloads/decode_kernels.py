@@ -25,6 +25,9 @@ user kernels without that attribute, so this step is captured as called, never c
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import torch
 import triton
 import triton.language as tl
@@ -158,7 +161,7 @@ def gemv(
     def grid(meta):
         return (triton.cdiv(n, meta["BLOCK_N"]),)
 
-    wrap_triton(gemv_kernel)[grid](
+    args = (
         x,
         weight,
         y,
@@ -168,13 +171,39 @@ def gemv(
         n,
         k,
         eps,
-        GATED=gated,
-        NORM=norm_weight is not None,
-        RESIDUAL=residual is not None,
-        SCALED=scale is not None,
-        **_dependent_launch(x),
     )
+    flags = {"GATED": gated, "NORM": norm_weight is not None, "RESIDUAL": residual is not None}
+    flags.update(SCALED=scale is not None, **_dependent_launch(x))
+    _compile_launch_shapes(args, flags)
+    wrap_triton(gemv_kernel)[grid](*args, **flags)
     return y
+
+
+_COMPILED_SHAPES: set[tuple] = set()
+
+
+def _compile_launch_shapes(args: tuple, flags: dict) -> None:
+    """A matrix shape's first call compiles the GEMV at every launch shape the autotuner will
+    time at once, in threads (Triton's compiler leaves Python's lock), not one by one as it
+    times them (docs/decisions.md#gemv-autotune); warm, each is found in the disk cache."""
+    x, weight = args[0], args[1]
+    if is_fake(x) or not x.is_cuda or torch.cuda.is_current_stream_capturing():
+        return
+    shape = (*weight.shape, weight.dtype, x.dtype, *sorted(flags.items()))
+    if shape in _COMPILED_SHAPES:
+        return
+    _COMPILED_SHAPES.add(shape)
+
+    def compile_one(config: triton.Config) -> None:
+        with torch.cuda.device(x.device):
+            gemv_kernel.fn.warmup(*args, grid=(1,), **config.all_kwargs(), **flags)
+
+    try:
+        compile_one(CONFIGS[0])  # the first alone: it sets up the kernel's per-device cache
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            list(pool.map(compile_one, CONFIGS[1:]))
+    except Exception:  # the autotuner compiles what failed here
+        return
 
 
 # programmatic dependent launch of these kernels where the GPU and the launcher allow it
