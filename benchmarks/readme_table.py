@@ -3,8 +3,9 @@ one column of figures per GPU, so the front page's figures are the CSVs', never 
 line under it names the code and the files (tests/test_readme.py checks both). Usage:
 PYTHONPATH=src python3 benchmarks/readme_table.py [--write] [DEFAULT_CSV ...]
 (default: every benchmarks/reference/default-*.csv, the first one's GPU the baseline; --write
-replaces the README's generated block, as `benchmarks/reference.sh docs` does, and its "Several
-GPUs" block from the multi-GPU reference's CSVs, benchmarks/multi_table.py)."""
+replaces the README's generated block, as `benchmarks/reference.sh docs` does, its "Several
+GPUs" block from the multi-GPU reference's CSVs, benchmarks/multi_table.py, and its FP8 block
+from the fp8 part's, benchmarks/fp8_table.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ BLOCK = re.compile(r"(<!-- generated: [^>]*-->\n)(.*?)(\n<!-- end generated -->)
 MULTI_BLOCK = re.compile(
     r"(<!-- generated multi: [^>]*-->\n)(.*?)(\n<!-- end generated multi -->)", re.S
 )
+# The FP8 block, from the fp8 part of the reference (benchmarks/fp8_table.py).
+FP8_BLOCK = re.compile(r"(<!-- generated fp8: [^>]*-->\n)(.*?)(\n<!-- end generated fp8 -->)", re.S)
 # docs/sharding.md's table, from the sharded part of the multi-GPU reference.
 SHARDING = README.parent / "docs" / "sharding.md"
 FSDP_BLOCK = re.compile(
@@ -48,23 +51,22 @@ def table(paths: list[Path]) -> str:
     for i, side in enumerate(sides[1:], 1):
         merged = merged.merge(side[[*POINT, "samples_per_s", "verdict_label"]], on=POINT,
                               how="left", suffixes=("", f"_{i}"))  # fmt: skip
-    head = ["model", "mode", "batch", "precision", "purpose", "unit", *(f"{g} /s" for g in gpus)]
+    head = ["model", "mode", "batch", "precision", "unit", *(f"{g} /s" for g in gpus)]
     head += [f"{g} / {gpus[0]}" for g in gpus[1:]]
-    head += [f"p50 ms ({gpus[0]})", "MFU", "GPU busy %", "graphs", "verdict"]
+    head += [f"p50 ms ({gpus[0]})", "MFU", "GPU busy %", "verdict"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(_align(h) for h in head) + "|"]
     for r in merged.to_dict("records"):
         figures = [r["samples_per_s"], *(r[f"samples_per_s_{i}"] for i in range(1, len(sides)))]
         verdicts = [r["verdict_label"], *(r[f"verdict_label_{i}"] for i in range(1, len(sides)))]
         latency = r["batch_size"] == 1 and pd.notna(r.get("latency_p50_ms"))
         cells = [
-            r["model"], r["mode"], str(r["batch_size"]), r["precision"], r["purpose"],
+            r["model"], r["mode"], str(r["batch_size"]), r["precision"],
             get_workload(r["model"]).sample_unit,
             *(f"{f:,.1f}" for f in figures),
             *(f"{f / figures[0]:.2f}" for f in figures[1:]),
             f"{r['latency_p50_ms']:.3f}" if latency else "",
             f"{r['mfu']:.3f}" if pd.notna(r.get("mfu")) else "",
             f"{r['gpu_busy_pct']:.0f}",
-            "yes" if str(r["cuda_graphs"]) == "True" else "",
             " / ".join(dict.fromkeys(verdicts)),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
@@ -92,11 +94,12 @@ def write_block(path: Path, block: re.Pattern, new: str) -> None:
     path.write_text(block.sub(lambda m: m.group(1) + new + m.group(3), text, count=1))
 
 
-def write_readme(text: str, multi: str | None = None) -> None:
-    """The README with its generated block replaced by `text`, and its "Several GPUs" block
-    by `multi` where given."""
+def write_readme(text: str, multi: str | None = None, fp8: str | None = None) -> None:
+    """The README with its generated block replaced by `text`, its "Several GPUs" block by
+    `multi` and its FP8 block by `fp8` where given."""
     readme = README.read_text()
     blocks = [(BLOCK, text), *([(MULTI_BLOCK, multi)] if multi is not None else [])]
+    blocks += [(FP8_BLOCK, fp8)] if fp8 is not None else []
     for block, new in blocks:
         if not block.search(readme):
             raise SystemExit(f"{README}: no block {block.pattern[:30]}")
@@ -106,12 +109,17 @@ def write_readme(text: str, multi: str | None = None) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fp8_table import fp8_paths, fp8_table
     from multi_table import fsdp_table, hosts, multi_table
 
     args = sys.argv[1:]
     write = "--write" in args
     text = table([Path(p) for p in args if p != "--write"] or default_paths())
     multi = multi_table() if hosts() else None
-    write_readme(text, multi) if write else print(text, multi or "", sep="\n\n")
+    fp8 = fp8_table(fp8_paths()[0]) if fp8_paths() else None
+    if write:
+        write_readme(text, multi, fp8)
+    else:
+        print(text, multi or "", fp8 or "", sep="\n\n")
     if write:  # docs/sharding.md's table of sharded training
         write_block(SHARDING, FSDP_BLOCK, fsdp_table())

@@ -14,13 +14,16 @@
 # llm_1b training beside a bare torch DDP loop under torchrun (benchmarks/bare_ddp.py) at the
 # same counts, `validate` on every GPU, and one run of two torchrun launchers as two nodes of
 # half the GPUs each; its CSVs are named multi-<what>-<torch>-<cuda>-<gpu>x<count>.csv.
-# `fsdp`: llm_8b training sharded over every GPU (FSDP2) at 2,048 and 8,192 tokens, and
+# `fsdp`: llm_8b training sharded over every GPU (FSDP2) at 2,048 and 8,192 tokens (at 2,048
+# in fp8 too), and
 # `validate` of the sharded loop against a bare FSDP2 loop (llm_1b: two 8B models, the measured
 # one and the bare one, do not fit one 80 GB GPU together).
 # MULTI_PARTS (default: peak bare scaling validate nodes fsdp) and MULTI_MODELS (resnet50 vit
 # llm_1b) run some of it, for a lease too short for all (a rerun of scaling skips the points it has).
-# Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [multi] [docs]
-#   (the five single-GPU parts by default)
+# `fp8`: the fp8 plan (each point in bf16 and in fp8, compiled) and `validate` of fp8 training
+# against a bare torchao loop (a GPU of compute capability 8.9 or newer).
+# Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [fp8] [multi] [docs]
+#   (the six single-GPU parts by default)
 #   DLBENCH (default: python3 -m dlbench, from this tree)   REFERENCE_DIR (benchmarks/reference)
 #   JPEG_DIR (where the JPEG set is made; default /tmp/dlbench-jpeg)
 #   DRY_RUN=1: print each dlbench command instead of running it (tests/test_reference_script.py
@@ -32,15 +35,15 @@ read -r -a DLBENCH <<< "${DLBENCH:-python3 -m dlbench}"
 OUT=${REFERENCE_DIR:-benchmarks/reference}
 JPEG_DIR=${JPEG_DIR:-/tmp/dlbench-jpeg}
 DRY_RUN=${DRY_RUN:-0}
-PARTS=(peak default decode jpeg validate multi docs)
-usage="usage: $0 [peak] [default] [decode] [jpeg] [validate] [multi] [docs]"
+PARTS=(peak default decode jpeg validate fp8 multi docs)
+usage="usage: $0 [peak] [default] [decode] [jpeg] [validate] [fp8] [multi] [docs]"
 for part in "$@"; do  # every part named is checked before anything runs
     [[ " ${PARTS[*]} " == *" $part "* ]] || { echo "$usage" >&2; exit 2; }
 done
 [[ $DRY_RUN == 1 ]] || mkdir -p "$OUT"
 
 parts=("$@")
-((${#parts[@]})) || parts=(peak default decode jpeg validate)
+((${#parts[@]})) || parts=(peak default decode jpeg validate fp8)
 gpu=dry-run software=dry-run gpus=4
 if [[ $DRY_RUN != 1 && " ${parts[*]} " != " docs " ]]; then  # docs alone needs no GPU
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//')
@@ -92,6 +95,12 @@ validate() {  # the harness against a hand-written loop on the same inputs
         --output "$(csv validate)"
 }
 
+fp8() {  # where FP8 pays on this GPU, and the harness with torchao's float8 training
+    run sweep fp8 --output "$(csv fp8)"
+    run validate --model llm_1b --seq-len 2048 --batch-size 4 --precision fp8 --compile \
+        --repeats 3 --n-iters 20 --output "$(csv validate)"
+}
+
 multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a bare loop's?
     export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
     local mcsv counts=1 half=$((gpus / 2)) port=${MULTI_PORT:-29512}
@@ -124,6 +133,8 @@ multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a b
         run train --model llm_8b --seq-len 2048 --batch-size 4 --activation-checkpointing selective "${fsdp[@]}"
         run train --model llm_8b --seq-len 8192 --batch-size 1 --activation-checkpointing selective "${fsdp[@]}"
         run train --model llm_8b --seq-len 8192 --batch-size 2 --activation-checkpointing full "${fsdp[@]}"
+        # FP8 beside bf16 at the first shape: float8 all-gather of the weights (tensorwise)
+        run train --model llm_8b --seq-len 2048 --batch-size 2 "${fsdp[@]/bf16-mixed/fp8}"
         run validate --model llm_1b --seq-len 2048 --batch-size 4 --repeats 3 --n-iters 20 "${fsdp[@]}"
     fi
     [[ $want == *" nodes "* ]] || return 0

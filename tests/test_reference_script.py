@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from dlbench.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("peak", "default", "decode", "jpeg", "validate", "multi", "docs")
+PARTS = ("peak", "default", "decode", "jpeg", "validate", "fp8", "multi", "docs")
 
 
 def _dry_run(*parts: str, jpeg: Path = Path("/nonexistent/jpeg")) -> list[str]:
@@ -82,8 +82,8 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     commands = [shlex.split(line)[1:] for line in lines if line.startswith("dlbench ")]
     assert [c[0] for c in commands] == [
         "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
-        "validate", "peak", "scaling", "scaling", "scaling", "validate", "validate",
-        "train", "train", "train", "train", "validate",
+        "validate", "sweep", "validate", "peak", "scaling", "scaling", "scaling", "validate",
+        "validate", "train", "train", "train", "train", "train", "validate",
     ]  # fmt: skip
     launched = [shlex.split(line)[1:] for line in lines if line.startswith("torchrun ")]
     bare = [words for words in launched if "benchmarks/bare_ddp.py" in words]
@@ -104,9 +104,17 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     assert executed[0] == ("peak", "auto")  # every GPU, before the plan that divides by it
     models = [_model(first) for name, first in executed[1:] if name != "make-data"]
     assert models == ["llm_8b", "resnet50", "resnet50", "resnet50",
-                      f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "auto", "resnet50",
-                      "vit", "llm_1b", "resnet50", "vit", *["llm_8b"] * 4, "llm_1b",
+                      f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "llm_1b", "auto",
+                      "resnet50", "vit", "llm_1b", "resnet50", "vit", *["llm_8b"] * 5, "llm_1b",
                       "resnet50"]  # fmt: skip
+    fp8 = [
+        first
+        for name, first in executed
+        if name in ("execute", "validate")
+        and getattr(first, "acceleration", None)
+        and first.acceleration.precision == "fp8"
+    ]
+    assert [c.workload.model for c in fp8] == ["llm_1b", "llm_8b"]  # validate, FSDP
     decodes = [first.data.decode for name, first in executed if name == "execute"]
     assert decodes[2:4] == ["gpu", "cpu"]  # the JPEG part; the last is the two-node run
 

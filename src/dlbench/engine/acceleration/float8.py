@@ -61,10 +61,12 @@ def check_fp8_device(device_type: str) -> None:
             "cores (8.9 or newer: Ada, Hopper, Blackwell); use bf16-mixed",
         )
     try:
-        import torchao  # noqa: F401
-    except ImportError:
+        import torchao.float8  # noqa: F401
+    except Exception:  # absent, or built for another torch
         raise invalid(
-            "--precision", "fp8", "needs torchao (pip install torchao); this install has none"
+            "--precision",
+            "fp8",
+            "needs torchao (pip install 'dlbench[fp8]'); it cannot be imported here",
         ) from None
 
 
