@@ -380,7 +380,7 @@ def test_make_data_with_text_only_says_only_what_it_wrote(dlbench, tmp_path):
         ("models: [timm:test_resnet]\nbatch_sizes: [-4]\n", "batch_sizes"),
         ("models: [timm:test_resnet]\nbatch_sizes: [huge]\n", "batch_sizes"),
         ("models: [timm:test_resnet]\nmodes: [trian]\n", "modes"),
-        ("models: [timm:test_resnet]\nprecisions: [fp8]\n", "--precision"),
+        ("models: [timm:test_resnet]\nprecisions: [fp4]\n", "--precision"),
         ("models: [timm:test_resnet]\nresolutions: [[32]]\n", "resolutions"),
         ("models: [vit]\nresolutions: [[100, 100]]\n", "--width"),
         ("models: [timm:test_resnet]\ndevices: [0]\n", "devices"),

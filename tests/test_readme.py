@@ -81,19 +81,18 @@ def test_the_sharding_table_is_the_generators_output_for_the_committed_csvs():
 
 
 def test_every_reference_csv_was_measured_by_one_commit_per_command():
-    """One reference, one commit: every row of the single-GPU reference names the same code,
-    and every row of each host's several-GPU one (`reference.sh multi`, run when hosts of
-    several GPUs were lent) names one clean commit too; docs/reference.md names each."""
+    """One reference, one commit: every row of a GPU's single-GPU reference names the same
+    code, and every row of each host's several-GPU one (`reference.sh multi`, run when hosts
+    of several GPUs were lent) names one clean commit too; docs/reference.md names each."""
     import pandas as pd
 
     csvs = sorted((ROOT / "benchmarks" / "reference").glob("*.csv"))
     assert {c.name.split("-pt")[0] for c in csvs} >= {"default", "decode", "jpeg", "validate"}
-    hosts = {c.name.split("-pt", 1)[1].removesuffix(".csv").removesuffix(".per_rank")
-             for c in csvs if c.name.startswith("multi-")}  # fmt: skip
-    for host in (None, *sorted(hosts)):  # the single-GPU reference, then each host's
-        part = [c for c in csvs if (host is None) != c.name.startswith("multi-")]
-        ends = (f"{host}.csv", f"{host}.per_rank.csv")
-        part = [c for c in part if host is None or c.name.endswith(ends)]
+    machines = {c.name.split("-pt", 1)[1].removesuffix(".csv").removesuffix(".per_rank")
+                for c in csvs}  # fmt: skip
+    for machine in sorted(machines):  # each GPU's single-GPU reference, each host's
+        ends = (f"-pt{machine}.csv", f"-pt{machine}.per_rank.csv")
+        part = [c for c in csvs if c.name.endswith(ends)]
         rows = [r for c in part for r in pd.read_csv(c, dtype=str).to_dict("records")]
         rows = [r for r in rows if r.get("run_kind") not in (None, "scaling", "per_rank")]
         commits = {(r["dlbench"], r["dlbench_commit"], str(r["dlbench_dirty"])) for r in rows}

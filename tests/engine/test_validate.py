@@ -42,18 +42,20 @@ def test_a_planted_slowdown_in_the_dlbench_ddp_step_moves_the_ratio_below_1(csv_
     assert float(row["harness_ratio"]) < 0.8
 
 
-def test_a_dlbench_loop_that_runs_on_past_its_first_chunk_keeps_its_ratio_near_one():
-    """The measured loop runs further chunks until its noise settles (here: never, so until
-    --max-time); the bare loop runs --n-iters steps. Each rate counts the steps that ran: a
-    repeat that ran five times the steps must not read a fifth of its rate."""
+def test_a_dlbench_loop_that_runs_on_past_its_first_chunk_keeps_its_ratio_near_one(monkeypatch):
+    """The measured loop runs further chunks until its noise settles (planted here: five
+    chunks); the bare loop runs --n-iters steps. Each rate counts the steps that ran: a repeat
+    that ran five times the steps must not read a fifth of its rate."""
     from dlbench.config import RunConfig
     from dlbench.engine.validate import compare_loops
+    from tests.results.test_rates import plant_chunks
 
     config = RunConfig.of(
         model="timm:test_resnet", accelerator="cpu", batch_size=4, width=32, height=32,
-        n_iters=6, warmup_steps=1, max_noise=0.001, max_time=0.8, telemetry=False,
+        n_iters=6, warmup_steps=1, telemetry=False,
     )  # fmt: skip
+    plant_chunks(monkeypatch, 5)  # five chunks in each repeat
     measurement, rates, bare_rates = compare_loops(config, repeats=2)
-    assert measurement.loop.steps > 2 * config.measurement.n_iters  # it ran on
+    assert measurement.loop.steps == 5 * config.measurement.n_iters
     for rate, bare in zip(rates, bare_rates):
-        assert 0.5 < rate / bare < 2.0
+        assert 0.45 < rate / bare < 2.2  # the old count read under a fifth of its rate

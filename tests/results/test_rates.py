@@ -14,18 +14,32 @@ from dlbench.engine.plan import make_plan
 from dlbench.engine.rows import measurement_row, per_rank_rows
 
 CPU = torch.device("cpu")
-# a tiny model measured until --max-time: its noise target is never met, so the loop runs on
 RUNS_ON = dict(
     model="timm:test_resnet", accelerator="cpu", batch_size=4, width=32, height=32, n_iters=3,
-    warmup_steps=1, max_noise=0.001, max_time=0.6, telemetry=False,
+    warmup_steps=1, telemetry=False,
 )  # fmt: skip
 
 
-def test_a_benchmark_row_counts_the_steps_its_loop_ran_past_n_iters():
+def plant_chunks(monkeypatch, chunks: int) -> None:
+    """The measured loop runs `chunks` chunks of --n-iters steps, as one whose noise settles
+    late does (engine.timing.loop.next_chunk_steps), whatever this machine's timing."""
+    from dlbench.engine.timing import loop
+
+    calls = [0]
+
+    def next_chunk(settings, unsettled, elapsed_s, steps_done):
+        calls[0] += 1
+        return settings.n_iters if calls[0] % chunks else 0
+
+    monkeypatch.setattr(loop, "next_chunk_steps", next_chunk)
+
+
+def test_a_benchmark_row_counts_the_steps_its_loop_ran_past_n_iters(monkeypatch):
     """The main row and the side file's per-rank rows; the batch-size search's row, scaling's
     and sweeps' are these rows too."""
+    plant_chunks(monkeypatch, 4)
     m = run_benchmark(make_plan(RunConfig.of(**RUNS_ON)))
-    assert m.loop.steps > 2 * RUNS_ON["n_iters"]
+    assert m.loop.steps == 4 * RUNS_ON["n_iters"]
     row = measurement_row(m, {})
     assert row["steps"] == m.loop.steps
     assert row["samples_per_s"] == pytest.approx(4 * m.loop.steps / row["window_s"])

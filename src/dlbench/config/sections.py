@@ -84,29 +84,21 @@ class AccelerationConfig:
 
     TITLE: ClassVar[str] = "Precision and compilation"
 
-    precision: str = option(
-        "32", "32, tf32, 16-mixed, bf16-mixed, 16-true, bf16-true or fp8 (Linear layers in FP8)."
-    )
-    fp8_recipe: str | None = option(
-        None, "fp8: tensorwise (training's default), rowwise, rowwise_with_gw_hp; rowwise_dynamic."
-    )
+    precision: str = option("32", "32, tf32, 16-mixed, bf16-mixed, 16-true, bf16-true, fp8.")
+    fp8_recipe: str | None = option(None, "fp8's recipe (default: tensorwise).")
     channels_last: bool = option(True, "channels_last layout for image models.")
     compile: bool | None = option(
         None, "torch.compile model and loss (GPU default: generation, batch 1)."
     )
     cache_dir: Path | None = option(
-        None, "Compiled kernels kept between runs (default $DLBENCH_CACHE_DIR, ~/.cache/dlbench)."
+        None, "Kernels kept between runs (default $DLBENCH_CACHE_DIR, ~/.cache/dlbench)."
     )
     cache: bool = option(True, "--no-cache: compile and tune anew (a cold run).")
     cudnn_search: str = option(
         "auto", "cuDNN's algorithm search: auto (where the cache says it pays), on or off."
     )
-    cuda_graphs: bool | None = option(
-        None, "Replay steps as CUDA graphs (default: inference on a GPU)."
-    )
-    attention: str | None = option(
-        None, "SDPA kernel: flash, efficient, cudnn or math (default: torch's)."
-    )
+    cuda_graphs: bool | None = option(None, "Replay steps as CUDA graphs (default: GPU inference).")
+    attention: str | None = option(None, "SDPA kernel: flash, efficient, cudnn, math.")
 
     def __post_init__(self) -> None:
         check_choice("--precision", self.precision, PRECISIONS)
