@@ -120,3 +120,29 @@ def test_a_burst_of_contention_on_the_replays_keeps_the_graph(stalled):
     session = SimpleNamespace(device=torch.device("cpu"), step=lambda _: time.sleep(0.004))
     kept, _ = graph_policy.faster_of(session, GraphedStep(replay, True), first=0)
     assert kept.graphed and kept.step is replay
+
+
+def test_the_output_watch_lets_nothing_go_while_a_graph_is_captured(monkeypatch):
+    """A step captured as a CUDA graph (efficientnet_v2's training in the default plan) failed
+    its capture on an H100 once the watch replaced, during the capture, the loss an eager
+    warm-up step had made on another stream: freeing it then is an operation a capture
+    refuses. While capturing, the watch keeps each graph's output beside the last eager one."""
+    import torch
+
+    from dlbench.engine.scenarios.outputs import OutputWatch
+
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    watch = OutputWatch()
+    step = watch.watching(lambda x: x * 2)
+    warm = step(torch.tensor(1.0))
+    capturing[0] = True
+    graph_outputs = [step(torch.tensor(2.0)), step(torch.tensor(float("nan")))]
+    capturing[0] = False
+    assert watch.last is warm  # not let go during the captures
+    assert watch.captured == graph_outputs
+    assert watch.columns() == {
+        "last_step_finite": False,
+        "final_loss": pytest.approx(float("nan"), nan_ok=True),
+    }
