@@ -45,7 +45,7 @@ def test_a_planted_slowdown_in_the_dlbench_ddp_step_moves_the_ratio_below_1(csv_
 def test_a_dlbench_loop_that_runs_on_past_its_first_chunk_keeps_its_ratio_near_one(monkeypatch):
     """The measured loop runs further chunks until its noise settles (planted here: five
     chunks); the bare loop runs --n-iters steps. Each rate counts the steps that ran: a repeat
-    that ran five times the steps must not read a fifth of its rate."""
+    that ran ten times the steps must not read a tenth of its rate."""
     from dlbench.config import RunConfig
     from dlbench.engine.validate import compare_loops
     from tests.results.test_rates import plant_chunks
@@ -54,8 +54,8 @@ def test_a_dlbench_loop_that_runs_on_past_its_first_chunk_keeps_its_ratio_near_o
         model="timm:test_resnet", accelerator="cpu", batch_size=4, width=32, height=32,
         n_iters=6, warmup_steps=1, telemetry=False,
     )  # fmt: skip
-    plant_chunks(monkeypatch, 5)  # five chunks in each repeat
+    plant_chunks(monkeypatch, 10)  # ten chunks in each repeat
     measurement, rates, bare_rates = compare_loops(config, repeats=2)
-    assert measurement.loop.steps == 5 * config.measurement.n_iters
+    assert measurement.loop.steps == 10 * config.measurement.n_iters
     for rate, bare in zip(rates, bare_rates):
-        assert 0.45 < rate / bare < 2.2  # the old count read under a fifth of its rate
+        assert 0.3 < rate / bare < 3.5  # the old count read a tenth of its rate, give or take

@@ -257,7 +257,9 @@ def _training_phases(config: RunConfig, model, loss, fetch, fabric, float8, outp
         if precompute:
             precompute_scales(module)
 
-    forward = outputs.watching(lambda x, y: module(x, y))
+    forward = lambda x, y: module(x, y)  # noqa: E731
+    if not config.acceleration.cuda_graphs:  # a captured training step failed, watched
+        forward = outputs.watching(forward)
     return Phases(fetch, forward, fabric.backward, update), built
 
 
