@@ -8,6 +8,7 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from dlbench.results.schema import COLUMNS, columns_markdown
 from tests.conftest import ROOT, read_rows, run_cli
@@ -58,7 +59,8 @@ def test_reference_table_numbers_come_from_the_committed_csvs():
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": "src"},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    single, multi = out.stdout.strip().split("\n\n**", 1)  # the "Several GPUs" block follows
+    single, rest = out.stdout.strip().split("\n\n**", 1)  # "Several GPUs" and FP8 follow
+    multi, fp8 = rest.split("\n\n| model | mode | batch | unit |", 1)
     block = re.search(r"<!-- generated: [^>]*-->\n(.*?)\n<!-- end generated -->", README, re.S)
     assert block and block.group(1) == single
     assert single.count("\n| ") == 27  # the plan's 27 points under the header
@@ -66,6 +68,11 @@ def test_reference_table_numbers_come_from_the_committed_csvs():
         r"<!-- generated multi: [^>]*-->\n(.*?)\n<!-- end generated multi -->", README, re.S
     )
     assert several and several.group(1) == "**" + multi
+    eight = re.search(
+        r"<!-- generated fp8: [^>]*-->\n(.*?)\n<!-- end generated fp8 -->", README, re.S
+    )
+    assert eight and eight.group(1) == "| model | mode | batch | unit |" + fp8
+    assert "| llm_1b | train | 4 | token |" in fp8
 
 
 def test_the_sharding_table_is_the_generators_output_for_the_committed_csvs():
@@ -81,25 +88,27 @@ def test_the_sharding_table_is_the_generators_output_for_the_committed_csvs():
 
 
 def test_every_reference_csv_was_measured_by_one_commit_per_command():
-    """One reference, one commit: every row of a GPU's single-GPU reference names the same
-    code, and every row of each host's several-GPU one (`reference.sh multi`, run when hosts
-    of several GPUs were lent) names one clean commit too; docs/reference.md names each."""
+    """One reference, one commit: every row of a part's CSV names one clean commit (a GPU's
+    single-GPU parts, or each host's several-GPU files together: `reference.sh multi`), and
+    docs/reference.md names each such commit."""
     import pandas as pd
 
     csvs = sorted((ROOT / "benchmarks" / "reference").glob("*.csv"))
     assert {c.name.split("-pt")[0] for c in csvs} >= {"default", "decode", "jpeg", "validate"}
-    machines = {c.name.split("-pt", 1)[1].removesuffix(".csv").removesuffix(".per_rank")
-                for c in csvs}  # fmt: skip
-    for machine in sorted(machines):  # each GPU's single-GPU reference, each host's
-        ends = (f"-pt{machine}.csv", f"-pt{machine}.per_rank.csv")
-        part = [c for c in csvs if c.name.endswith(ends)]
+
+    def command(csv: Path) -> str:  # a host's several-GPU files are one command
+        machine = csv.name.split("-pt", 1)[1].removesuffix(".csv").removesuffix(".per_rank")
+        return machine if csv.name.startswith("multi-") else csv.name.split("-pt")[0] + machine
+
+    for name in sorted({command(c) for c in csvs}):
+        part = [c for c in csvs if command(c) == name]
         rows = [r for c in part for r in pd.read_csv(c, dtype=str).to_dict("records")]
         rows = [r for r in rows if r.get("run_kind") not in (None, "scaling", "per_rank")]
         commits = {(r["dlbench"], r["dlbench_commit"], str(r["dlbench_dirty"])) for r in rows}
-        assert len(commits) == 1 and len(next(iter(commits))[1]) == 40, commits
+        assert len(commits) == 1 and len(next(iter(commits))[1]) == 40, (name, commits)
         assert next(iter(commits))[2] == "False"
         assert next(iter(commits))[1][:7] in (ROOT / "docs" / "reference.md").read_text()
-    gpus = {r for c in csvs for r in pd.read_csv(c)["gpu_name"]}
+    gpus = {r for c in csvs for r in pd.read_csv(c)["gpu_name"].dropna()}
     assert gpus == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
 
 

@@ -43,7 +43,7 @@ def test_a_planted_slowdown_in_the_dlbench_ddp_step_moves_the_ratio_below_1(csv_
 
 
 def test_a_dlbench_loop_that_runs_on_past_its_first_chunk_keeps_its_ratio_near_one(monkeypatch):
-    """The measured loop runs further chunks until its noise settles (planted here: five
+    """The measured loop runs further chunks until its noise settles (planted here: ten
     chunks); the bare loop runs --n-iters steps. Each rate counts the steps that ran: a repeat
     that ran ten times the steps must not read a tenth of its rate."""
     from dlbench.config import RunConfig
