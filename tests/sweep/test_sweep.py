@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -382,6 +383,18 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _workers_of(pid: int) -> list[int]:
+    """The children of `pid` that are sweep workers."""
+    return [c for c in _children(pid) if b"sweep-worker" in _command_line(c)]
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _alive(pid: int) -> bool:
     try:
         state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -401,9 +414,9 @@ def test_a_killed_sweep_leaves_no_worker_and_one_sweep_writes_a_csv_at_a_time(tm
     sweep = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 60
-        while time.time() < deadline and not _children(sweep.pid):
+        while time.time() < deadline and not _workers_of(sweep.pid):
             time.sleep(0.2)
-        [worker] = _children(sweep.pid)
+        [worker] = _workers_of(sweep.pid)  # started first; the sweep's other children come and go
         time.sleep(3)  # the worker is inside its 30 s point now
 
         second = run_cli("sweep", str(short_plan), "--output", str(csv_path), env=env)
@@ -472,23 +485,6 @@ def test_a_multi_process_point_runs_with_no_idle_worker_beside_it(monkeypatch):
     assert closed == [True] and launched
 
 
-def _worker_children() -> list[int]:
-    """This process's children that are sweep workers (from /proc)."""
-    import os
-    from pathlib import Path
-
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            command = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == os.getpid() and b"sweep-worker" in command:
-            found.append(int(stat.parent.name))
-    return found
-
-
 def test_a_plan_refused_after_the_worker_started_leaves_no_worker_behind(
     dlbench, kept, tmp_path, monkeypatch
 ):
@@ -502,7 +498,7 @@ def test_a_plan_refused_after_the_worker_started_leaves_no_worker_behind(
     bad.write_text("name: bad\nruns:\n  - models: [no_such_model]\n")
     refused(dlbench("sweep", bad, "--output", kept), "no_such_model")
     assert len(started) == 1 and started[0].proc is None  # started first, then stopped
-    assert _worker_children() == []
+    assert _workers_of(os.getpid()) == []
 
 
 def test_a_worker_started_early_runs_the_points(monkeypatch, tmp_path):
@@ -526,4 +522,4 @@ def test_a_worker_started_early_runs_the_points(monkeypatch, tmp_path):
     assert run_command(["sweep", str(plan), "--output", str(tmp_path / "rows.csv")]) == 0
     [early] = started
     assert early.proc is None  # the launcher ran the point in it, then closed it
-    assert _worker_children() == []
+    assert _workers_of(os.getpid()) == []
