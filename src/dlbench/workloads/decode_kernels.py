@@ -187,10 +187,10 @@ def _compile_launch_shapes(args: tuple, flags: dict) -> None:
     time at once, in threads (Triton's compiler leaves Python's lock), not one by one as it
     times them (docs/decisions.md#gemv-autotune); warm, each is found in the disk cache."""
     x, weight = args[0], args[1]
-    if is_fake(x) or not x.is_cuda or torch.cuda.is_current_stream_capturing():
+    shape = (*weight.shape, weight.dtype, x.dtype, *flags.items())  # gemv orders its flags
+    if shape in _COMPILED_SHAPES:  # every later call: one lookup (an eager step's host time)
         return
-    shape = (*weight.shape, weight.dtype, x.dtype, *sorted(flags.items()))
-    if shape in _COMPILED_SHAPES:
+    if is_fake(x) or not x.is_cuda or torch.cuda.is_current_stream_capturing():
         return
     _COMPILED_SHAPES.add(shape)
 
