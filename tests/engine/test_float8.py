@@ -5,6 +5,8 @@ tensor cores, inference quantization and timed runs are tests/gpu's."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from torch import nn
@@ -12,10 +14,13 @@ from torch import nn
 from dlbench.config import RunConfig
 from dlbench.engine.acceleration.float8 import (
     Float8Layers,
+    apply_float8,
     convert_for_training,
     fp8_columns,
     fp8_linears,
+    quantize_for_inference,
     require_fp8_linears,
+    rows_aligned,
 )
 from dlbench.engine.scenarios.session import build_model
 from dlbench.errors import UserError
@@ -93,6 +98,35 @@ def test_the_native_llms_projections_convert_and_carry_their_share_of_the_flops(
     assert 0.3 < columns["fp8_flops_per_sample"] / total < 1.0  # a tiny vocabulary head
     keeps_gw = Float8Layers(layers.names, "rowwise_with_gw_hp")
     assert fp8_columns(keeps_gw, "train", meta, ids)["fp8_flops_per_sample"] == 2 * 64 * per_token
+
+
+@pytest.mark.parametrize(
+    ("batch", "seq_len", "pads"),
+    [(8, None, True), (16, None, False), (4, 2048, False), (3, 9, True)],
+)
+def test_rows_not_a_multiple_of_16_are_padded_for_the_weight_gradient(batch, seq_len, pads):
+    """The weight gradient's scaled matmul sums over the step's rows (batch x tokens): a
+    test_vit batch of 8 at 64 x 64 (136 tokens) failed on an H100 unpadded. A batch that is a
+    multiple of 16, or a known row count that is, keeps torchao's unpadded matmul."""
+    model = nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 16))
+    aligned = rows_aligned(batch, seq_len)
+    layers = apply_float8(model, True, "train", "tensorwise", sharded=False, aligned=aligned)
+    assert len(layers.names) == 2
+    assert model[0].config.pad_inner_dim is pads
+
+
+def test_quantizing_for_inference_leaves_the_compilers_settings_as_they_were():
+    """torchao's inference config turns inductor's coordinate-descent tuning on for the whole
+    process unless told not to: in a sweep's worker every later point, bf16 too, then compiled
+    that way (slower to compile, other kernels than its own run would get). On the CPU the
+    quantization itself is refused after the settings are read."""
+    from torch._inductor import config as inductor
+
+    model = nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 16)).to(torch.bfloat16)
+    with inductor.patch(coordinate_descent_tuning=False):
+        with contextlib.suppress(AssertionError):  # no FP8 on the CPU
+            quantize_for_inference(model)
+        assert inductor.coordinate_descent_tuning is False
 
 
 def test_a_converted_native_llm_trains_a_step_through_its_fp8_layers():

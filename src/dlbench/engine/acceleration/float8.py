@@ -112,15 +112,27 @@ def require_fp8_linears(model: nn.Module, name: str) -> list[str]:
     return found
 
 
-def convert_for_training(model: nn.Module, recipe: str, sharded: bool) -> Float8Layers:
+def rows_aligned(batch_size: int, seq_len: int | None) -> bool:
+    """Whether the rows every Linear layer sees in a step (batch x tokens) are sure to be a
+    multiple of 16, the weight gradient's inner dimension in its scaled matmul. A vision
+    model's tokens per image are not known here: only a batch that is a multiple makes sure."""
+    return batch_size * (seq_len or 1) % DIMENSION_MULTIPLE == 0
+
+
+def convert_for_training(
+    model: nn.Module, recipe: str, sharded: bool, aligned: bool = True
+) -> Float8Layers:
     """Swap the layers `fp8_linears` names for torchao's Float8Linear under `recipe`; sharded
-    (FSDP) with tensorwise scaling, the weights are all-gathered in float8."""
+    (FSDP) with tensorwise scaling, the weights are all-gathered in float8. Rows not
+    `aligned` (`rows_aligned`) are padded with zeros to a multiple of 16 inside the matmul."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     names = set(fp8_linears(model))
     config = Float8LinearConfig.from_recipe_name(recipe)
     if sharded and recipe == "tensorwise":
         config = replace(config, enable_fsdp_float8_all_gather=True)
+    if not aligned:
+        config = replace(config, pad_inner_dim=True)
     convert_to_float8_training(model, module_filter_fn=lambda _, fqn: fqn in names, config=config)
     return Float8Layers(tuple(sorted(names)), recipe)
 
@@ -135,20 +147,30 @@ def quantize_for_inference(model: nn.Module) -> Float8Layers:
     )
 
     names = set(fp8_linears(model))
-    config = Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())
+    # torchao would otherwise set inductor's tuning for the whole process, never restored: a
+    # sweep worker's later points would compile (bf16 too) other than their own runs do
+    config = Float8DynamicActivationFloat8WeightConfig(
+        granularity=PerRow(), set_inductor_config=False
+    )
     quantize_(model, config, filter_fn=lambda _, fqn: fqn in names)
     return Float8Layers(tuple(sorted(names)), FP8_INFERENCE_RECIPES[0])
 
 
 def apply_float8(
-    model: nn.Module, float8: bool, mode: str, recipe: str | None, sharded: bool
+    model: nn.Module,
+    float8: bool,
+    mode: str,
+    recipe: str | None,
+    sharded: bool,
+    aligned: bool = True,
 ) -> Float8Layers | None:
     """The model's Linear layers in float8 for `mode` (None where the precision is not fp8):
-    converted for training under `recipe`, quantized for inference."""
+    converted for training under `recipe` (`aligned`: see `convert_for_training`), quantized
+    for inference."""
     if not float8:
         return None
     if mode == "train":
-        return convert_for_training(model, recipe or FP8_TRAINING_RECIPES[0], sharded)
+        return convert_for_training(model, recipe or FP8_TRAINING_RECIPES[0], sharded, aligned)
     return quantize_for_inference(model)
 
 

@@ -16,6 +16,7 @@ from dlbench.engine.acceleration.float8 import (
     apply_float8,
     fp8_sharded_recipe,
     precompute_scales,
+    rows_aligned,
 )
 from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.engine.distribution.sharding import ShardingPlan, materialize, shard_model
@@ -63,6 +64,7 @@ class BareLoop:
             config.workload.mode,
             config.acceleration.fp8_recipe,
             sharding is not None,
+            rows_aligned(config.workload.batch_size, shape.seq_len),
         )
         self.precompute = fp8_sharded_recipe(self.float8, sharding is not None)
         if config.workload.mode != "train":

@@ -19,6 +19,7 @@ from dlbench.engine.acceleration.float8 import (
     apply_float8,
     fp8_sharded_recipe,
     precompute_scales,
+    rows_aligned,
 )
 from dlbench.engine.acceleration.graphs import GraphedStep, graphed_step
 from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
@@ -196,7 +197,12 @@ def open_session(
     param_count = sum(p.numel() for p in model.parameters())
     convolutions = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     float8 = apply_float8(
-        model, precision.float8, config.workload.mode, config.acceleration.fp8_recipe, sharded
+        model,
+        precision.float8,
+        config.workload.mode,
+        config.acceleration.fp8_recipe,
+        sharded,
+        rows_aligned(config.workload.batch_size, shape.seq_len),
     )
     if config.workload.mode != "train":
         hold_autocast_weights(model, precision)
