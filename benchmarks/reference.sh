@@ -17,7 +17,8 @@
 # `fsdp`: llm_8b training sharded over every GPU (FSDP2) at 2,048 and 8,192 tokens (at 2,048
 # in fp8 too), and
 # `validate` of the sharded loop against a bare FSDP2 loop (llm_1b: two 8B models, the measured
-# one and the bare one, do not fit one 80 GB GPU together).
+# one and the bare one, do not fit one 80 GB GPU together). On a host of more than 2 GPUs,
+# `validate` of DDP (resnet50) and of FSDP also runs on 2 of them: the 2-GPU harness check.
 # MULTI_PARTS (default: peak bare scaling validate nodes fsdp) and MULTI_MODELS (resnet50 vit
 # llm_1b) run some of it, for a lease too short for all (a rerun of scaling skips the points it has).
 # `fp8`: the fp8 plan (each point in bf16 and in fp8, compiled) and `validate` of fp8 training
@@ -121,9 +122,15 @@ multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a b
         [[ $models != *" llm_1b "* ]] || run scaling --model llm_1b --batch-size 4 --seq-len 2048 \
             --precision bf16-mixed --devices "$counts" --output "$(mcsv scaling)"  # the plan's
     fi
+    local pair=()  # on a host of more than two, the 2-GPU harness check too (DDP, FSDP)
+    ((gpus <= 2)) || pair=(2)
     if [[ $want == *" validate "* ]]; then
         for model in resnet50 vit; do
             run validate --model "$model" --batch-size 256 --precision bf16-mixed --devices "$gpus" \
+                --repeats 3 --n-iters 40 --output "$(mcsv validate)"
+        done
+        for k in "${pair[@]}"; do
+            run validate --model resnet50 --batch-size 256 --precision bf16-mixed --devices "$k" \
                 --repeats 3 --n-iters 40 --output "$(mcsv validate)"
         done
     fi
@@ -136,6 +143,10 @@ multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a b
         # FP8 beside bf16 at the first shape: float8 all-gather of the weights (tensorwise)
         run train --model llm_8b --seq-len 2048 --batch-size 2 "${fsdp[@]/bf16-mixed/fp8}"
         run validate --model llm_1b --seq-len 2048 --batch-size 4 --repeats 3 --n-iters 20 "${fsdp[@]}"
+        for k in "${pair[@]}"; do
+            run validate --model llm_1b --seq-len 2048 --batch-size 4 --repeats 3 --n-iters 20 \
+                --precision bf16-mixed --compile --strategy fsdp --devices "$k" --output "$(mcsv fsdp)"
+        done
     fi
     [[ $want == *" nodes "* ]] || return 0
     # two launchers on this host as two nodes of half the GPUs each (one row, world size $gpus)

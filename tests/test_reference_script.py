@@ -83,8 +83,11 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     assert [c[0] for c in commands] == [
         "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
         "validate", "sweep", "validate", "peak", "scaling", "scaling", "scaling", "validate",
-        "validate", "train", "train", "train", "train", "train", "validate",
+        "validate", "validate", "train", "train", "train", "train", "train", "validate", "validate",
     ]  # fmt: skip
+    pairs = [c for c in commands if c[0] == "validate" and "--devices" in c
+             and c[c.index("--devices") + 1] == "2"]  # fmt: skip
+    assert [c[c.index("--model") + 1] for c in pairs] == ["resnet50", "llm_1b"]  # DDP, FSDP
     launched = [shlex.split(line)[1:] for line in lines if line.startswith("torchrun ")]
     bare = [words for words in launched if "benchmarks/bare_ddp.py" in words]
     assert [words[words.index("--nproc-per-node") + 1] for words in bare] == ["1", "2", "4"]
@@ -105,8 +108,8 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     models = [_model(first) for name, first in executed[1:] if name != "make-data"]
     assert models == ["llm_8b", "resnet50", "resnet50", "resnet50",
                       f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "llm_1b", "auto",
-                      "resnet50", "vit", "llm_1b", "resnet50", "vit", *["llm_8b"] * 5, "llm_1b",
-                      "resnet50"]  # fmt: skip
+                      "resnet50", "vit", "llm_1b", "resnet50", "vit", "resnet50",
+                      *["llm_8b"] * 5, "llm_1b", "llm_1b", "resnet50"]  # fmt: skip
     fp8 = [
         first
         for name, first in executed
