@@ -1,8 +1,9 @@
 """The README's "Several GPUs" table from the multi-GPU reference CSVs (`benchmarks/reference.sh
 multi`): per host, dlbench's DDP rows beside the bare torch DDP loop at the same GPU counts
 (benchmarks/bare_ddp.py), scaling efficiency of both, `validate` on every GPU, the two-launcher
-row and what each GPU attains (dlbench peak); and docs/sharding.md's table of sharded training
-(FSDP2) beside it. Used by readme_table.py, which writes both."""
+row and what each GPU attains (dlbench peak): the first host on the front page, every host in
+docs/reference.md; and docs/sharding.md's table of sharded training (FSDP2) beside it. Used by
+readme_table.py, which writes them."""
 
 from __future__ import annotations
 
@@ -103,21 +104,30 @@ def other_lines(host: str) -> list[str]:
     return lines
 
 
-def multi_table() -> str:
-    """Every host's table and lines, and where the figures come from."""
+def multi_table(shown: list[str]) -> str:
+    """The tables and lines of the hosts `shown`, and where the figures come from."""
     head = ["model", "GPUs", "dlbench /s", "efficiency", "bare DDP /s", "bare efficiency",
             "dlbench / bare", "verdict"]  # fmt: skip
     out: list[str] = []
-    for host in hosts():
+    for host in shown:
         gpu = str(_scaling(host)["gpu_name"].iloc[0])
         count = host.rsplit("x", 1)[-1]
         out += [f"**{count} x {gpu}** (`{host}`)", ""]
         out += ["| " + " | ".join(head) + " |", "|---|--:|--:|--:|--:|--:|--:|---|"]
         out += scaling_lines(host)
         out += ["", *other_lines(host), ""]
-    codes = sorted({c for h in hosts() for c in _scaling(h)["code"]})
+    codes = sorted({c for h in shown for c in _scaling(h)["code"]})
     out.append(f"Measured by dlbench {' and '.join(codes)} (`benchmarks/reference/multi-*.csv`).")
     return "\n".join(out)
+
+
+def front_page_table() -> str:
+    """The README's block: the first host's table (an H100 host first), and a link to every
+    host's (docs/reference.md) where there are more; the front page keeps to its size."""
+    found = hosts()
+    more = len(found) - 1
+    link = f"\n\nOther hosts ({more}): [reference](docs/reference.md#every-host)." if more else ""
+    return multi_table(found[:1]) + link
 
 
 def fsdp_table() -> str:
@@ -126,22 +136,28 @@ def fsdp_table() -> str:
     out: list[str] = []
     paths = sorted(REFERENCE.glob("multi-fsdp-*.csv"), key=lambda p: ("h100" not in p.name, p))
     paths = [p for p in paths if ".per_rank" not in p.name]
-    head = ["model", "tokens", "batch / GPU", "recompute", "tokens/s", "MFU", "peak GiB / GPU",
-            "verdict"]  # fmt: skip
+    head = ["model", "tokens", "batch / GPU", "recompute", "precision", "tokens/s", "x bf16",
+            "MFU", "MFU (bf16 peak)", "peak GiB / GPU", "verdict"]  # fmt: skip
+    shape = ["seq_len", "batch_size", "activation_checkpointing"]
     for path in paths:
         rows = load_rows([path])
         rows = rows.assign(verdict_label=verdict_labels(rows), code=code_labels(rows))
         runs = rows[rows["run_kind"] == "benchmark"]
         host = path.name.removeprefix("multi-fsdp-").removesuffix(".csv")
         out += [f"**{host.rsplit('x', 1)[-1]} x {runs['gpu_name'].iloc[0]}** (`{host}`)", ""]
-        out += ["| " + " | ".join(head) + " |", "|---|--:|--:|---|--:|--:|--:|---|"]
+        out += ["| " + " | ".join(head) + " |", "|---|--:|--:|---|---|--:|--:|--:|--:|--:|---|"]
+        bf16 = runs[(runs["precision"] == "bf16-mixed") & (runs["status"] == "ok")]
+        base = bf16.set_index(shape)["tokens_per_s"].to_dict()
         for r in runs.to_dict("records"):
             ok = r["status"] == "ok"
             memory = r["peak_memory_allocated_mb"] if ok else r.get("oom_needed_mb")
+            same = base.get(tuple(r[c] for c in shape))
+            ratio = f"{r['tokens_per_s'] / same:.3f}" if ok and same else ""
             cells = [
                 r["model"], f"{int(r['seq_len']):,}", str(int(r["batch_size"])),
-                str(r["activation_checkpointing"]),
-                f"{r['tokens_per_s']:,.0f}" if ok else "", f"{r['mfu']:.3f}" if ok else "",
+                str(r["activation_checkpointing"]), str(r["precision"]),
+                f"{r['tokens_per_s']:,.0f}" if ok else "", ratio,
+                f"{r['mfu']:.3f}" if ok else "", f"{r['mfu_bf16']:.3f}" if ok else "",
                 f"{memory / 1024:.1f}" if pd.notna(memory) else "",
                 r["verdict_label"] if ok else f"{r['status']}",
             ]  # fmt: skip

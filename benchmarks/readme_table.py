@@ -30,6 +30,8 @@ MULTI_BLOCK = re.compile(
 FP8_BLOCK = re.compile(r"(<!-- generated fp8: [^>]*-->\n)(.*?)(\n<!-- end generated fp8 -->)", re.S)
 # docs/sharding.md's table, from the sharded part of the multi-GPU reference.
 SHARDING = README.parent / "docs" / "sharding.md"
+# docs/reference.md's tables of every several-GPU host, in a block of the same markers.
+REFERENCE_DOC = README.parent / "docs" / "reference.md"
 FSDP_BLOCK = re.compile(
     r"(<!-- generated fsdp: [^>]*-->\n)(.*?)(\n<!-- end generated fsdp -->)", re.S
 )
@@ -110,16 +112,18 @@ def write_readme(text: str, multi: str | None = None, fp8: str | None = None) ->
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from fp8_table import fp8_paths, fp8_table
-    from multi_table import fsdp_table, hosts, multi_table
+    from multi_table import front_page_table, fsdp_table, hosts, multi_table
 
     args = sys.argv[1:]
     write = "--write" in args
     text = table([Path(p) for p in args if p != "--write"] or default_paths())
-    multi = multi_table() if hosts() else None
+    multi = front_page_table() if hosts() else None
     fp8 = fp8_table(fp8_paths()[0]) if fp8_paths() else None
     if write:
         write_readme(text, multi, fp8)
     else:
         print(text, multi or "", fp8 or "", sep="\n\n")
-    if write:  # docs/sharding.md's table of sharded training
+    if write:  # docs/sharding.md's table of sharded training, every host's in the reference
         write_block(SHARDING, FSDP_BLOCK, fsdp_table())
+        if hosts():
+            write_block(REFERENCE_DOC, MULTI_BLOCK, multi_table(hosts()))
