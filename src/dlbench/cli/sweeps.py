@@ -1,4 +1,5 @@
-"""sweep, scaling and the hidden sweep worker: many runs, each point isolated."""
+"""sweep, scaling and the hidden sweep worker: many runs, one-device points back to back in one
+worker process (replaced after a failure), several-device points in processes of their own."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from dlbench.config.limits import MAX_REPEATS
 from dlbench.errors import check_seconds
 
 
-@app.command("sweep", help="Run a grid of isolated points (packaged plan name or YAML file).")
+@app.command(
+    "sweep",
+    help="Run a grid of points (packaged plan name or YAML file) in a worker replaced after any "
+    "failure.",
+)
 def sweep(
     plan: Annotated[str, typer.Argument(help="quick, default, or a path to a YAML plan.")],
     output: Output = DEFAULT_OUTPUT,
@@ -131,7 +136,7 @@ DEVICE_COUNTS = (str, "all", "Device counts, e.g. 1,2,4, or 'all'.")
 
 @app.command(
     "scaling",
-    help="One run at 1, 2, 4 ... devices (isolated) and a DDP-wrapped one-device run, then "
+    help="One run at 1, 2, 4 ... devices and a DDP-wrapped one-device run, then "
     "scaling efficiency against each (--strategy fsdp: the one-device run plain, the others "
     "sharded).",
 )

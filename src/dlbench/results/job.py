@@ -4,9 +4,10 @@ says so). Each rank's own figures stay in the side file (engine.rows.per_rank_ro
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
+
+from dlbench.errors import number_or_none
 
 # Sums over the job's GPUs: what the job drew (peak_power_w sums each GPU's highest sample, a
 # bound on the job's highest draw).
@@ -21,12 +22,6 @@ SUMMED = (
 HIGHEST = ("temp_max_c", "throttle_pct", "mem_used_max_mb", "other_gpu_processes")
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return None if math.isnan(value) else float(value)
-
-
 def _sum(values: list[float | None]) -> float | None:
     """The sum where every rank has a figure; None where any lacks one (no partial sums)."""
     return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
@@ -35,11 +30,11 @@ def _sum(values: list[float | None]) -> float | None:
 def job_telemetry(per_rank: Sequence[dict]) -> dict[str, object]:
     """The job's telemetry columns from every rank's own
     (engine.distribution.ranks.RANK_TELEMETRY)."""
-    out: dict[str, object] = {k: _sum([_number(r.get(k)) for r in per_rank]) for k in SUMMED}
+    out: dict[str, object] = {k: _sum([number_or_none(r.get(k)) for r in per_rank]) for k in SUMMED}
     for key in HIGHEST:
-        values = [r[key] for r in per_rank if _number(r.get(key)) is not None]
+        values = [r[key] for r in per_rank if number_or_none(r.get(key)) is not None]
         out[key] = max(values) if values else None
-    limits = {_number(r.get("power_limit_w")) for r in per_rank}
+    limits = {number_or_none(r.get("power_limit_w")) for r in per_rank}
     out["power_limit_w"] = limits.pop() if len(limits) == 1 else None
     out["gpu_processes_hidden"] = any(r.get("gpu_processes_hidden") is True for r in per_rank)
     out["other_gpu_process_list"] = "; ".join(
@@ -49,7 +44,7 @@ def job_telemetry(per_rank: Sequence[dict]) -> dict[str, object]:
     )
     first_of_host: dict[str, float | None] = {}  # RAPL reads the whole host, whichever rank
     for r in per_rank:
-        first_of_host.setdefault(str(r.get("hostname")), _number(r.get("cpu_energy_j")))
+        first_of_host.setdefault(str(r.get("hostname")), number_or_none(r.get("cpu_energy_j")))
     out["cpu_energy_j"] = _sum(list(first_of_host.values()))
     return out
 
@@ -62,7 +57,7 @@ def job_gpus(per_rank: Sequence[dict]) -> dict[str, object]:
     name = (
         next(iter(names)) if len(names) == 1 else " + ".join(f"{n} x{c}" for n, c in names.items())
     )
-    memories = [m for r in per_rank if (m := _number(r.get("gpu_memory_mb"))) is not None]
+    memories = [m for r in per_rank if (m := number_or_none(r.get("gpu_memory_mb"))) is not None]
     capabilities = sorted({str(r.get("gpu_capability") or "") for r in per_rank})
     return {
         "gpu_name": name,

@@ -103,10 +103,6 @@ def _input_fix(row: dict) -> str:
     return "more --workers"
 
 
-def _number(row: dict, key: str) -> float | None:
-    return number_or_none(row.get(key))
-
-
 def _flag(row: dict, key: str) -> bool:
     return is_true(row.get(key))
 
@@ -116,10 +112,10 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     reasons: list[str] = []
     if row.get("status", "ok") != "ok":
         return ["failed"], []
-    window, minimum = _number(row, "window_s"), _number(row, "min_time_s")
+    window, minimum = number_or_none(row.get("window_s")), number_or_none(row.get("min_time_s"))
     if window is not None and minimum and window < minimum:
         reasons.append("short_window")
-    steps = _number(row, "steps")
+    steps = number_or_none(row.get("steps"))
     if steps is not None and steps < MIN_SPREAD_STEPS:
         reasons.append("few_steps")
     reasons += noise_reasons(row)
@@ -130,9 +126,9 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     slowdowns = str(row.get("throttle_reasons") or "").split()
     if any(s in HARDWARE_SLOWDOWNS for s in slowdowns):
         reasons.append("hardware_slowdown")
-    if (_number(row, "other_gpu_processes") or 0) > 0:
+    if (number_or_none(row.get("other_gpu_processes")) or 0) > 0:
         reasons.append("other_processes")
-    if (_number(row, "sm_clock_below_base_pct") or 0) > LOW_CLOCK_SAMPLES_PCT:
+    if (number_or_none(row.get("sm_clock_below_base_pct")) or 0) > LOW_CLOCK_SAMPLES_PCT:
         reasons.append("low_clock")
     if row.get("energy_quality") not in (None, "", "ok"):
         reasons.append("energy_short_window")
@@ -165,7 +161,7 @@ def impossible_peak(row: dict) -> str:
             number = number_or_none(value)
             if number is not None and not (math.isfinite(number) and number > 0):
                 return "impossible_figure"
-    top = _number(row, "attained_datasheet_share_max")
+    top = number_or_none(row.get("attained_datasheet_share_max"))
     return "above_datasheet" if top is not None and top > MAX_DATASHEET_SHARE else ""
 
 
@@ -173,17 +169,18 @@ def noise_reasons(row: dict) -> list[str]:
     """`noisy` and `drift` by results.stats.Noise from the row's noise columns, against its
     --max-noise. A row from before they existed is noisy when its stdev spread passes the
     limit, as it was then."""
-    limit = _number(row, "max_noise_pct")
+    limit = number_or_none(row.get("max_noise_pct"))
     if row.get("throughput_interval_pct") is None and row.get("step_outliers") is None:
-        spread = _number(row, "step_time_stdev_pct")
+        spread = number_or_none(row.get("step_time_stdev_pct"))
         return ["noisy"] if spread is not None and spread > (limit or MAX_NOISE_PCT) else []
     noise = Noise(
-        robust_spread_pct=_number(row, "step_time_robust_spread_pct") or 0.0,
-        outliers=int(_number(row, "step_outliers") or 0),
-        outlier_time_pct=_number(row, "step_outlier_time_pct") or 0.0,
-        drift_pct=_number(row, "step_time_drift_pct") or 0.0,
-        interval_pct=_number(row, "throughput_interval_pct") or 0.0,  # none: few_steps says it
-        steps=int(_number(row, "steps") or 0),  # units: what the noise columns are over
+        robust_spread_pct=number_or_none(row.get("step_time_robust_spread_pct")) or 0.0,
+        outliers=int(number_or_none(row.get("step_outliers")) or 0),
+        outlier_time_pct=number_or_none(row.get("step_outlier_time_pct")) or 0.0,
+        drift_pct=number_or_none(row.get("step_time_drift_pct")) or 0.0,
+        # no interval: few_steps says it
+        interval_pct=number_or_none(row.get("throughput_interval_pct")) or 0.0,
+        steps=int(number_or_none(row.get("steps")) or 0),  # units: what the noise columns are over
     )
     return noise.reasons(limit)
 
@@ -195,13 +192,13 @@ def _peak_reasons(row: dict) -> list[str]:
     if impossible:
         return [impossible]
     reasons = []
-    matmul = _number(row, "attained_bf16_datasheet_share")
-    read = _number(row, "attained_read_datasheet_share")
+    matmul = number_or_none(row.get("attained_bf16_datasheet_share"))
+    read = number_or_none(row.get("attained_read_datasheet_share"))
     if (matmul is not None and matmul < MIN_DATASHEET_MATMUL_SHARE) or (
         read is not None and read < MIN_DATASHEET_READ_SHARE
     ):
         reasons.append("below_datasheet")
-    siblings = _number(row, "siblings_share")
+    siblings = number_or_none(row.get("siblings_share"))
     if siblings is not None and siblings < MIN_SIBLINGS_SHARE:
         reasons.append("below_siblings")
     return reasons
@@ -260,7 +257,7 @@ def advice(row: dict) -> str:
         "attained_read_datasheet_share",
         "attained_datasheet_share_max",
     ):
-        values[key] = _number(row, key) or 0.0
+        values[key] = number_or_none(row.get(key)) or 0.0
     values["min_spread_steps"] = MIN_SPREAD_STEPS
     values["max_repeat_gap_pct"] = MAX_REPEAT_GAP_PCT
     ratios = harness_ratios(row)

@@ -1,4 +1,4 @@
-"""Sweep plans: YAML files (or packaged names) that expand into a list of isolated points.
+"""Sweep plans: YAML files (or packaged names) that expand into a list of points.
 
 A plan has `fixed` flags and one or more `runs`, each a block of axes crossed with each other:
 models, modes, batch_sizes (a number or "auto"), precisions, resolutions ([w, h]), devices,

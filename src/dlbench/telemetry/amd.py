@@ -5,12 +5,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from dlbench.errors import number_or_none
 from dlbench.telemetry.base import GpuProcess, Reading
-
-
-def _number(value: object) -> float | None:
-    """amdsmi reports 'N/A' for fields a part lacks."""
-    return float(value) if isinstance(value, (int, float)) else None
 
 
 class AmdSmiBackend:
@@ -37,8 +33,8 @@ class AmdSmiBackend:
     def _power_w(self, handle) -> float | None:
         info = self._try(self.smi.amdsmi_get_power_info, handle, default={})
         for key in ("socket_power", "current_socket_power", "average_socket_power"):
-            if _number(info.get(key)) is not None:
-                return _number(info[key])
+            if number_or_none(info.get(key)) is not None:
+                return number_or_none(info[key])
         return None
 
     def read(self, device: int, t: float) -> Reading:
@@ -57,24 +53,24 @@ class AmdSmiBackend:
             t=t,
             device=device,
             power_w=self._power_w(h),
-            temp_c=_number(temp),
-            gpu_util=_number(activity.get("gfx_activity")),
-            mem_util=_number(activity.get("umc_activity")),
-            mem_used_mb=_number(vram.get("vram_used")),
-            sm_clock_mhz=_number(sm_clock.get("clk")),
-            mem_clock_mhz=_number(mem_clock.get("clk")),
+            temp_c=number_or_none(temp),
+            gpu_util=number_or_none(activity.get("gfx_activity")),
+            mem_util=number_or_none(activity.get("umc_activity")),
+            mem_used_mb=number_or_none(vram.get("vram_used")),
+            sm_clock_mhz=number_or_none(sm_clock.get("clk")),
+            mem_clock_mhz=number_or_none(mem_clock.get("clk")),
         )
 
     def energy_j(self, device: int) -> float | None:
         """Energy accumulator x resolution (microjoules), in joules."""
         count = self._try(self.smi.amdsmi_get_energy_count, self.handles[device], default={})
-        ticks = _number(count.get("energy_accumulator", count.get("power")))
-        resolution = _number(count.get("counter_resolution"))
+        ticks = number_or_none(count.get("energy_accumulator", count.get("power")))
+        resolution = number_or_none(count.get("counter_resolution"))
         return ticks * resolution / 1e6 if ticks is not None and resolution else None
 
     def power_limit_w(self, device: int) -> float | None:
         info = self._try(self.smi.amdsmi_get_power_info, self.handles[device], default={})
-        return _number(info.get("power_limit"))
+        return number_or_none(info.get("power_limit"))
 
     def base_sm_clock_mhz(self, device: int) -> float | None:
         return None
@@ -87,7 +83,7 @@ class AmdSmiBackend:
             query = getattr(self.smi, "amdsmi_get_gpu_process_info", None)
             info = self._try(query, h, proc) if query else None
             info = info if isinstance(info, dict) else proc if isinstance(proc, dict) else {}
-            memory = _number((info.get("memory_usage") or {}).get("vram_mem"))
+            memory = number_or_none((info.get("memory_usage") or {}).get("vram_mem"))
             pid = info.get("pid")
             found.append(
                 GpuProcess(
