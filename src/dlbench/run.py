@@ -3,6 +3,7 @@ and a sweep worker's points too; `guarded` turns what a user can get wrong into 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -131,8 +132,8 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
         if auto_batch:
             plan, fabric, search = choose_batch_size(plan)
             config = plan.config
-        choice = choose_compile(plan, cache)
-        plan = choice.plan
+        choice = choose_compile(plan.config, plan.latency_point, plan.compile_measured, cache)
+        plan = dataclasses.replace(plan, config=choice.config)
         measurement = run_benchmark(plan, fabric, cache)
     except RankLost as lost:
         return _record_lost_rank(lost, config, store, env)

@@ -99,3 +99,26 @@ def test_the_engine_is_in_rooms_that_do_not_reach_up_to_its_runners():
         and node.module.removeprefix("dlbench.engine.") in ENGINE_RUNNERS
     ]
     assert not upward, "\n".join(upward)
+
+
+# engine/'s floors, lowest first: a module imports from its own floor or those below it.
+ENGINE_FLOORS = (("timing",), ("acceleration",), ("distribution",), ("scenarios",), ("plan",),
+                 tuple(sorted(ENGINE_RUNNERS)))  # fmt: skip
+
+
+def test_no_import_climbs_inside_the_engine():
+    engine = SRC / "engine"
+    floor = {name: level for level, names in enumerate(ENGINE_FLOORS) for name in names}
+    climbs = []
+    for path in engine.rglob("*.py"):
+        rel = path.relative_to(engine)
+        mine = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        if mine == "__init__":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            module = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
+            if module.startswith("dlbench.engine."):
+                other = module.removeprefix("dlbench.engine.").split(".")[0]
+                if floor[other] > floor[mine]:
+                    climbs.append(f"{rel} imports {module}")
+    assert not climbs, "\n".join(climbs)

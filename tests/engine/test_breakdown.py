@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlbench.engine.timing.breakdown import hint
+from dlbench.engine.scenarios.breakdown import hint
 from tests.conftest import TINY, read_rows, run_cli
 
 

@@ -40,8 +40,13 @@ def latency_key() -> str:
 
 def run_point(config: RunConfig, folder, median_s: float) -> tuple[bool, dict]:
     """What a run of the point does: plan, choose, and record its window's median."""
-    choice = choose_compile(make_plan(config), folder)
-    return bool(choice.plan.config.acceleration.compile), choice.finish(median_s, folder)
+    choice = _choose(config, folder)
+    return bool(choice.config.acceleration.compile), choice.finish(median_s, folder)
+
+
+def _choose(config: RunConfig, folder):
+    plan = make_plan(config)
+    return choose_compile(plan.config, plan.latency_point, plan.compile_measured, folder)
 
 
 def test_a_latency_point_runs_compiled_unless_the_flag_says_otherwise():
@@ -94,9 +99,9 @@ def test_another_point_or_gpu_does_not_read_the_record(tmp_path):
     assert run_point(LATENCY, folder, 0.001)[0] is False
     for other in (LATENCY.replace(precision="32"), LATENCY.replace(width=160),
                   LATENCY.replace(model="resnet50")):  # fmt: skip
-        assert choose_compile(make_plan(other), folder).plan.config.acceleration.compile is True
+        assert _choose(other, folder).config.acceleration.compile is True
     elsewhere = use_caches(tmp_path, {**ENVIRONMENT, "gpu_name": "NVIDIA H200"})
-    assert choose_compile(make_plan(LATENCY), elsewhere).plan.config.acceleration.compile is True
+    assert _choose(LATENCY, elsewhere).config.acceleration.compile is True
 
 
 def test_a_cold_run_or_another_point_records_nothing(tmp_path):

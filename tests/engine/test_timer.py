@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from dlbench.engine.timing.breakdown import _phase_times_ms
+from dlbench.engine.scenarios.breakdown import _phase_times_ms
 from dlbench.engine.timing.loop import LoopSettings, run_measured_loop
 from dlbench.engine.timing.timer import DeviceTimer, seconds_of
 from dlbench.peak import measure

@@ -79,8 +79,8 @@ class PlantedClock:
 
 
 def test_the_breakdown_gives_each_phase_per_step_over_the_steps_it_timed(monkeypatch):
+    from dlbench.engine.scenarios import breakdown
     from dlbench.engine.scenarios.session import Phases
-    from dlbench.engine.timing import breakdown
 
     clock = PlantedClock()
 

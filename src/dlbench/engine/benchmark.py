@@ -18,6 +18,7 @@ from dlbench.engine.distribution.fabric import fabric_for, launcher, started_ran
 from dlbench.engine.distribution.lost_ranks import RankWatch
 from dlbench.engine.distribution.ranks import agree_max, gather_ranks, job_process_ids, rank_facts
 from dlbench.engine.plan import Plan, loop_settings
+from dlbench.engine.scenarios.breakdown import run_breakdown
 from dlbench.engine.scenarios.generation import (
     decode_bytes_per_step,
     kv_bytes_per_token,
@@ -25,7 +26,6 @@ from dlbench.engine.scenarios.generation import (
     open_generator,
 )
 from dlbench.engine.scenarios.session import build_model, open_session, optimizer_impl
-from dlbench.engine.timing.breakdown import run_breakdown
 from dlbench.engine.timing.loop import LoopResult, WindowObservers, run_measured_loop
 from dlbench.engine.timing.profiled_pass import (
     HOST_BOUND_BUSY_PCT,

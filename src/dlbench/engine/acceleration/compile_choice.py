@@ -9,12 +9,11 @@ says."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlbench.config import RunConfig
 from dlbench.engine.acceleration.measured_choice import POINT_SHAPE, MeasuredChoice, point_key
-from dlbench.engine.plan import Plan
 
 COMPILED, EAGER = "compiled", "eager"
 COMPILE_CHOICE = MeasuredChoice("compile_choice.json", default=COMPILED, other=EAGER)
@@ -32,9 +31,9 @@ POINT_FIELDS = (
 
 @dataclass(frozen=True)
 class CompileChoice:
-    """The plan a latency point runs, and what its row says of the choice."""
+    """The settings a latency point runs with, and what its row says of the choice."""
 
-    plan: Plan
+    config: RunConfig
     key: str = ""
     recorded: dict[str, float] | None = None  # None: not a latency point
 
@@ -42,7 +41,7 @@ class CompileChoice:
         """Record this run's median step in `folder` (None: a cold run); the row's column."""
         if self.recorded is None:
             return {}
-        ran = COMPILED if self.plan.config.acceleration.compile else EAGER
+        ran = COMPILED if self.config.acceleration.compile else EAGER
         steps = COMPILE_CHOICE.record(folder, self.key, ran, window_median_s, self.recorded)
         return {"compile_speedup": speedup(steps)}
 
@@ -54,13 +53,15 @@ def speedup(steps: dict[str, float]) -> float | None:
     return steps[EAGER] / steps[COMPILED]
 
 
-def choose_compile(plan: Plan, folder: Path | None) -> CompileChoice:
-    """At a latency point whose compilation the user left to dlbench, eager where this
-    folder's record says it won by more than MIN_GAIN_PCT; every other plan as it is."""
-    if not plan.latency_point:
-        return CompileChoice(plan)
-    key = point_key(plan.config, POINT_FIELDS)
+def choose_compile(
+    config: RunConfig, latency_point: bool, left_to_record: bool, folder: Path | None
+) -> CompileChoice:
+    """At a latency point whose compilation the user left to dlbench (`left_to_record`), eager
+    where this folder's record says it won by more than MIN_GAIN_PCT; any other run as it is."""
+    if not latency_point:
+        return CompileChoice(config)
+    key = point_key(config, POINT_FIELDS)
     recorded = COMPILE_CHOICE.recorded(folder).get(key, {})
-    if plan.compile_measured and COMPILE_CHOICE.other_wins(recorded):
-        plan = dataclasses.replace(plan, config=plan.config.replace(compile=False))
-    return CompileChoice(plan, key, recorded)
+    if left_to_record and COMPILE_CHOICE.other_wins(recorded):
+        config = config.replace(compile=False)
+    return CompileChoice(config, key, recorded)
