@@ -472,7 +472,7 @@ def test_a_multi_process_point_runs_with_no_idle_worker_beside_it(monkeypatch):
     """The worker of earlier one-device points holds a CUDA context on GPU 0: a DDP point (its
     ranks in processes of their own) runs only once it is closed, or GPU 0's rank finds it."""
     from dlbench.config import RunConfig
-    from dlbench.signals import ChildResult
+    from dlbench.subprocesses import ChildResult
     from dlbench.sweep import worker
 
     closed, launched = [], []

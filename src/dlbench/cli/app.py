@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from dlbench.errors import EXIT_USER_ERROR
-from dlbench.signals import die_with_parent
 from dlbench.startup import set_cuda_work_queues
+from dlbench.subprocesses import die_with_parent
 
 app = typer.Typer(
     add_completion=False,

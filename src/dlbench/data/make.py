@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.data.source import available_cpus
+from dlbench.data.loader_workers import available_cpus
 from dlbench.errors import invalid
 
 WORDS = [

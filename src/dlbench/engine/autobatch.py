@@ -30,7 +30,7 @@ from dlbench.engine.plan import Plan, make_plan
 from dlbench.engine.scenarios.session import open_session
 from dlbench.engine.timing.timer import synchronize
 from dlbench.errors import EXIT_OK, EXIT_OOM, UserError
-from dlbench.signals import run_child
+from dlbench.subprocesses import run_child
 
 MEMORY_FRACTION = 0.9
 SMALL_PROBES = (2, 8)

@@ -25,15 +25,9 @@ import tempfile
 
 from dlbench.config import RunConfig
 from dlbench.config.flags import config_args, config_from_json, config_to_json
-from dlbench.signals import (
-    ChildResult,
-    Interrupted,
-    child_environment,
-    last_line_of,
-    run_child,
-    stop_group,
-)
+from dlbench.signals import Interrupted
 from dlbench.startup import mark_command_start
+from dlbench.subprocesses import ChildResult, child_environment, last_line_of, run_child, stop_group
 
 
 def serve() -> None:

@@ -1,0 +1,134 @@
+"""RunConfig, the one validated configuration of a run, and its flags (`SETTINGS`): each field
+of its sections (config.sections) is one flag, and a flag's key names it in plan files, rows and
+`RunConfig.of`."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+
+from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
+from dlbench.config.sections import (
+    AccelerationConfig,
+    CostConfig,
+    DataConfig,
+    DeviceConfig,
+    MeasurementConfig,
+    OutputConfig,
+    TelemetryConfig,
+    WorkloadConfig,
+)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that moves the number, by section; every setting lands in the result row."""
+
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    acceleration: AccelerationConfig = field(default_factory=AccelerationConfig)
+    measurement: MeasurementConfig = field(default_factory=MeasurementConfig)
+    devices: DeviceConfig = field(default_factory=DeviceConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
+
+    @classmethod
+    def of(cls, **settings: object) -> RunConfig:
+        """A config from settings by key (`batch_size=8`, `devices="2"`: a flag's name, a plan
+        file's and a column's), each checked by its section; the others at their defaults."""
+        unknown = sorted(set(settings) - set(SETTINGS))
+        if unknown:
+            raise TypeError(f"RunConfig has no setting {', '.join(unknown)}")
+        by_section: dict[str, dict[str, object]] = {name: {} for name in SECTION_CLASSES}
+        for key, value in settings.items():
+            setting = SETTINGS[key]
+            by_section[setting.section][setting.name] = value
+        return cls(**{name: SECTION_CLASSES[name](**values) for name, values in by_section.items()})
+
+    def settings(self) -> dict[str, object]:
+        """Every setting by key, in the sections' order (what `of` takes back)."""
+        return {key: self.setting(key) for key in SETTINGS}
+
+    def setting(self, key: str) -> object:
+        """One setting by key: `setting("data_workers")` is `data.workers`."""
+        where = SETTINGS[key]
+        return getattr(getattr(self, where.section), where.name)
+
+    def replace(self, **changes: object) -> RunConfig:
+        """A copy with some settings (by key) changed, checked again."""
+        return RunConfig.of(**{**self.settings(), **changes})
+
+    def min_time_s(self, device_type: str) -> float:
+        """The window's minimum length: as given, else DEFAULT_MIN_TIME_S where GPU telemetry
+        reads energy, else none."""
+        if self.measurement.min_time is not None:
+            return self.measurement.min_time
+        return DEFAULT_MIN_TIME_S if self.telemetry.enabled and device_type == "cuda" else 0.0
+
+    def min_warmup_s(self, device_type: str, energy_counter: bool = False) -> float:
+        """Busy time before the window where GPU telemetry reads energy: COUNTER_LEAD_S from
+        an energy counter, POWER_AVERAGING_S from sampled power."""
+        if not (self.telemetry.enabled and device_type == "cuda"):
+            return 0.0
+        return COUNTER_LEAD_S if energy_counter else POWER_AVERAGING_S
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One flag of a run: its key, the section and field that hold it, how it is declared."""
+
+    key: str
+    section: str
+    name: str
+    field: dataclasses.Field
+    kind: object  # the field's type, resolved
+
+    @property
+    def help(self) -> str:
+        """The flag's help, written once in the section."""
+        return self.field.metadata["help"]
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Its names when they are not `--key-name` (`--workers`, `--data-workers`)."""
+        return self.field.metadata.get("flags", ())
+
+    @property
+    def switch(self) -> bool:
+        """An on-only flag (`--json`) rather than a `--name/--no-name` pair."""
+        return bool(self.field.metadata.get("switch"))
+
+    @property
+    def panel(self) -> str:
+        """Its group in `--help`: the section's title."""
+        return SECTION_CLASSES[self.section].TITLE
+
+    @property
+    def default(self) -> object:
+        """The value when the flag is not given."""
+        f = self.field
+        return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
+# RunConfig's sections, by field name, in the order they are declared.
+SECTION_CLASSES: dict[str, type] = {
+    f.name: typing.get_type_hints(RunConfig)[f.name] for f in dataclasses.fields(RunConfig)
+}
+
+
+def _settings() -> dict[str, Setting]:
+    found: dict[str, Setting] = {}
+    for section, cls in SECTION_CLASSES.items():
+        kinds = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            key = f.metadata.get("key") or f.name
+            assert key not in found, key  # a key names one setting
+            found[key] = Setting(key, section, f.name, f, kinds[f.name])
+    return found
+
+
+# Every run flag by key, in the sections' order; the groups of `--help` are the sections'.
+SETTINGS: dict[str, Setting] = _settings()
+PANELS = tuple(cls.TITLE for cls in SECTION_CLASSES.values())
