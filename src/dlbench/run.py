@@ -153,11 +153,12 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
         return EXIT_OOM
     if measurement.global_rank != 0:
         return EXIT_OK
-    measurement.extra["startup_s"] = startup_s
-    measurement.extra["cache_dir"] = str(cache or "")
-    measurement.extra.update(choice.finish(measurement.loop.stats.median_s, cache))
+    parts = measurement.parts
+    parts.add("the command's start", {"startup_s": startup_s})
+    parts.add("the caches", {"cache_dir": str(cache or "")})
+    parts.add("the compile choice", choice.finish(measurement.loop.stats.median_s, cache))
     if search is not None:
-        measurement.extra.update(search.columns())
+        parts.add("the batch-size search", search.columns())
     row = measurement_row(measurement, env)
     if measurement.world_size > 1:
         side = per_rank_path(config.output.path)

@@ -77,7 +77,7 @@ def test_throttling_is_detected_and_named(fake_gpus):
 def test_the_row_says_which_jpeg_decoder_ran(fake_gpus, jpeg_util, busy, decoder):
     """From the GPU's own account of its JPEG engines: busy (hardware decode), idle (nvJPEG
     ran on the SMs), or a GPU or driver that cannot say."""
-    from dlbench.engine.benchmark import decoder_column
+    from dlbench.results.telemetry_columns import decoder_column
 
     fake_gpus({"jpeg_util": jpeg_util})
     summary = _window(TelemetryMonitor(NvmlBackend([0]), None, interval_s=0.02), 0.1)

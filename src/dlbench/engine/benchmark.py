@@ -16,7 +16,14 @@ from dlbench.engine.acceleration.float8 import fp8_columns
 from dlbench.engine.acceleration.graph_policy import prepare_step
 from dlbench.engine.distribution.fabric import fabric_for, launcher, started_ranks
 from dlbench.engine.distribution.lost_ranks import RankWatch
-from dlbench.engine.distribution.ranks import agree_max, gather_ranks, job_process_ids, rank_facts
+from dlbench.engine.distribution.ranks import (
+    agree_max,
+    gather_ranks,
+    job_process_ids,
+    largest_of_ranks,
+    rank_facts,
+    rank_log_path,
+)
 from dlbench.engine.plan import Plan, loop_settings
 from dlbench.engine.scenarios.breakdown import run_breakdown
 from dlbench.engine.scenarios.generation import (
@@ -42,7 +49,9 @@ from dlbench.results.efficiency import (
 )
 from dlbench.results.job import job_gpus, job_telemetry
 from dlbench.results.peaks.attained import attained_peaks, job_peaks
+from dlbench.results.row import RowBuilder
 from dlbench.results.stats import latency_columns
+from dlbench.results.telemetry_columns import decoder_column
 from dlbench.signals import Interrupted
 from dlbench.telemetry.monitor import open_monitor
 from dlbench.workloads.flops import COUNT_BATCH, recorded_flops_per_sample
@@ -62,7 +71,7 @@ class Measurement:
     peak_reserved_mb: float | None
     launcher: str = ""
     gpus: dict[str, object] = field(default_factory=dict)  # several ranks: the job's GPUs
-    extra: dict[str, object] = field(default_factory=dict)  # the run's own columns
+    parts: RowBuilder = field(default_factory=RowBuilder)  # the run's own columns, by source
     as_run: dict[str, object] = field(default_factory=dict)  # settings the run changed
 
     @property
@@ -88,10 +97,10 @@ class Measurement:
 
 def _measure(
     plan: Plan, fabric, monitor, cache: Path | None
-) -> tuple[LoopResult, int, dict[str, object], dict[str, object]]:
+) -> tuple[LoopResult, int, RowBuilder, dict[str, object]]:
     """Run the scenario the plan asks for: generation for decoder LLM inference, else steps.
-    Returns the loop, the parameter count, the run's own columns and the settings as they ran
-    where the run changed them."""
+    Returns the loop, the parameter count, the run's own columns (each part named by what gave
+    it) and the settings as they ran where the run changed them."""
     config = plan.config
     agree = agree_max(fabric)
     if plan.scenario == "generate":
@@ -106,6 +115,7 @@ def _measure(
     _quiet_baseline(fabric.device, monitor)
     fabric.barrier()
     observer = WindowObservers([o for o in (session.feed, monitor) if o is not None])
+    parts = RowBuilder()
     try:
         with session.context():
             settings = loop_settings(config, session.device.type, _counted(monitor, agree))
@@ -114,38 +124,53 @@ def _measure(
             )
             loop = run_measured_loop(step, session.device, settings, observer, agree)
             loop = graph.merge(loop)
-            columns = session.outputs.columns() if session.outputs else {}  # after the window
+            outputs = session.outputs.columns() if session.outputs else {}  # after the window
+            parts.add("the outputs", outputs)
             after = loop.warmup_steps + loop.steps
             began = time.perf_counter()
-            columns.update(profile_after_window(step, session.device, after, loop, agree))
+            parts.add(
+                "the profiled pass", profile_after_window(step, session.device, after, loop, agree)
+            )
             if graph.graphed:  # one launch a step: could the host keep ahead of the GPU?
                 units = range(after, after + pass_steps(loop.stats.median_s))
-                columns.update(issue_columns(step, session.device, units, loop.stats.median_s))
-            columns.update(graph.columns())
+                issue = issue_columns(step, session.device, units, loop.stats.median_s)
+                bound = {"host_bound": issue.pop("host_bound")}  # the launches decide it
+                parts.add("the graph's launches", issue).decide("the graph's launches", bound)
+            parts.add("the graphs", graph.columns())
             if plan.scenario == "infer":
-                columns.update(latency_columns(loop.step_times_s))
-            columns["profile_s"] = time.perf_counter() - began
+                parts.add("the latencies", latency_columns(loop.step_times_s))
+            parts.add("the profiled pass", {"profile_s": time.perf_counter() - began})
             if config.telemetry.breakdown:
-                columns.update(run_breakdown(session, columns.get("gpu_busy_pct")))
+                parts.add("the breakdown", run_breakdown(session, parts.get("gpu_busy_pct")))
     finally:
         if session.feed:
             session.feed.close()
     if session.feed:
-        busy = columns.get("gpu_busy_pct")
-        if busy is not None:
-            busy = window_busy_pct(busy, loop.stats.median_s, loop.steps, loop.window_s)
-        gpu_idle = None if busy is None else busy < HOST_BOUND_BUSY_PCT
-        columns.update(session.feed.columns(gpu_idle))
-        columns["host_bound"] = bool(columns.get("host_bound") or columns.get("input_bound"))
-    columns.update(build_s=build_s, optimizer_impl=optimizer_impl(session.optimizer))
+        _loader_parts(parts, session.feed, loop)
+    parts.add(
+        "the build", {"build_s": build_s, "optimizer_impl": optimizer_impl(session.optimizer)}
+    )
     if session.float8 is not None:
-        columns.update(_fp8_columns(plan, session.float8))
-    columns.update(cudnn.finish(loop.stats.median_s))
+        parts.add("fp8", _fp8_columns(plan, session.float8))
+    parts.add("cuDNN's search", cudnn.finish(loop.stats.median_s))
     as_run = {**graph.as_run(), **(session.feed.as_run() if session.feed else {})}
-    return loop, session.param_count, columns, as_run
+    return loop, session.param_count, parts, as_run
 
 
-def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult, int, dict]:
+def _loader_parts(parts: RowBuilder, feed, loop: LoopResult) -> None:
+    """The loader's columns; the run is host-bound where the GPU waited for the host or for
+    its input (the loader decides `host_bound` from both)."""
+    busy = parts.get("gpu_busy_pct")
+    if busy is not None:
+        busy = window_busy_pct(float(busy), loop.stats.median_s, loop.steps, loop.window_s)
+    gpu_idle = None if busy is None else busy < HOST_BOUND_BUSY_PCT
+    loader = feed.columns(gpu_idle)
+    parts.add("the loader", loader)
+    bound = bool(parts.get("host_bound") or loader.get("input_bound"))
+    parts.decide("the loader", {"host_bound": bound})
+
+
+def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult, int, RowBuilder]:
     """Generation rounds, then the profiled pass over whole rounds and the decode roofline."""
     config = plan.config
     began = time.perf_counter()
@@ -157,28 +182,30 @@ def _measure_generation(plan: Plan, fabric, monitor, agree) -> tuple[LoopResult,
     loop, steps, columns = measure_generation(
         generator, fabric.device, config, settings, monitor, agree
     )
+    parts = RowBuilder().add("the generation", columns)
     per_round = generator.steps_per_round
     with torch.inference_mode():
         after = (loop.warmup_steps + loop.steps) * per_round
         began = time.perf_counter()
-        columns.update(
-            profile_after_window(steps.round_step(per_round), fabric.device, after, loop, agree)
+        round_step = steps.round_step(per_round)
+        parts.add(
+            "the profiled pass", profile_after_window(round_step, fabric.device, after, loop, agree)
         )
-        columns.update(build_s=build_s, profile_s=time.perf_counter() - began)
+        parts.add("the profiled pass", {"profile_s": time.perf_counter() - began})
+    parts.add("the build", {"build_s": build_s})
     if generator.float8 is not None:
-        columns["fp8_linear_layers"] = len(generator.float8.names)
+        parts.add("fp8", {"fp8_linear_layers": len(generator.float8.names)})
     work = config.workload
     context = work.prompt_len + work.new_tokens / 2  # mean context of the decode steps
     itl = columns.get("itl_mean_ms")
-    columns.update(
-        bandwidth_columns(
-            decode_bytes_per_step(generator, context),
-            kv_bytes_per_token(generator),
-            itl / 1e3 if itl else None,
-            _gpu_name(fabric.device),
-        )
+    bandwidth = bandwidth_columns(
+        decode_bytes_per_step(generator, context),
+        kv_bytes_per_token(generator),
+        itl / 1e3 if itl else None,
+        _gpu_name(fabric.device),
     )
-    return loop, params, columns
+    parts.add("the decode's bandwidth", bandwidth)
+    return loop, params, parts
 
 
 def _fp8_columns(plan: Plan, layers) -> dict[str, object]:
@@ -244,14 +271,14 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
     device_index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
     monitor = None
     if config.telemetry.enabled:
-        log = _rank_log(config.telemetry.log, fabric.global_rank, fabric.world_size)
+        log = rank_log_path(config.telemetry.log, fabric.global_rank, fabric.world_size)
         monitor = open_monitor(fabric.device, config.telemetry.sample_interval, log, device_index)
         monitor.isolation.job_pids = job_process_ids(fabric)
     setup_s = time.perf_counter() - began
     compiled_before = compile_counts()
     try:
         with attention_kernel(config.acceleration.attention):
-            loop, param_count, columns, as_run = _measure(plan, fabric, monitor, cache)
+            loop, param_count, parts, as_run = _measure(plan, fabric, monitor, cache)
         telemetry = monitor.summary() if monitor else {}
     finally:
         if monitor:
@@ -269,54 +296,32 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
         world_size=fabric.world_size,
         global_rank=fabric.global_rank,
         per_rank=per_rank,
-        peak_allocated_mb=_largest(per_rank, "peak_memory_allocated_mb"),
-        peak_reserved_mb=_largest(per_rank, "peak_memory_reserved_mb"),
+        peak_allocated_mb=largest_of_ranks(per_rank, "peak_memory_allocated_mb"),
+        peak_reserved_mb=largest_of_ranks(per_rank, "peak_memory_reserved_mb"),
         launcher=launcher(fabric),
         gpus=job_gpus(per_rank) if several else {},
         as_run=as_run,
     )
     gpu_name = "" if measurement.gpus.get("gpu_mixed") else str(mine["gpu_name"])
-    measurement.extra = {
-        "setup_s": setup_s,
-        **compile_cache_column(compiled_before),
-        **columns,
-        **energy_columns(telemetry, measurement.samples, _tokens_per_sample(plan, columns)),
-        **decoder_column(columns.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct")),
-        **_mfu(measurement, gpu_name, cache, columns.get("fp8_flops_per_sample")),
-        **(plan.ddp.columns() if plan.config.devices.strategy == "ddp" else {}),
-        **(plan.sharding.columns(fabric.world_size) if plan.sharding else {}),
-        "gpu_uuid": mine["gpu_uuid"],
-    }
-    peaks = job_peaks([r.get("attained") for r in per_rank])
-    measurement.extra.update(
-        attained_columns(measurement.extra, config.acceleration.precision, peaks)
+    energy = energy_columns(telemetry, measurement.samples, _tokens_per_sample(plan, parts))
+    decoder = decoder_column(as_run.get("data_decode"), telemetry.get("jpeg_decoder_busy_pct"))
+    mfu = _mfu(measurement, gpu_name, cache, parts.get("fp8_flops_per_sample"))
+    measurement.parts = (
+        RowBuilder()
+        .add("the set-up", {"setup_s": setup_s})
+        .add("the compile cache", compile_cache_column(compiled_before))
+        .include(parts)
+        .add("the energy", energy)
+        .add("the decoder", decoder)
+        .add("the efficiency", mfu)
+        .add("DDP", plan.ddp.columns() if plan.config.devices.strategy == "ddp" else {})
+        .add("the sharding", plan.sharding.columns(fabric.world_size) if plan.sharding else {})
+        .add("the GPU", {"gpu_uuid": mine["gpu_uuid"]})
     )
+    peaks = job_peaks([r.get("attained") for r in per_rank])
+    attained = attained_columns(measurement.parts.columns(), config.acceleration.precision, peaks)
+    measurement.parts.add("the attained peaks", attained)
     return measurement
-
-
-def _largest(per_rank: list[dict[str, object]], key: str) -> float | None:
-    """The largest of the ranks' figures (the GPU that came closest to its memory), or None."""
-    figures = [float(r[key]) for r in per_rank if r.get(key) is not None]
-    return max(figures) if figures else None
-
-
-def decoder_column(decode: str | None, jpeg_busy_pct: float | None) -> dict[str, str]:
-    """Which JPEG decoder ran, from what the GPU says its hardware decoders did: nvJPEG on
-    them (A100, H100, H200 have some; torchvision asks for them first), on the SMs (a GPU
-    without them, or files they cannot take, progressive ones say), or `nvjpeg` where NVML
-    cannot tell."""
-    if decode != "gpu":
-        return {}
-    if jpeg_busy_pct is None:
-        return {"data_decoder": "nvjpeg"}
-    return {"data_decoder": "nvjpeg-hardware" if jpeg_busy_pct > 0 else "nvjpeg-cuda"}
-
-
-def _rank_log(path: Path | None, rank: int, world_size: int) -> Path | None:
-    """Each rank samples its own GPU into its own file: `log.csv` -> `log.rank1.csv`."""
-    if path is None or world_size == 1:
-        return path
-    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
 
 
 def _mfu(m: Measurement, gpu: str, cache: Path | None, fp8: object) -> dict[str, object]:
@@ -332,7 +337,7 @@ def _mfu(m: Measurement, gpu: str, cache: Path | None, fp8: object) -> dict[str,
     return mfu_columns(flops, per_device, gpu, precision, fp8 if isinstance(fp8, float) else None)
 
 
-def _tokens_per_sample(plan: Plan, columns: dict[str, object]) -> int | None:
+def _tokens_per_sample(plan: Plan, columns: RowBuilder) -> int | None:
     """The tokens a sample counts for energy per token: those generated in generation, the
     sequence's otherwise; none for images."""
     generated = columns.get("new_tokens")

@@ -11,8 +11,8 @@ from dlbench.config import DdpSettings, RunConfig, resolved_strategy
 from dlbench.config.fields import FP8_INFERENCE_RECIPES, FP8_TRAINING_RECIPES
 from dlbench.config.flags import flag_name
 from dlbench.console import stderr
-from dlbench.data.pipeline import check_data
 from dlbench.data.loader_workers import default_workers
+from dlbench.data.pipeline import check_data
 from dlbench.engine.acceleration.float8 import require_fp8_linears
 from dlbench.engine.acceleration.graphs import can_capture
 from dlbench.engine.acceleration.precision import PrecisionPlan, plan_precision

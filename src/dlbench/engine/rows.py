@@ -58,7 +58,7 @@ def measurement_row(
         .amend("the loop", {"warmup_steps": loop.warmup_steps})  # as settled, not as asked
         .amend("what ran", m.as_run)
         .add("the measurement", measured)
-        .add("the run", m.extra)
+        .include(m.parts)
         .add("environment", env)
         .amend("the job's GPUs", gpus)
         .add("the job's GPUs", mixed)

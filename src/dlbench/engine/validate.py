@@ -77,9 +77,10 @@ def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[f
         peak_allocated_mb=None,
         peak_reserved_mb=None,
     )
-    measurement.extra = {**graph.columns(), **(ddp.columns() if ddp is not None else {})}
+    measurement.parts.add("the graphs", graph.columns())
+    measurement.parts.add("DDP", ddp.columns() if ddp is not None else {})
     if plan.sharding is not None:
-        measurement.extra.update(plan.sharding.columns(fabric.world_size))
+        measurement.parts.add("the sharding", plan.sharding.columns(fabric.world_size))
     return measurement, rates, bare_rates
 
 
@@ -96,11 +97,12 @@ def execute_validate(config: RunConfig, repeats: int) -> int:
     if measurement.global_rank != 0:
         return 0
     ratios = [d / b for d, b in zip(rates, bare_rates)]
-    measurement.extra.update(
-        bare_samples_per_s=statistics.median(bare_rates),
-        harness_ratio=statistics.median(ratios),
-        harness_ratios=" ".join(f"{r:.4f}" for r in ratios),
-    )
+    bare = {
+        "bare_samples_per_s": statistics.median(bare_rates),
+        "harness_ratio": statistics.median(ratios),
+        "harness_ratios": " ".join(f"{r:.4f}" for r in ratios),
+    }
+    measurement.parts.add("the bare loop", bare)
     row = measurement_row(measurement, env, run_kind="validate")
     store.append(row)
     show_result(row, config.output.json)

@@ -41,9 +41,26 @@ class RowBuilder:
             self._columns[key], self._source[key] = value, source
         return self
 
+    def decide(self, source: str, part: Mapping[str, object]) -> RowBuilder:
+        """Columns whose value `source` decides from what it read of them (added, or amended
+        where a part gave them): a verdict drawn from several parts, such as `host_bound`."""
+        for key, value in part.items():
+            (self.amend if key in self._columns else self.add)(source, {key: value})
+        return self
+
+    def include(self, other: RowBuilder) -> RowBuilder:
+        """Every column `other` holds, each under the part that gave it there."""
+        for key, value in other._columns.items():
+            self.add(other._source[key], {key: value})
+        return self
+
     def get(self, key: str) -> object:
         """A column given so far (None where none was)."""
         return self._columns.get(key)
+
+    def has(self, key: str) -> bool:
+        """Whether a part gave the column (its value may be None)."""
+        return key in self._columns
 
     def columns(self) -> dict[str, object]:
         """The columns so far: known ones in the schema's order, then the rest (tags)."""

@@ -55,3 +55,15 @@ TELEMETRY_COLUMNS: dict[str, str] = {
     "gpu_processes_hidden": "True when NVML's process list could not be matched with this "
     "process (another PID namespace, e.g. a container): other_gpu_processes counts all but one",
 }
+
+
+def decoder_column(decode: str | None, jpeg_busy_pct: float | None) -> dict[str, str]:
+    """Which JPEG decoder ran, from what the GPU says its hardware decoders did: nvJPEG on
+    them (A100, H100, H200 have some; torchvision asks for them first), on the SMs (a GPU
+    without them, or files they cannot take, progressive ones say), or `nvjpeg` where NVML
+    cannot tell."""
+    if decode != "gpu":
+        return {}
+    if jpeg_busy_pct is None:
+        return {"data_decoder": "nvjpeg"}
+    return {"data_decoder": "nvjpeg-hardware" if jpeg_busy_pct > 0 else "nvjpeg-cuda"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 
 import torch
 
@@ -80,3 +81,16 @@ def gather_ranks(fabric, mine: dict[str, object]) -> list[dict[str, object]]:
     everyone: list[dict[str, object] | None] = [None] * fabric.world_size
     dist.all_gather_object(everyone, mine)
     return [dict(r or {}) for r in everyone]
+
+
+def rank_log_path(path: Path | None, rank: int, world_size: int) -> Path | None:
+    """Each rank samples its own GPU into its own file: `log.csv` -> `log.rank1.csv`."""
+    if path is None or world_size == 1:
+        return path
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
+def largest_of_ranks(per_rank: list[dict[str, object]], key: str) -> float | None:
+    """The largest of the ranks' figures (the GPU that came closest to its memory), or None."""
+    figures = [float(r[key]) for r in per_rank if r.get(key) is not None]
+    return max(figures) if figures else None
