@@ -159,10 +159,9 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     parts.add("the compile choice", choice.finish(measurement.loop.stats.median_s, cache))
     if search is not None:
         parts.add("the batch-size search", search.columns())
-    row = measurement_row(measurement, env)
-    if measurement.world_size > 1:
-        side = per_rank_path(config.output.path)
-        row["per_rank_file"] = side.name
+    side = per_rank_path(config.output.path) if measurement.world_size > 1 else None
+    row = measurement_row(measurement, env, side_file=side.name if side else None)
+    if side is not None:
         CsvStore(side).append_many(per_rank_rows(measurement, str(row["run_id"])))
     store.append(row)
     show_result(row, config.output.json, advice(row))

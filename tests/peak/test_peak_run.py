@@ -65,9 +65,9 @@ def test_a_fake_gpus_findings_become_the_rows_columns():
              "fp8": Best(1300.0, (8192, 8192, 16384), 9, 1250.0),
              "read": Best(2.95, (2048,), 4, 2.95), "h2d": Best(55.0, (1024,), 2, 55.0),
              "fp16": None, "p2p": None}  # fmt: skip
-    row = peak_row(torch.device("cpu"), found, 30.0, {"avg_power_w": 650.0})
-    row["gpu_name"] = H100
-    row.update(datasheet_shares(row))
+    built = peak_row(torch.device("cpu"), found, 30.0, {"avg_power_w": 650.0})
+    built.add("the GPU", {"gpu_name": H100})
+    row = built.add("the datasheet", datasheet_shares(built.columns())).columns()
     assert row["attained_bf16_tflops"] == 790.0 and row["attained_fp8_tflops"] == 1300.0
     assert row["attained_bf16_sustained_tflops"] == 680.0
     assert row["attained_matmul_shapes"] == "bf16=8192x8192x8192 fp8=8192x8192x16384"

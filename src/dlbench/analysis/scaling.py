@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench.analysis.load import RUN_KEY, benchmark_rows, key_columns, latest, load_rows
-from dlbench.results.row import identity
+from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
 
 SCALING_COLUMNS = [
@@ -90,9 +90,13 @@ def record_scaling(store: CsvStore, model: str, mode: str) -> pd.DataFrame:
             continue
         run_id = str(line.pop("run_id"))
         columns = {k: v for k, v in line.items() if not pd.isna(v)}
-        new.append(
-            {**identity(None, "ok"), "run_kind": "scaling", **columns, "benchmark_run_id": run_id}
+        row = (
+            RowBuilder()
+            .add("identity", {**identity(None, "ok"), "run_kind": "scaling"})
+            .add("the scaling table", columns)
+            .add("the benchmark row", {"benchmark_run_id": run_id})
         )
+        new.append(row.columns())
     if new:
         store.append_many(new)
     return table

@@ -14,17 +14,18 @@ from dlbench.data.pipeline import check_data, open_pipeline
 from dlbench.data.throughput import LoaderResult, measure_loader, parse_worker_counts
 from dlbench.errors import invalid
 from dlbench.results.environment import collect_environment
-from dlbench.results.row import identity
+from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
 from dlbench.workloads import get_workload
 
 
-def loader_row(spec: str, model: str, batch_size: int, shape, decode: str, r: LoaderResult):
-    """One worker count as a row; throughput columns mean what they mean for a model row."""
+def loader_row(
+    spec: str, model: str, batch_size: int, shape, decode: str, r: LoaderResult
+) -> RowBuilder:
+    """One worker count as a row's parts; throughput columns mean what they mean for a model
+    row."""
     image = get_workload(model).is_image
-    row = {
-        **identity(None, "ok"),
-        "run_kind": "loader",
+    settings = {
         "model": model,
         "batch_size": batch_size,
         "width": shape.width if image else None,
@@ -33,16 +34,22 @@ def loader_row(spec: str, model: str, batch_size: int, shape, decode: str, r: Lo
         "data": spec,
         "data_workers": r.workers,
         "data_decode": decode,
+    }
+    window = {
         "steps": r.batches,
         "window_s": r.seconds,
         "warmup_s": r.warmup_s,
         "samples_per_s": r.samples_per_s,
         "data_mb_per_s": r.mb_per_s,
         "data_bytes_read": r.bytes_read,
+        **({"images_per_s": r.samples_per_s} if image else {}),
     }
-    if image:
-        row["images_per_s"] = r.samples_per_s
-    return row
+    return (
+        RowBuilder()
+        .add("identity", {**identity(None, "ok"), "run_kind": "loader"})
+        .add("the loader's settings", settings)
+        .add("the loader's window", window)
+    )
 
 
 def run_loader_sweep(
@@ -76,8 +83,9 @@ def run_loader_sweep(
         if decode == "gpu":
             prepare = OnDevice(pipeline, shape, device, torch.float32, torch.contiguous_format)
         result = measure_loader(pipeline, min_time_s, device, prepare)
-        row = {**loader_row(spec, model, batch_size, shape, decode, result), **env}
-        row.update(data_files=pipeline.files, data_skipped=pipeline.skipped)
+        files = {"data_files": pipeline.files, "data_skipped": pipeline.skipped}
+        built = loader_row(spec, model, batch_size, shape, decode, result)
+        row = built.add("the data set", files).add("environment", env).columns()
         store.append(row)
         rows.append(row)
         print(

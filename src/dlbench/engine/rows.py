@@ -9,10 +9,13 @@ from dlbench.results.row import RowBuilder, config_columns, identity
 
 
 def measurement_row(
-    m: Measurement, env: dict[str, object], run_kind: str = "benchmark"
+    m: Measurement,
+    env: dict[str, object],
+    run_kind: str = "benchmark",
+    side_file: str | None = None,
 ) -> dict[str, object]:
     """A row for a finished run: throughput over the slowest rank's window, stats, memory; each
-    column from one part (results.row.RowBuilder)."""
+    column from one part (results.row.RowBuilder); `side_file` names each rank's rows."""
     plan, loop = m.plan, m.loop
     shape = plan.shape
     global_rate = m.samples / m.slowest_window_s
@@ -62,6 +65,7 @@ def measurement_row(
         .add("environment", env)
         .amend("the job's GPUs", gpus)
         .add("the job's GPUs", mixed)
+        .add("the side file", {"per_rank_file": side_file} if side_file else {})
     )
     price = plan.config.cost.usd_per_hour
     if price:
@@ -88,22 +92,24 @@ def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:
     per_device = m.plan.devices.count
     rows = []
     for rank, r in enumerate(m.per_rank):
-        rows.append(
-            {
-                **identity(run_id, "ok"),
-                "run_kind": "per_rank",
-                "model": m.plan.config.workload.model,
-                "mode": m.plan.config.workload.mode,
-                "rank": rank,
-                "node_rank": rank // per_device,
-                "device_index": int(r["device_index"]),
-                "window_s": r["window_s"],
-                "median_step_ms": r["median_step_s"] * 1e3,
-                "steps": int(r["steps"]),
-                "samples_per_s": m.plan.config.workload.batch_size * r["steps"] / r["window_s"],
-                **{k: r.get(k) for k in SIDE_FACTS},
-            }
+        window = {
+            "rank": rank,
+            "node_rank": rank // per_device,
+            "device_index": int(r["device_index"]),
+            "window_s": r["window_s"],
+            "median_step_ms": r["median_step_s"] * 1e3,
+            "steps": int(r["steps"]),
+            "samples_per_s": m.plan.config.workload.batch_size * r["steps"] / r["window_s"],
+        }
+        workload = {"model": m.plan.config.workload.model, "mode": m.plan.config.workload.mode}
+        row = (
+            RowBuilder()
+            .add("identity", {**identity(run_id, "ok"), "run_kind": "per_rank"})
+            .add("the workload", workload)
+            .add("the rank's window", window)
+            .add("the rank's GPU", {k: r.get(k) for k in SIDE_FACTS})
         )
+        rows.append(row.columns())
     return rows
 
 

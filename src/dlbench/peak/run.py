@@ -23,7 +23,7 @@ from dlbench.results.peaks.attained import record_peaks
 from dlbench.results.peaks.siblings import datasheet_shares, sibling_shares
 from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
-from dlbench.results.verdict import impossible_peak, verdict_columns
+from dlbench.results.verdict import impossible_peak
 from dlbench.telemetry.monitor import open_monitor
 
 # Units of the host and peer copies and of memory: the name suffixes of their columns.
@@ -58,16 +58,13 @@ def peak_devices(accelerator: str, devices: str) -> list[torch.device]:
     return [torch.device("cuda", i) for i in indices]
 
 
-def peak_row(device: torch.device, found: dict, seconds: float, telemetry: dict) -> dict:
-    """One device's figures as a row."""
+def peak_row(device: torch.device, found: dict, seconds: float, telemetry: dict) -> RowBuilder:
+    """One device's figures as a row's parts: what was measured, and the window's telemetry."""
     row: dict[str, object] = {
-        **identity(None, "ok"),
-        "run_kind": "peak",
         "accelerator": device.type,
         "gpu_index": device.index,
         "gpu_uuid": gpu_uuid(device),
         "window_s": seconds,
-        **telemetry,
     }
     shapes = []
     for dtype in MATMUL_DTYPES:
@@ -84,7 +81,12 @@ def peak_row(device: torch.device, found: dict, seconds: float, telemetry: dict)
     row.update(peer_columns(found.get("p2p") or []))
     tried = sum(b.tried for b in found.values() if isinstance(b, Best))
     row["peak_shapes_tried"] = tried
-    return row
+    return (
+        RowBuilder()
+        .add("identity", {**identity(None, "ok"), "run_kind": "peak"})
+        .add("the peak", row)
+        .add("the window's telemetry", telemetry)
+    )
 
 
 def peer_columns(pairs: list[tuple[str, float]]) -> dict[str, object]:
@@ -123,14 +125,14 @@ def run_peak(
     except OSError as exc:
         where = cache_dir or "the default cache folder"
         raise UserError(f"--cache-dir: cannot use {where}: {exc.strerror or exc}") from None
-    rows = []
+    built = []
     for device in chosen:
         stderr.print(f"measuring what {_label(device)} attains (about {max_time_s:g} s)")
         peers = [d for d in chosen if d != device and device.type == "cuda"]
-        rows.append(_measure_one(device, max_time_s, peers, env))
-    for row, shares in zip(rows, sibling_shares(rows)):
-        row.update(shares)
-        row.update(verdict_columns(row))
+        built.append(_measure_one(device, max_time_s, peers, env))
+    for row, shares in zip(built, sibling_shares([b.columns() for b in built])):
+        row.add("the fleet check", shares)
+    rows = [row.row() for row in built]  # each with its verdict, from all its parts
     store.append_many(rows)
     for row in rows:
         if impossible_peak(row):  # a timing fault is no GPU's peak
@@ -145,7 +147,7 @@ def run_peak(
     return rows
 
 
-def _measure_one(device: torch.device, max_time_s: float, peers, env: dict) -> dict:
+def _measure_one(device: torch.device, max_time_s: float, peers, env: dict) -> RowBuilder:
     monitor = None
     if device.type == "cuda":
         monitor = open_monitor(device, DEFAULT_SAMPLE_INTERVAL_S, None, device.index)
@@ -162,12 +164,11 @@ def _measure_one(device: torch.device, max_time_s: float, peers, env: dict) -> d
         if monitor:
             monitor.close()
     row = (
-        RowBuilder()
-        .add("the peak", peak_row(device, found, seconds, telemetry))
+        peak_row(device, found, seconds, telemetry)
         .add("environment", env)
         .amend("the device measured", gpu_facts(device.index if device.type == "cuda" else None))
     )
-    return row.add("the datasheet", datasheet_shares(row.columns())).columns()
+    return row.add("the datasheet", datasheet_shares(row.columns()))
 
 
 def _label(device: torch.device) -> str:
