@@ -134,3 +134,21 @@ def test_no_import_climbs_inside_the_engine():
                 if floor[other] > floor[mine]:
                     climbs.append(f"{rel} imports {module}")
     assert not climbs, "\n".join(climbs)
+
+
+def test_the_runner_keeps_no_branch_on_the_mode():
+    """engine/benchmark.py calls the plan's scenario (engine.scenarios.kinds); what differs
+    between train, infer and generate lives in their classes."""
+    from dlbench.engine.scenarios.kinds import SCENARIOS
+
+    tree = ast.parse((SRC / "engine" / "benchmark.py").read_text())
+    compared = {
+        leaf.value
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Compare, ast.If, ast.IfExp))
+        for leaf in ast.walk(node.test if isinstance(node, (ast.If, ast.IfExp)) else node)
+        if isinstance(leaf, ast.Constant)
+    }
+    assert not compared & {"train", "infer", "generate"}, compared
+    assert set(SCENARIOS) == {"train", "infer", "generate"}
+    assert all(name == s.name for name, s in SCENARIOS.items())

@@ -8,7 +8,7 @@ import torch
 
 from dlbench.config import RunConfig
 from dlbench.engine.distribution.fabric import create_fabric
-from dlbench.engine.plan import loop_settings, make_plan
+from dlbench.engine.plan import make_plan
 from dlbench.engine.scenarios import generation
 from dlbench.engine.scenarios.generation import (
     PREFILL_SAMPLES,
@@ -17,7 +17,7 @@ from dlbench.engine.scenarios.generation import (
     prepare_steps,
     token_columns,
 )
-from dlbench.engine.timing.loop import LoopResult
+from dlbench.engine.timing.loop import LoopResult, loop_settings
 from tests.conftest import read_rows, run_cli
 
 

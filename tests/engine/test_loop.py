@@ -229,7 +229,7 @@ def test_warmup_steadiness_is_not_checked_without_a_target():
 def test_the_warm_up_before_the_window_is_long_for_sampled_power_short_for_a_counter():
     from dlbench.config import RunConfig
     from dlbench.config.limits import COUNTER_LEAD_S, POWER_AVERAGING_S
-    from dlbench.engine.plan import loop_settings
+    from dlbench.engine.timing.loop import loop_settings
 
     config = RunConfig()
     assert loop_settings(config, "cuda", energy_counter=False).min_warmup_s == POWER_AVERAGING_S

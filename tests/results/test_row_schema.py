@@ -46,7 +46,7 @@ def test_each_run_kinds_rows_are_declared_in_the_schemas_order(kind, dlbench, wr
             "benchmark": ["train", *TINY],
             "validate": ["validate", *TINY, "--repeats", "2"],
             "peak": ["peak", "--accelerator", "cpu", "--max-time", "0.5"],
-        }[kind]
+        }[kind] + ["--cache-dir", tmp_path / "cache"]  # figures kept here, not in the user's
     code, _, err = dlbench(*args, "--output", out)
     assert code == 0, err
     assert {str(row.get("run_kind")) for row in written} == {kind}
@@ -65,7 +65,7 @@ def test_scaling_and_per_rank_rows_are_declared_in_the_schemas_order(dlbench, wr
     from dlbench.engine.rows import per_rank_rows
 
     out = tmp_path / "rows.csv"
-    assert dlbench("train", *TINY, "--output", out)[0] == 0
+    assert dlbench("train", *TINY, "--cache-dir", tmp_path / "cache", "--output", out)[0] == 0
     store = CsvStore(out)
     [one] = store.rows()
     two = {**one, "run_id": "two", "world_size": "2", "devices": "2", "strategy": "ddp",
@@ -75,7 +75,8 @@ def test_scaling_and_per_rank_rows_are_declared_in_the_schemas_order(dlbench, wr
     assert len(record_scaling(store, "timm:test_resnet", "train")) == 2
     assert [row["run_kind"] for row in written] == ["scaling"]
     config = RunConfig.of(model="timm:test_resnet", accelerator="cpu", batch_size=2, width=32,
-                          height=32, n_iters=3, warmup_steps=1, telemetry=False)  # fmt: skip
+                          height=32, n_iters=3, warmup_steps=1, telemetry=False,
+                          cache_dir=tmp_path / "cache")  # fmt: skip
     [rank] = per_rank_rows(run_benchmark(make_plan(config)), "some-run")
     for row in [*written, rank]:
         _declared_in_order(row)

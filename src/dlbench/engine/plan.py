@@ -19,9 +19,7 @@ from dlbench.engine.acceleration.precision import PrecisionPlan, plan_precision
 from dlbench.engine.distribution.devices import DevicePlan, plan_devices
 from dlbench.engine.distribution.sharding import FABRIC_PRECISION, ShardingPlan
 from dlbench.engine.scenarios.session import build_model
-from dlbench.engine.timing.loop import STEADY_PCT, LoopSettings
 from dlbench.errors import invalid
-from dlbench.results.stats import MAX_NOISE_PCT
 from dlbench.workloads import InputShape, Workload, get_workload
 
 
@@ -213,25 +211,3 @@ def check_sharding(config: RunConfig, devices: DevicePlan) -> None:
             config.acceleration.precision,
             "FSDP runs 32, tf32, bf16-mixed, bf16-true, 16-true or fp8",
         )
-
-
-def loop_settings(
-    config: RunConfig, device_type: str, energy_counter: bool = False
-) -> LoopSettings:
-    """The loop's share of the config; `energy_counter`: every rank's GPU counts its energy
-    (the warm-up before the window then need not cover the power reading's average). A GPU
-    measures until its noise settles (MAX_NOISE_PCT unless --max-noise) or --max-time is
-    spent; the CPU, a shared host, measures longer only when --max-noise asks."""
-    target = config.measurement.max_noise
-    if target is None and device_type == "cuda":
-        target = MAX_NOISE_PCT
-    return LoopSettings(
-        warmup_steps=config.measurement.warmup_steps,
-        n_iters=config.measurement.n_iters,
-        max_noise_pct=target,
-        max_time_s=config.measurement.max_time,
-        min_time_s=config.min_time_s(device_type),
-        nvtx=config.telemetry.nvtx,
-        min_warmup_s=config.min_warmup_s(device_type, energy_counter),
-        steady_pct=STEADY_PCT if device_type == "cuda" else None,
-    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dlbench.engine.benchmark import Measurement
 from dlbench.engine.distribution.ranks import RANK_TELEMETRY
 from dlbench.engine.plan import Plan
+from dlbench.engine.scenarios.kinds import scenario_for
 from dlbench.results.row import RowBuilder, config_columns, identity
 
 
@@ -49,7 +50,7 @@ def measurement_row(
     if pixels:
         measured["images_per_s"] = global_rate
         measured["megapixels_per_s"] = global_rate * pixels / 1e6
-    if tokens and plan.scenario != "generate":  # generation counts the tokens it generated
+    if tokens and scenario_for(plan.scenario).samples_are_inputs:  # else: those generated
         measured["tokens_per_s"] = global_rate * tokens
     gpus = dict(m.gpus)  # several ranks: every rank's GPU, not rank 0's
     mixed = {"gpu_mixed": gpus.pop("gpu_mixed")} if "gpu_mixed" in gpus else {}

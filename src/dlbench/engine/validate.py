@@ -18,11 +18,11 @@ from dlbench.engine.benchmark import Measurement
 from dlbench.engine.distribution.devices import plan_devices
 from dlbench.engine.distribution.fabric import fabric_for
 from dlbench.engine.distribution.ranks import agree_max, gather_ranks, rank_facts
-from dlbench.engine.plan import loop_settings, make_plan
+from dlbench.engine.plan import make_plan
 from dlbench.engine.rows import measurement_row
 from dlbench.engine.scenarios.bare import BareLoop
 from dlbench.engine.scenarios.session import open_session
-from dlbench.engine.timing.loop import LoopResult, run_measured_loop
+from dlbench.engine.timing.loop import LoopResult, loop_settings, run_measured_loop
 from dlbench.results.environment import collect_environment
 from dlbench.results.store import CsvStore
 

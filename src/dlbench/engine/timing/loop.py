@@ -21,8 +21,9 @@ from typing import Protocol
 
 import torch
 
+from dlbench.config import RunConfig
 from dlbench.engine.timing.timer import DeviceTimer, synchronize
-from dlbench.results.stats import Noise, StepStats
+from dlbench.results.stats import MAX_NOISE_PCT, Noise, StepStats
 from dlbench.signals import raise_if_interrupted
 
 # Elementwise maximum over all ranks of a few numbers; identity for a single process.
@@ -310,3 +311,25 @@ def _unsettled(times: list[float], settings: LoopSettings) -> float:
         return 0.0
     noise = Noise.of(unit_times(times, settings.steps_per_unit))
     return float(not noise.settled(settings.max_noise_pct))
+
+
+def loop_settings(
+    config: RunConfig, device_type: str, energy_counter: bool = False
+) -> LoopSettings:
+    """The loop's share of the config; `energy_counter`: every rank's GPU counts its energy
+    (the warm-up before the window then need not cover the power reading's average). A GPU
+    measures until its noise settles (MAX_NOISE_PCT unless --max-noise) or --max-time is
+    spent; the CPU, a shared host, measures longer only when --max-noise asks."""
+    target = config.measurement.max_noise
+    if target is None and device_type == "cuda":
+        target = MAX_NOISE_PCT
+    return LoopSettings(
+        warmup_steps=config.measurement.warmup_steps,
+        n_iters=config.measurement.n_iters,
+        max_noise_pct=target,
+        max_time_s=config.measurement.max_time,
+        min_time_s=config.min_time_s(device_type),
+        nvtx=config.telemetry.nvtx,
+        min_warmup_s=config.min_warmup_s(device_type, energy_counter),
+        steady_pct=STEADY_PCT if device_type == "cuda" else None,
+    )

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+from dlbench.console import stderr
 from dlbench.engine.timing.timer import synchronize
 
 HOST_BOUND_BUSY_PCT = 90.0  # below this share busy, the GPU waits for the host a tenth of each step
@@ -174,3 +175,17 @@ def _op_names(step: Callable[[int], None], indices: list[int]) -> set[str]:
         for i in indices:
             step(i)
     return names
+
+
+def profile_after_window(step, device, first_step: int, loop, agree) -> dict:
+    """The profiled pass (GPU busy share, attention backend) over whole units (steps, or
+    generation rounds), the same ones on every rank; a profiler that cannot start costs a
+    warning and empty columns, never the run."""
+    [median] = agree([loop.stats.median_s])
+    units = pass_steps(median)
+    steps = range(first_step, first_step + units * loop.steps_per_unit)
+    try:
+        return run_profiled_pass(step, device, steps, loop.stats.median_s, units)
+    except RuntimeError as exc:
+        stderr.print(f"[yellow]warning:[/yellow] profiled pass failed ({exc}); no gpu_busy_pct")
+        return {}
