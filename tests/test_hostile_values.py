@@ -51,7 +51,7 @@ def test_no_nul_reaches_a_report_from_an_old_csv(dlbench, tmp_path):
 
 @pytest.mark.e2e
 def test_a_run_under_a_broken_job_id_writes_rows_it_can_append_to(tmp_path):
-    """(A cache path with a newline is refused: tests/engine/test_caches.py.)"""
+    """(A cache path with a newline is refused: tests/engine/acceleration/test_caches.py.)"""
     env = {**cli_env(), "SLURM_JOB_ID": "4242\n=1+1"}
     csv_path = tmp_path / "rows.csv"
     for _ in range(2):

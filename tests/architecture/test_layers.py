@@ -152,3 +152,12 @@ def test_the_runner_keeps_no_branch_on_the_mode():
     assert not compared & {"train", "infer", "generate"}, compared
     assert set(SCENARIOS) == {"train", "infer", "generate"}
     assert all(name == s.name for name, s in SCENARIOS.items())
+
+
+def test_the_tests_mirror_the_rooms():
+    """A newcomer finds a room's tests where its code is: tests/engine/<room>, tests/cli."""
+    tests = ROOT / "tests"
+    assert {p.name for p in (tests / "engine").iterdir() if p.is_dir()} >= ENGINE_ROOMS
+    assert (tests / "cli" / "test_cli.py").exists()
+    refusals = {p.parent.name for p in tests.glob("*/test_refusals.py")}
+    assert refusals >= {"cli", "engine", "results", "analysis", "data", "sweep", "peak"}

@@ -44,7 +44,7 @@ def test_peak_on_the_cpu_writes_a_row_within_its_time_and_later_runs_divide_by_i
 def test_another_gpu_or_software_or_a_cold_run_finds_no_peaks(tmp_path):
     from dlbench.caches import use_caches
     from dlbench.results.peaks.attained import attained_peaks, record_peaks
-    from tests.engine.test_caches import ENVIRONMENT
+    from tests.engine.acceleration.test_caches import ENVIRONMENT
 
     folder = use_caches(tmp_path, ENVIRONMENT)
     record_peaks(folder, "GPU-1", {"bf16": 742.4, "run_id": "abc"})

@@ -14,7 +14,7 @@ from dlbench.config import RunConfig
 from dlbench.engine.acceleration.cudnn_search import CUDNN_CHOICE, POINT_FIELDS, plan_cudnn_search
 from dlbench.engine.acceleration.measured_choice import MIN_GAIN_PCT
 from dlbench.engine.acceleration.measured_choice import point_key as key_of
-from tests.engine.test_caches import ENVIRONMENT
+from tests.engine.acceleration.test_caches import ENVIRONMENT
 
 
 def point_key(config: RunConfig) -> str:

@@ -16,7 +16,7 @@ import pytest
 from dlbench.engine.distribution.fabric import own_processes_in_allocation
 from dlbench.engine.distribution.lost_ranks import RankLost
 from tests.conftest import cli_env, read_rows, run_cli
-from tests.engine.test_distributed import _free_port
+from tests.engine.distribution.test_distributed import _free_port
 
 pytestmark = pytest.mark.cluster
 LOST = ["--model", "fault_lost_rank", "--accelerator", "cpu", "--batch-size", "4", "--n-iters",

@@ -16,7 +16,7 @@ from dlbench.engine.acceleration.compile_choice import COMPILE_CHOICE, POINT_FIE
 from dlbench.engine.acceleration.measured_choice import MIN_GAIN_PCT, point_key
 from dlbench.engine.distribution.devices import DevicePlan
 from dlbench.engine.plan import make_plan
-from tests.engine.test_caches import ENVIRONMENT
+from tests.engine.acceleration.test_caches import ENVIRONMENT
 
 LATENCY = RunConfig.of(model="mobilenet_v3", mode="infer", batch_size=1, precision="16-mixed")
 
