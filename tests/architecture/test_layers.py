@@ -23,10 +23,22 @@ BASE = {
 # What each part may import (besides itself and BASE).
 ALLOWED: dict[str, set[str]] = {
     "__main__": {"cli"},
-    "cli": {"run", "sweep", "peak", "analysis", "engine", "data", "workloads", "results", "config"},
+    "cli": {
+        "run",
+        "sweep",
+        "peak",
+        "serve",
+        "analysis",
+        "engine",
+        "data",
+        "workloads",
+        "results",
+        "config",
+    },
     "run": {"engine", "data", "workloads", "telemetry", "results", "config"},
     "sweep": {"run", "engine", "workloads", "results", "config", "telemetry"},
     "peak": {"engine", "telemetry", "results", "config"},
+    "serve": {"engine", "workloads", "telemetry", "results", "config"},
     "analysis": {"results", "telemetry", "config"},
     "engine": {"workloads", "data", "telemetry", "results", "config"},
     "data": {"workloads", "results", "config"},
