@@ -23,8 +23,10 @@
 # llm_1b) run some of it, for a lease too short for all (a rerun of scaling skips the points it has).
 # `fp8`: the fp8 plan (each point in bf16 and in fp8, compiled) and `validate` of fp8 training
 # against a bare torchao loop (a GPU of compute capability 8.9 or newer).
-# Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [fp8] [multi] [docs]
-#   (the six single-GPU parts by default)
+# `serve`: resnet50, vit and distilbert served under load (dlbench serve): the highest rate whose
+# p99 meets MLPerf's bound (--find-qps) and single stream.
+# Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [multi] [docs]
+#   (the seven single-GPU parts by default)
 #   DLBENCH (default: python3 -m dlbench, from this tree)   REFERENCE_DIR (benchmarks/reference)
 #   JPEG_DIR (where the JPEG set is made; default /tmp/dlbench-jpeg)
 #   DRY_RUN=1: print each dlbench command instead of running it (tests/test_reference_script.py
@@ -36,15 +38,15 @@ read -r -a DLBENCH <<< "${DLBENCH:-python3 -m dlbench}"
 OUT=${REFERENCE_DIR:-benchmarks/reference}
 JPEG_DIR=${JPEG_DIR:-/tmp/dlbench-jpeg}
 DRY_RUN=${DRY_RUN:-0}
-PARTS=(peak default decode jpeg validate fp8 multi docs)
-usage="usage: $0 [peak] [default] [decode] [jpeg] [validate] [fp8] [multi] [docs]"
+PARTS=(peak default decode jpeg validate fp8 serve multi docs)
+usage="usage: $0 [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [multi] [docs]"
 for part in "$@"; do  # every part named is checked before anything runs
     [[ " ${PARTS[*]} " == *" $part "* ]] || { echo "$usage" >&2; exit 2; }
 done
 [[ $DRY_RUN == 1 ]] || mkdir -p "$OUT"
 
 parts=("$@")
-((${#parts[@]})) || parts=(peak default decode jpeg validate fp8)
+((${#parts[@]})) || parts=(peak default decode jpeg validate fp8 serve)
 gpu=dry-run software=dry-run gpus=4
 if [[ $DRY_RUN != 1 && " ${parts[*]} " != " docs " ]]; then  # docs alone needs no GPU
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//')
@@ -100,6 +102,13 @@ fp8() {  # where FP8 pays on this GPU, and the harness with torchao's float8 tra
     run sweep fp8 --output "$(csv fp8)"
     run validate --model llm_1b --seq-len 2048 --batch-size 4 --precision fp8 --compile \
         --repeats 3 --n-iters 20 --output "$(csv validate)"
+}
+
+serve() {  # requests a second under a p99 bound, beside offline throughput and batch-1 latency
+    for model in resnet50 vit distilbert; do
+        run serve --model "$model" --scenario server --find-qps --output "$(csv serve)"
+    done
+    run serve --model resnet50 --scenario single-stream --output "$(csv serve)"
 }
 
 multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a bare loop's?

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from dlbench.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("peak", "default", "decode", "jpeg", "validate", "fp8", "multi", "docs")
+PARTS = ("peak", "default", "decode", "jpeg", "validate", "fp8", "serve", "multi", "docs")
 
 
 def _dry_run(*parts: str, jpeg: Path = Path("/nonexistent/jpeg")) -> list[str]:
@@ -51,6 +51,10 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
     import dlbench.peak.run
 
     monkeypatch.setattr(dlbench.peak.run, "run_peak", record("peak", []))
+    import dlbench.serve.run
+
+    monkeypatch.setattr(dlbench.serve.run, "execute_serve", record("serve"))
+    monkeypatch.setattr(dlbench.serve.run, "show_serve", lambda row: None)
     import dlbench.sweep.runner
 
     def plan_only(runner, console=None):  # the scaling plan, not its points
@@ -72,9 +76,9 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
 
 
 def _model(called: object) -> object:
-    """The model a recorded call ran: a RunConfig's, else what the call got."""
+    """The model a recorded call ran: a RunConfig's or a serve run's, else what the call got."""
     workload = getattr(called, "workload", None)
-    return getattr(workload, "model", called)
+    return getattr(workload, "model", getattr(called, "model", called))
 
 
 def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path: Path) -> None:
@@ -82,7 +86,8 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     commands = [shlex.split(line)[1:] for line in lines if line.startswith("dlbench ")]
     assert [c[0] for c in commands] == [
         "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
-        "validate", "sweep", "validate", "peak", "scaling", "scaling", "scaling", "validate",
+        "validate", "sweep", "validate", "serve", "serve", "serve", "serve", "peak", "scaling",
+        "scaling", "scaling", "validate",
         "validate", "validate", "train", "train", "train", "train", "train", "validate", "validate",
     ]  # fmt: skip
     pairs = [c for c in commands if c[0] == "validate" and "--devices" in c
@@ -107,7 +112,8 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     assert executed[0] == ("peak", "auto")  # every GPU, before the plan that divides by it
     models = [_model(first) for name, first in executed[1:] if name != "make-data"]
     assert models == ["llm_8b", "resnet50", "resnet50", "resnet50",
-                      f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "llm_1b", "auto",
+                      f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "llm_1b", "resnet50",
+                      "vit", "distilbert", "resnet50", "auto",
                       "resnet50", "vit", "llm_1b", "resnet50", "vit", "resnet50",
                       *["llm_8b"] * 5, "llm_1b", "llm_1b", "resnet50"]  # fmt: skip
     fp8 = [

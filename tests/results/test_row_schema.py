@@ -33,10 +33,14 @@ def _declared_in_order(row: dict[str, object]) -> None:
     assert list(row) == [c for c in COLUMNS if c in row], f"{row.get('run_kind')}: not in order"
 
 
-@pytest.mark.parametrize("kind", ["benchmark", "validate", "peak", "loader"])
+@pytest.mark.parametrize("kind", ["benchmark", "validate", "peak", "loader", "serve"])
 def test_each_run_kinds_rows_are_declared_in_the_schemas_order(kind, dlbench, written, tmp_path):
     out = tmp_path / "rows.csv"
-    if kind == "loader":
+    if kind == "serve":
+        args = ["serve", *TINY[:4], "--width", "32", "--height", "32", "--precision", "32",
+                "--no-compile", "--max-batch", "2", "--scenario", "offline",
+                "--queries", "8"]  # fmt: skip
+    elif kind == "loader":
         images = tmp_path / "set"
         assert dlbench("make-data", images, "--images", "8", "--size", "40x32")[0] == 0
         args = ["data", images / "images", "--model", "timm:test_resnet", "--batch-size", "2",

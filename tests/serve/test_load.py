@@ -160,3 +160,19 @@ def test_the_host_clock_waits_until_the_moment_not_before():
     clock = HostClock()
     moment = clock.now() + 0.003
     assert clock.wait_until(moment) >= moment
+
+
+def test_a_generator_that_fell_behind_makes_the_row_invalid_and_says_so():
+    from dlbench.config.limits import MAX_GENERATOR_LAG_MS
+    from dlbench.results.verdict import verdict_columns
+
+    late = verdict_columns({"status": "ok", "serve_generator_lag_p99_ms": MAX_GENERATOR_LAG_MS * 2})
+    assert late["verdict"] == "invalid" and late["verdict_reasons"] == "generator_behind"
+    on_time = verdict_columns({"status": "ok", "serve_generator_lag_p99_ms": 0.05})
+    assert on_time["verdict"] == "valid"
+
+
+def test_buckets_are_powers_of_two_up_to_the_largest_batch():
+    from dlbench.serve.model_server import buckets
+
+    assert buckets(1) == [1] and buckets(8) == [1, 2, 4, 8] and buckets(12) == [1, 2, 4, 8, 12]

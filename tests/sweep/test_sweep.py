@@ -514,6 +514,7 @@ def test_a_worker_started_early_runs_the_points(monkeypatch, tmp_path):
     monkeypatch.setattr(worker_module.Worker, "start", start)
     from dlbench.cli import run_command
 
+    earlier = set(_workers_of(os.getpid()))  # an earlier test's worker may still be exiting
     plan = tmp_path / "plan.yaml"
     plan.write_text(
         "name: one\nfixed: {accelerator: cpu, n_iters: 2, warmup_steps: 0, width: 32, height: 32}"
@@ -522,4 +523,4 @@ def test_a_worker_started_early_runs_the_points(monkeypatch, tmp_path):
     assert run_command(["sweep", str(plan), "--output", str(tmp_path / "rows.csv")]) == 0
     [early] = started
     assert early.proc is None  # the launcher ran the point in it, then closed it
-    assert _workers_of(os.getpid()) == []
+    assert set(_workers_of(os.getpid())) <= earlier

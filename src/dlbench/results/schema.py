@@ -8,6 +8,7 @@ from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVER
 from dlbench.errors import invalid
 from dlbench.results.efficiency_columns import EFFICIENCY_COLUMNS
 from dlbench.results.peaks.columns import PEAK_COLUMNS
+from dlbench.results.serve_columns import SERVE_COLUMNS
 from dlbench.results.stats import (
     MAX_DRIFT_PCT,
     MAX_NOISE_PCT,
@@ -28,8 +29,8 @@ COLUMNS: dict[str, str] = {
     "status": "ok, oom, failed (a rank of a multi-process run was lost: error names it), error, "
     "timeout or interrupted",
     "error": "last error line when status is not ok",
-    "run_kind": "benchmark, validate, scaling, loader (dlbench data), peak (dlbench peak), or "
-    "per_rank (side file)",
+    "run_kind": "benchmark, validate, scaling, loader (dlbench data), peak (dlbench peak), serve "
+    "(dlbench serve), or per_rank (side file)",
     "model": "workload name (dlbench models)",
     "mode": "train or infer",
     "family": "vision, segmentation, text or llm",
@@ -283,6 +284,7 @@ COLUMNS: dict[str, str] = {
     "transformers": "environment: transformers version",
     "segmentation_models_pytorch": "environment: segmentation-models-pytorch version",
     **PEAK_COLUMNS,
+    **SERVE_COLUMNS,
 }
 
 # Columns that arrive as --tag labels (a sweep's own, or a user's): they label a row, they do

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from dlbench.config.limits import MIN_SPREAD_STEPS
+from dlbench.config.limits import MAX_GENERATOR_LAG_MS, MIN_SPREAD_STEPS
 from dlbench.errors import number_or_none
 from dlbench.results.schema import is_true
 from dlbench.results.stats import MAX_NOISE_PCT, Noise
@@ -80,6 +80,10 @@ REASONS = {
         " ({harness_ratios})",
         "a median would hide it: run validate again on a quiet GPU",
     ),
+    "generator_behind": (
+        "the load generator issued queries up to {serve_generator_lag_p99_ms:.2f} ms late (p99)",
+        "a quieter host, or a lower --qps: the load measured the generator, not the server",
+    ),
     "below_siblings": (
         "it attains {siblings_share:.0%} of its {siblings:.0f} siblings' median ({siblings_low})",
         "check this GPU's clocks, power and memory",
@@ -137,6 +141,8 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
         reasons.append("non_finite_loss")
     if disagreeing_repeats(harness_ratios(row)):
         reasons.append("repeats_disagree")
+    if (number_or_none(row.get("serve_generator_lag_p99_ms")) or 0) > MAX_GENERATOR_LAG_MS:
+        reasons.append("generator_behind")
     notes = []
     if "sw_power_cap" in slowdowns:
         notes.append("power_capped")

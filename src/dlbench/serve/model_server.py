@@ -1,0 +1,75 @@
+"""The server side of `dlbench serve`: one model on one device and a pool of single queries in
+pinned host memory, where a server receives them. A batch of n queries is padded to its
+bucket (the next power of two up to the batcher's largest), copied to the device, run, and
+its outputs copied back to the host; the copies are inside each query's latency. Buckets keep
+the shapes a compiled model sees to a few, each compiled and warmed before any load."""
+
+from __future__ import annotations
+
+import torch
+
+from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
+from dlbench.engine.scenarios.session import build_model
+from dlbench.workloads import InputShape, Workload
+
+WARM_RUNS = 3  # per bucket, before any load: compilation and the allocator's first blocks
+
+
+def buckets(max_batch: int) -> list[int]:
+    """1, 2, 4 ... up to max_batch (itself included when it is no power of two)."""
+    sizes = [1]
+    while sizes[-1] * 2 <= max_batch:
+        sizes.append(sizes[-1] * 2)
+    return sizes if sizes[-1] == max_batch else [*sizes, max_batch]
+
+
+class ModelServer:
+    """`run_batch(n)`: the n waiting queries through the model, outputs on the host."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        shape: InputShape,
+        device: torch.device,
+        precision: PrecisionPlan,
+        max_batch: int,
+        compile: bool,
+        seed: int,
+    ) -> None:
+        torch.manual_seed(seed)
+        model, _ = build_model(workload, shape, None, device)
+        model = model.eval().to(dtype=precision.param_dtype)
+        hold_autocast_weights(model, precision)
+        self.model = torch.compile(model) if compile else model
+        self.device, self.precision = device, precision
+        self.buckets = buckets(max_batch)
+        generator = torch.Generator().manual_seed(seed)
+        inputs = workload.make_batch(max_batch, shape, generator).inputs
+        if inputs.is_floating_point():
+            inputs = inputs.to(precision.input_dtype)
+        self.queries = inputs.pin_memory() if device.type == "cuda" else inputs
+
+    def bucket(self, n: int) -> int:
+        """The batch size n queries run at."""
+        return next(b for b in self.buckets if b >= n)
+
+    def run_batch(self, n: int) -> None:
+        """Copy in, run, copy out; returns when the outputs are on the host."""
+        size = self.bucket(n)
+        batch = self.queries[:size].to(self.device, non_blocking=True)
+        dtype = self.precision.autocast_dtype
+        with (
+            torch.inference_mode(),
+            torch.autocast(
+                self.device.type, dtype=dtype or torch.float32, enabled=dtype is not None
+            ),
+        ):
+            out = self.model(batch)
+        logits = out if isinstance(out, torch.Tensor) else out[0]
+        logits[:n].to("cpu")  # a device-to-host copy: waits for the device's work
+
+    def warm(self) -> None:
+        """Every bucket a few times (each compiles once), before any load is timed."""
+        for size in self.buckets:
+            for _ in range(WARM_RUNS):
+                self.run_batch(size)

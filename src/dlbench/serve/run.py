@@ -1,0 +1,212 @@
+"""`dlbench serve`: a scenario's load against one model on one device, one row (`run_kind` serve).
+
+Before any load the server is warmed (every bucket compiled and run) and two references of the
+same model are measured: its offline throughput at the largest batch, and its batch-1 latency
+(single stream). A server load runs at least `--queries` queries and `--min-duration` seconds;
+`--find-qps` searches the highest rate whose p99 meets the bound (serve.search), the offline
+throughput its upper end. LLMs are refused: serving them needs continuous batching."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlbench.console import stderr
+from dlbench.engine.acceleration.precision import plan_precision
+from dlbench.engine.distribution.devices import plan_devices
+from dlbench.errors import invalid
+from dlbench.results.environment import collect_environment
+from dlbench.results.row import RowBuilder, identity
+from dlbench.results.store import CsvStore
+from dlbench.serve.load import (
+    Batcher,
+    ServeResult,
+    offline_arrivals,
+    poisson_arrivals,
+    serve_load,
+    serve_single_stream,
+)
+from dlbench.serve.model_server import ModelServer
+from dlbench.serve.search import find_qps, passes
+from dlbench.workloads import get_workload
+
+SCENARIOS = ("single-stream", "server", "offline")
+# MLPerf Inference's p99 bounds for the server scenario: ResNet-50's for vision models, BERT's
+# for text (vit and the others have none of their own)
+SLO_P99_MS = {"vision": 15.0, "segmentation": 15.0, "text": 130.0}
+REFERENCE_BATCHES = 8  # the offline reference: this many batches of the largest size
+REFERENCE_QUERIES = 64  # the batch-1 reference: this many queries one at a time
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Everything a serve run is given (the CLI checks each flag)."""
+
+    model: str
+    scenario: str
+    qps: float | None
+    find: bool
+    max_batch: int
+    timeout_ms: float
+    slo_p99_ms: float | None
+    queries: int
+    min_duration_s: float
+    search_budget_s: float
+    precision: str
+    accelerator: str
+    compile: bool
+    width: int | None
+    height: int | None
+    seq_len: int
+    seed: int
+    output: Path
+
+
+def check_settings(s: ServeSettings) -> None:
+    """Combinations that make no sense, refused by flag before anything is built."""
+    if s.scenario not in SCENARIOS:
+        raise invalid("--scenario", s.scenario, f"allowed: {', '.join(SCENARIOS)}")
+    if s.scenario == "server" and (s.qps is None) == (not s.find):
+        raise invalid("--qps", str(s.qps), "the server scenario takes --qps or --find-qps")
+    if s.scenario != "server" and (s.qps is not None or s.find):
+        raise invalid("--qps", str(s.qps), "only the server scenario has a rate")
+    if get_workload(s.model).family == "llm":
+        raise invalid("--model", s.model, "LLM serving needs continuous batching; not served")
+    if s.precision == "fp8":
+        raise invalid("--precision", s.precision, "not served yet; use bf16-true")
+
+
+def execute_serve(s: ServeSettings) -> dict[str, object]:
+    """Warm, measure the references and the scenario's load; append and return the row."""
+    check_settings(s)
+    store = CsvStore(s.output)
+    store.check_writable()
+    workload = get_workload(s.model)
+    shape = workload.shape(s.width, s.height, s.seq_len)
+    devices = plan_devices(s.accelerator, "1")
+    precision = plan_precision(s.precision, devices.device_type, "infer")
+    precision.apply_matmul_settings()
+    env = collect_environment(devices.device_type)
+    device = _device(devices.device_type)
+    server = ModelServer(workload, shape, device, precision, s.max_batch, s.compile, s.seed)
+    stderr.print(f"serving {s.model} ({s.scenario}): warming {len(server.buckets)} buckets")
+    server.warm()
+    batcher = Batcher(s.max_batch, s.timeout_ms / 1e3)
+    references = _references(server, batcher)
+    slo = s.slo_p99_ms or SLO_P99_MS.get(workload.family, SLO_P99_MS["vision"])
+    result, parts = _scenario_load(s, server, batcher, slo, references)
+    settings = {
+        "model": s.model,
+        "mode": "infer",
+        "family": workload.family,
+        "sample_unit": workload.sample_unit,
+        "precision": s.precision,
+        "batch_size": s.max_batch,
+        "accelerator": devices.device_type,
+        "devices": 1,
+        "compile": s.compile,
+        "seed": s.seed,
+        **_shape_columns(workload, shape),
+    }
+    batching = {
+        "serve_scenario": s.scenario,
+        "serve_max_batch": s.max_batch,
+        "serve_batch_timeout_ms": s.timeout_ms,
+        "serve_slo_p99_ms": slo,
+        "serve_min_duration_s": s.min_duration_s,
+    }
+    row = (
+        RowBuilder()
+        .add("identity", {**identity(None, "ok"), "run_kind": "serve"})
+        .add("settings", settings)
+        .add("the batcher", batching)
+        .add("the load", result.columns())
+        .include(parts)
+        .add("the references", references)
+        .add("environment", env)
+        .row()
+    )
+    store.append(row)
+    return row
+
+
+def _references(server: ModelServer, batcher: Batcher) -> dict[str, object]:
+    """The same model offline at its largest batch, and one query at a time."""
+    count = batcher.max_batch * REFERENCE_BATCHES
+    offline = serve_load(offline_arrivals(count), server.run_batch, batcher)
+    single = serve_single_stream(REFERENCE_QUERIES, server.run_batch)
+    return {
+        "serve_offline_samples_per_s": offline.achieved_qps,
+        "serve_batch1_p50_ms": single.percentile_ms(50),
+    }
+
+
+def _scenario_load(
+    s: ServeSettings, server: ModelServer, batcher: Batcher, slo: float, references: dict
+) -> tuple[ServeResult, RowBuilder]:
+    """The scenario's measured load, and its own parts of the row (the rate, the search)."""
+    parts = RowBuilder()
+    if s.scenario == "single-stream":
+        return serve_single_stream(s.queries, server.run_batch), parts
+    if s.scenario == "offline":
+        arrivals = offline_arrivals(max(s.queries, s.max_batch))
+        return serve_load(arrivals, server.run_batch, batcher), parts
+
+    loads: dict[float, ServeResult] = {}  # the search's loads: the row reports the one found
+
+    def load(qps: float) -> ServeResult:
+        count = max(s.queries, math.ceil(qps * s.min_duration_s))
+        arrivals = poisson_arrivals(qps, count, s.seed)
+        loads[qps] = serve_load(arrivals, server.run_batch, batcher)
+        return loads[qps]
+
+    qps = s.qps or 0.0
+    if s.find:
+        high = float(references["serve_offline_samples_per_s"])
+        search = find_qps(load, slo, high, s.search_budget_s)
+        parts.add("the search", search.columns())
+        best = search.best
+        qps = best.qps if best else search.points[-1].qps
+    result = loads.get(qps) or load(qps)
+    parts.add("the rate", {"serve_qps_target": qps, "serve_slo_met": passes(result, qps, slo)})
+    return result, parts
+
+
+def _device(device_type: str):
+    import torch
+
+    return (
+        torch.device("cuda", torch.cuda.current_device())
+        if device_type == "cuda"
+        else (torch.device("cpu"))
+    )
+
+
+def _shape_columns(workload, shape) -> dict[str, object]:
+    image = workload.is_image
+    return {
+        "width": shape.width if image else None,
+        "height": shape.height if image else None,
+        "seq_len": None if image else shape.seq_len,
+    }
+
+
+def show_serve(row: dict[str, object]) -> None:
+    """The row's serving figures, a line each."""
+
+    def n(key: str) -> float:
+        return float(row[key])  # type: ignore[arg-type]
+
+    lines = [
+        f"{row['model']} {row['serve_scenario']}: {row['serve_queries']} queries, "
+        f"{n('serve_achieved_qps'):,.1f}/s answered, mean batch {n('serve_mean_batch'):.1f}",
+        f"latency p50 {n('latency_p50_ms'):.2f} ms, p90 {n('latency_p90_ms'):.2f} ms, "
+        f"p99 {n('latency_p99_ms'):.2f} ms",
+        f"offline {n('serve_offline_samples_per_s'):,.1f}/s, batch-1 p50 "
+        f"{n('serve_batch1_p50_ms'):.2f} ms",
+    ]
+    if row.get("serve_points_tried"):
+        lines.append(f"found {row.get('serve_qps_found')}/s in {row['serve_points_tried']} points")
+    lines.append(f"verdict: {row['verdict']} {row.get('verdict_reasons') or ''}".rstrip())
+    print("\n".join(lines))

@@ -1,0 +1,67 @@
+"""`dlbench serve` end to end on the CPU with a tiny timm model (real model, real clock): each
+scenario writes one `serve` row with its figures and references; bad flags are one line, exit
+2, and the CSV keeps its bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlbench.results.store import CsvStore
+from tests.conftest import refused
+
+TINY = ["--accelerator", "cpu", "--model", "timm:test_resnet", "--width", "32", "--height",
+        "32", "--precision", "32", "--no-compile", "--max-batch", "4"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("scenario", "extra"),
+    [
+        ("single-stream", []),
+        ("offline", []),
+        ("server", ["--qps", "40", "--min-duration", "0.2"]),
+        ("server", ["--find-qps", "--search-budget", "3", "--min-duration", "0.1"]),
+    ],
+)
+def test_each_scenario_writes_one_serve_row(dlbench, tmp_path, scenario, extra):
+    out = tmp_path / "serve.csv"
+    args = ["serve", *TINY, "--scenario", scenario, "--queries", "16", *extra, "--output", out]
+    code, printed, err = dlbench(*args)
+    assert code == 0, err
+    [row] = CsvStore(out).rows()
+    assert row["run_kind"] == "serve" and row["serve_scenario"] == scenario
+    assert int(row["serve_queries"]) >= 16 and float(row["latency_p99_ms"]) > 0
+    assert float(row["serve_offline_samples_per_s"]) > 0 and float(row["serve_batch1_p50_ms"]) > 0
+    assert row["verdict"] in ("valid", "invalid") and "latency p50" in printed
+    if scenario == "server":
+        assert float(row["serve_qps_target"]) > 0 and row["serve_slo_met"] in ("True", "False")
+    if "--find-qps" in extra:
+        assert int(row["serve_points_tried"]) >= 1 and row["serve_points"]
+    if scenario == "offline":
+        assert float(row["serve_mean_batch"]) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--scenario", "burst"], "--scenario"),
+        (["--scenario", "server"], "--qps"),
+        (["--scenario", "offline", "--qps", "10"], "--qps"),
+        (["--scenario", "server", "--qps", "nan"], "--qps"),
+        (["--scenario", "server", "--qps", "0"], "--qps"),
+        (["--scenario", "server", "--qps", "1e12"], "--qps"),
+        (["--max-batch", "0"], "--max-batch"),
+        (["--batch-timeout-ms", "-1"], "--batch-timeout-ms"),
+        (["--batch-timeout-ms", "inf"], "--batch-timeout-ms"),
+        (["--slo-p99-ms", "0"], "--slo-p99-ms"),
+        (["--queries", "100000000000"], "--queries"),
+        (["--min-duration", "-3"], "--min-duration"),
+        (["--model", "llm_tiny"], "continuous batching"),
+        (["--precision", "fp8"], "--precision"),
+        (["--precision", "64"], "--precision"),
+        (["--accelerator", "tpu"], "--accelerator"),
+        (["--model", "no_such_model"], "no_such_model"),
+    ],
+)
+def test_bad_serve_flags_are_refused_in_one_line(dlbench, kept, args, needle):
+    base = ["--accelerator", "cpu", "--scenario", "offline", "--no-compile"]
+    refused(dlbench("serve", *base, *args, "--output", kept), needle)
