@@ -65,3 +65,18 @@ def test_each_scenario_writes_one_serve_row(dlbench, tmp_path, scenario, extra):
 def test_bad_serve_flags_are_refused_in_one_line(dlbench, kept, args, needle):
     base = ["--accelerator", "cpu", "--scenario", "offline", "--no-compile"]
     refused(dlbench("serve", *base, *args, "--output", kept), needle)
+
+
+@pytest.mark.e2e
+def test_a_compiled_model_is_served_from_a_graph_per_bucket(dlbench, tmp_path):
+    """Compiled, the model gets a static graph per bucket (1, 2 and 4 here), made while warming."""
+    from torch._dynamo.utils import counters
+
+    out = tmp_path / "serve.csv"
+    args = [a for a in TINY if a != "--no-compile"]
+    code, _, err = dlbench("serve", *args, "--scenario", "offline", "--queries", "8",
+                           "--output", out)  # fmt: skip
+    assert code == 0, err
+    [row] = CsvStore(out).rows()
+    assert row["compile"] == "True" and float(row["serve_mean_batch"]) == pytest.approx(4.0)
+    assert counters["stats"]["unique_graphs"] >= 3  # buckets 1, 2 and 4

@@ -40,7 +40,8 @@ class ModelServer:
         model, _ = build_model(workload, shape, None, device)
         model = model.eval().to(dtype=precision.param_dtype)
         hold_autocast_weights(model, precision)
-        self.model = torch.compile(model) if compile else model
+        # one static graph per bucket (dynamic shapes would trade every bucket's kernels for one)
+        self.model = torch.compile(model, dynamic=False) if compile else model
         self.device, self.precision = device, precision
         self.buckets = buckets(max_batch)
         generator = torch.Generator().manual_seed(seed)
@@ -69,7 +70,10 @@ class ModelServer:
         logits[:n].to("cpu")  # a device-to-host copy: waits for the device's work
 
     def warm(self) -> None:
-        """Every bucket a few times (each compiles once), before any load is timed."""
-        for size in self.buckets:
-            for _ in range(WARM_RUNS):
-                self.run_batch(size)
+        """Every bucket a few times (each compiles once), before any load is timed; dynamo may
+        compile one graph per bucket here, past its default limit of recompilations."""
+        limit = max(torch._dynamo.config.recompile_limit, len(self.buckets) + 1)
+        with torch._dynamo.config.patch(recompile_limit=limit):
+            for size in self.buckets:
+                for _ in range(WARM_RUNS):
+                    self.run_batch(size)
