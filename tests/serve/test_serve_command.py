@@ -80,3 +80,28 @@ def test_a_compiled_model_is_served_from_a_graph_per_bucket(dlbench, tmp_path):
     [row] = CsvStore(out).rows()
     assert row["compile"] == "True" and float(row["serve_mean_batch"]) == pytest.approx(4.0)
     assert counters["stats"]["unique_graphs"] >= 3  # buckets 1, 2 and 4
+
+
+def test_the_report_shows_serving_and_draws_latency_against_rate(dlbench, tmp_path):
+    """A real searched serve row beside a real benchmark row: the report's serving section
+    holds the row's figures and its figure the rates the search tried."""
+    from dlbench.analysis.report import build_report
+    from dlbench.analysis.serving import search_points
+
+    out = tmp_path / "rows.csv"
+    args = ["serve", *TINY, "--scenario", "server", "--find-qps", "--search-budget", "2",
+            "--min-duration", "0.1", "--queries", "16", "--output", out]  # fmt: skip
+    assert dlbench(*args)[0] == 0
+    train = ["train", *TINY[:2], "--model", "timm:test_resnet", "--batch-size", "2",
+             "--width", "32", "--height", "32", "--n-iters", "3", "--warmup-steps", "1",
+             "--output", out]  # fmt: skip
+    assert dlbench(*train)[0] == 0
+    [served] = [r for r in CsvStore(out).rows() if r["run_kind"] == "serve"]
+    report = build_report([out], tmp_path / "report")
+    section = report.markdown.read_text().split("## Serving under load")[1].split("## ")[0]
+    assert "timm:test_resnet" in section and "p99 bound ms" in section
+    from dlbench.analysis.load import load_rows
+
+    points = search_points(load_rows([out]))
+    assert len(points) == int(served["serve_points_tried"]) and points["p99_ms"].gt(0).all()
+    assert any("serving" in p.name for p in (tmp_path / "report").glob("*.png"))

@@ -494,11 +494,12 @@ def test_a_plan_refused_after_the_worker_started_leaves_no_worker_behind(
     started = []
     real = worker_module.Worker.start
     monkeypatch.setattr(worker_module.Worker, "start", lambda w: started.append(w) or real(w))
+    earlier = set(_workers_of(os.getpid()))  # an earlier test's worker may still be exiting
     bad = tmp_path / "plan.yaml"
     bad.write_text("name: bad\nruns:\n  - models: [no_such_model]\n")
     refused(dlbench("sweep", bad, "--output", kept), "no_such_model")
     assert len(started) == 1 and started[0].proc is None  # started first, then stopped
-    assert _workers_of(os.getpid()) == []
+    assert set(_workers_of(os.getpid())) <= earlier
 
 
 def test_a_worker_started_early_runs_the_points(monkeypatch, tmp_path):

@@ -178,3 +178,25 @@ def telemetry_timeline(samples: pd.DataFrame) -> Figure | None:
     axes[-1].set_xlabel("seconds from the first sample")
     fig.tight_layout()
     return fig
+
+
+def latency_against_rate(points: pd.DataFrame) -> Figure | None:
+    """p99 latency against the rate a search tried, a panel per model, a line per machine,
+    the bound dashed: the rate found is the last point under it."""
+    if points.empty:
+        return None
+    models = sorted(points["model"].unique())
+    fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 4), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        panel = points[points["model"] == model]
+        for machine, line in panel.groupby("machine"):
+            line = line.sort_values("qps")
+            ax.plot(line["qps"], line["p99_ms"], "o-", label=str(machine))
+        bound = panel["bound_ms"].dropna()
+        if not bound.empty:
+            ax.axhline(float(bound.iloc[0]), color="grey", linestyle="--", label="p99 bound")
+        ax.set(title=model, xlabel="queries/s (Poisson arrivals)", ylabel="p99 latency (ms)")
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -34,6 +34,7 @@ from dlbench.analysis.report_rows import (
 )
 from dlbench.analysis.roofline import decode_table
 from dlbench.analysis.scaling import scaling_table
+from dlbench.analysis.serving import search_points, serve_table
 from dlbench.analysis.timeline import load_timeline, throttle_summary
 
 
@@ -167,6 +168,20 @@ def latency_at_batch_1(r: ReportRows) -> Part | None:
             latency,
         ),
         None,
+    )
+
+
+def serving_under_load(r: ReportRows) -> Part | None:
+    """Requests a second within a p99 bound, beside offline throughput and batch-1 latency."""
+    table = serve_table(r.rows)
+    if table.empty:
+        return None
+    text = (
+        "dlbench serve: latency from each query's scheduled arrival; the figure is each rate "
+        "a search tried and its p99 against the bound (docs/serving.md)."
+    )
+    return Section("Serving under load", text, table), figures.latency_against_rate(
+        search_points(r.rows)
     )
 
 
@@ -310,6 +325,7 @@ SECTIONS: tuple[Callable[[ReportRows], Part | None], ...] = (
     rows_left_out,
     cost_per_million_samples,
     latency_at_batch_1,
+    serving_under_load,
     generation_against_bandwidth,
     fleet_check,
     input_pipeline,

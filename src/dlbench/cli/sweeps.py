@@ -83,11 +83,11 @@ def sweep(
         runner = SweepRunner(
             sweep_plan, output, allow_power_changes, settle_s, shards, isolation, resume, early
         )
+        _warn_of_an_unusable_cache_variable()
     except BaseException:
         if early is not None:
             early.close()
         raise
-    _warn_of_an_unusable_cache_variable()
     outcome = runner.run()
     Console(width=max(Console().width, 120)).print(summary_table(outcome))
     raise typer.Exit(finish(outcome))

@@ -49,7 +49,7 @@ class Search:
             "serve_qps_found": best.qps if best else None,
             "serve_points_tried": len(self.points),
             "serve_points": " ".join(
-                f"{p.qps:.1f}:{'ok' if p.passed else 'over'}" for p in self.points
+                f"{p.qps:.1f}:{p.p99_ms:.3f}:{'ok' if p.passed else 'over'}" for p in self.points
             ),
         }
 

@@ -1,0 +1,66 @@
+"""The report's serving rows (`dlbench serve`): per model, machine and scenario, the rate found
+or asked for, its latencies beside the bound, and the same model's offline throughput and
+batch-1 latency; and each rate a search tried with its p99, for latency against rate."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dlbench.analysis.load import machine_labels
+
+SERVE_TABLE = {
+    "model": "model",
+    "machine": "machine",
+    "serve_scenario": "scenario",
+    "serve_qps_target": "rate asked /s",
+    "serve_achieved_qps": "answered /s",
+    "latency_p50_ms": "p50 ms",
+    "latency_p90_ms": "p90 ms",
+    "latency_p99_ms": "p99 ms",
+    "serve_slo_p99_ms": "p99 bound ms",
+    "serve_offline_samples_per_s": "offline /s",
+    "of_offline": "served / offline",
+    "serve_batch1_p50_ms": "batch-1 p50 ms",
+    "verdict": "verdict",
+}
+
+
+def serve_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The finished serve rows, each with its machine."""
+    if "run_kind" not in rows:
+        return rows.iloc[0:0]
+    found = rows[(rows["run_kind"] == "serve") & (rows["status"] == "ok")].copy()
+    found["machine"] = machine_labels(found)
+    return found
+
+
+def serve_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """One line per serve row: what it answered, how fast, against its bound and references."""
+    found = serve_rows(rows)
+    if found.empty:
+        return found
+    found["of_offline"] = found["serve_achieved_qps"] / found["serve_offline_samples_per_s"]
+    columns = [c for c in SERVE_TABLE if c in found]
+    return found[columns].rename(columns=SERVE_TABLE).reset_index(drop=True)
+
+
+def search_points(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each rate a search tried (`serve_points`: qps:p99_ms:ok|over) with its model, machine
+    and bound."""
+    found = serve_rows(rows)
+    points = []
+    if "serve_points" in found:
+        for r in found.dropna(subset=["serve_points"]).to_dict("records"):
+            for point in str(r["serve_points"]).split():
+                qps, p99, outcome = point.split(":")
+                points.append(
+                    {
+                        "model": r["model"],
+                        "machine": r["machine"],
+                        "qps": float(qps),
+                        "p99_ms": float(p99),
+                        "passed": outcome == "ok",
+                        "bound_ms": r.get("serve_slo_p99_ms"),
+                    }
+                )
+    return pd.DataFrame(points)
