@@ -15,7 +15,7 @@ from pathlib import Path
 from dlbench.console import stderr
 from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.engine.distribution.devices import plan_devices
-from dlbench.errors import invalid
+from dlbench.errors import UserError, invalid
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
@@ -68,9 +68,10 @@ def check_settings(s: ServeSettings) -> None:
     if s.scenario not in SCENARIOS:
         raise invalid("--scenario", s.scenario, f"allowed: {', '.join(SCENARIOS)}")
     if s.scenario == "server" and (s.qps is None) == (not s.find):
-        raise invalid("--qps", str(s.qps), "the server scenario takes --qps or --find-qps")
+        raise UserError("--qps: the server scenario takes one of --qps RATE and --find-qps")
     if s.scenario != "server" and (s.qps is not None or s.find):
-        raise invalid("--qps", str(s.qps), "only the server scenario has a rate")
+        flag = "--find-qps" if s.find else "--qps"
+        raise UserError(f"{flag}: only the server scenario has a rate ({s.scenario} has none)")
     if get_workload(s.model).family == "llm":
         raise invalid("--model", s.model, "LLM serving needs continuous batching; not served")
     if s.precision == "fp8":
