@@ -24,13 +24,12 @@ def loader_row(
 ) -> RowBuilder:
     """One worker count as a row's parts; throughput columns mean what they mean for a model
     row."""
-    image = get_workload(model).is_image
+    workload = get_workload(model)
+    image = workload.is_image
     settings = {
         "model": model,
         "batch_size": batch_size,
-        "width": shape.width if image else None,
-        "height": shape.height if image else None,
-        "seq_len": None if image else shape.seq_len,
+        **workload.shape_columns(shape),
         "data": spec,
         "data_workers": r.workers,
         "data_decode": decode,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dlbench.engine.benchmark import Measurement
 from dlbench.engine.distribution.ranks import RANK_TELEMETRY
-from dlbench.engine.plan import Plan
 from dlbench.engine.scenarios.kinds import scenario_for
 from dlbench.results.row import RowBuilder, config_columns, identity
 
@@ -58,7 +57,7 @@ def measurement_row(
         RowBuilder()
         .add("identity", {**identity(plan.config.output.run_id, "ok"), "run_kind": run_kind})
         .add("settings", config_columns(plan.config))
-        .amend("the workload's shape", _shape_columns(plan))
+        .amend("the workload's shape", plan.workload.shape_columns(plan.shape))
         .amend("the loop", {"warmup_steps": loop.warmup_steps})  # as settled, not as asked
         .amend("what ran", m.as_run)
         .add("the measurement", measured)
@@ -74,16 +73,6 @@ def measurement_row(
         per_million = price / 3600 / float(per_s) * 1e6  # type: ignore[arg-type]
         row.add("cost", {"usd_per_hour": price, "usd_per_million_samples": per_million})
     return row.row()
-
-
-def _shape_columns(plan: Plan) -> dict[str, object]:
-    """The input as it ran: an image's width and height, a sequence's length."""
-    shape, image = plan.shape, plan.workload.is_image
-    return {
-        "width": shape.width if image else None,
-        "height": shape.height if image else None,
-        "seq_len": None if image else shape.seq_len,
-    }
 
 
 def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:

@@ -108,7 +108,7 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
         "devices": 1,
         "compile": s.compile,
         "seed": s.seed,
-        **_shape_columns(workload, shape),
+        **workload.shape_columns(shape),
     }
     batching = {
         "serve_scenario": s.scenario,
@@ -182,15 +182,6 @@ def _device(device_type: str):
         if device_type == "cuda"
         else (torch.device("cpu"))
     )
-
-
-def _shape_columns(workload, shape) -> dict[str, object]:
-    image = workload.is_image
-    return {
-        "width": shape.width if image else None,
-        "height": shape.height if image else None,
-        "seq_len": None if image else shape.seq_len,
-    }
 
 
 def show_serve(row: dict[str, object]) -> None:

@@ -95,6 +95,15 @@ class Workload:
         """Pixels in one sample for image workloads, None for text."""
         return shape.width * shape.height if self.is_image else None
 
+    def shape_columns(self, shape: InputShape) -> dict[str, object]:
+        """A row's input as it ran: an image's width and height, a sequence's length."""
+        image = self.is_image
+        return {
+            "width": shape.width if image else None,
+            "height": shape.height if image else None,
+            "seq_len": None if image else shape.seq_len,
+        }
+
 
 def cross_entropy(outputs: Any, targets: torch.Tensor) -> torch.Tensor:
     """Classification and per-pixel loss; HF outputs carry their logits in `.logits`."""
