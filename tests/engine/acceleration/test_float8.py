@@ -101,18 +101,23 @@ def test_the_native_llms_projections_convert_and_carry_their_share_of_the_flops(
 
 
 @pytest.mark.parametrize(
-    ("batch", "seq_len", "pads"),
-    [(8, None, True), (16, None, False), (4, 2048, False), (3, 9, True)],
-)
-def test_rows_not_a_multiple_of_16_are_padded_for_the_weight_gradient(batch, seq_len, pads):
+    ("model", "batch", "seq_len", "pads"),
+    [("timm:test_vit", 8, None, True), ("timm:test_vit", 16, None, False),
+     ("llm_tiny", 4, 2048, False), ("llm_tiny", 3, 9, True)],
+)  # fmt: skip
+def test_rows_not_a_multiple_of_16_are_padded_for_the_weight_gradient(model, batch, seq_len, pads):
     """The weight gradient's scaled matmul sums over the step's rows (batch x tokens): a
-    test_vit batch of 8 at 64 x 64 (136 tokens) failed on an H100 unpadded. A batch that is a
-    multiple of 16, or a known row count that is, keeps torchao's unpadded matmul."""
-    model = nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 16))
-    aligned = rows_aligned(batch, seq_len)
-    layers = apply_float8(model, True, "train", "tensorwise", sharded=False, aligned=aligned)
+    test_vit batch of 8 at 64 x 64 (136 tokens) failed on an H100 unpadded, also after the
+    first fix, which counted an image's shape as 128 tokens (the shape's unused seq_len). A
+    batch that is a multiple of 16, or a known row count that is, keeps torchao's unpadded
+    matmul."""
+    workload = get_workload(model)
+    shape = workload.shape(64, 64, seq_len or 128)
+    linears = nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 16))
+    aligned = rows_aligned(workload, shape, batch)
+    layers = apply_float8(linears, True, "train", "tensorwise", sharded=False, aligned=aligned)
     assert len(layers.names) == 2
-    assert model[0].config.pad_inner_dim is pads
+    assert linears[0].config.pad_inner_dim is pads
 
 
 def test_quantizing_for_inference_leaves_the_compilers_settings_as_they_were():

@@ -21,6 +21,7 @@ from torch import nn
 
 from dlbench.config.fields import FP8_INFERENCE_RECIPES, FP8_TRAINING_RECIPES
 from dlbench.errors import invalid
+from dlbench.workloads import InputShape, Workload
 
 MIN_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9), Hopper (9.0) and newer
 DIMENSION_MULTIPLE = 16  # torch._scaled_mm takes dimensions that are multiples of 16
@@ -112,11 +113,13 @@ def require_fp8_linears(model: nn.Module, name: str) -> list[str]:
     return found
 
 
-def rows_aligned(batch_size: int, seq_len: int | None) -> bool:
+def rows_aligned(workload: Workload, shape: InputShape, batch_size: int) -> bool:
     """Whether the rows every Linear layer sees in a step (batch x tokens) are sure to be a
     multiple of 16, the weight gradient's inner dimension in its scaled matmul. A vision
-    model's tokens per image are not known here: only a batch that is a multiple makes sure."""
-    return batch_size * (seq_len or 1) % DIMENSION_MULTIPLE == 0
+    model's tokens per image are not known here (an image's shape carries an unused seq_len):
+    only a batch that is a multiple makes sure."""
+    tokens = workload.tokens_per_sample(shape) or 1
+    return batch_size * tokens % DIMENSION_MULTIPLE == 0
 
 
 def convert_for_training(

@@ -64,7 +64,7 @@ class BareLoop:
             config.workload.mode,
             config.acceleration.fp8_recipe,
             sharding is not None,
-            rows_aligned(config.workload.batch_size, shape.seq_len),
+            rows_aligned(workload, shape, config.workload.batch_size),
         )
         self.precompute = fp8_sharded_recipe(self.float8, sharding is not None)
         if config.workload.mode != "train":

@@ -202,7 +202,7 @@ def open_session(
         config.workload.mode,
         config.acceleration.fp8_recipe,
         sharded,
-        rows_aligned(config.workload.batch_size, shape.seq_len),
+        rows_aligned(workload, shape, config.workload.batch_size),
     )
     if config.workload.mode != "train":
         hold_autocast_weights(model, precision)
