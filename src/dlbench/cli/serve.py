@@ -55,6 +55,9 @@ def serve(
     ),
     accelerator: Annotated[str, typer.Option(help="auto, gpu or cpu.")] = "auto",
     compile: Annotated[bool, typer.Option(help="torch.compile the model (each bucket).")] = True,
+    cuda_graphs: Annotated[
+        bool, typer.Option(help="Replay each bucket as a CUDA graph (on a GPU).")
+    ] = True,
     width: Annotated[int | None, typer.Option(help="Image width.")] = None,
     height: Annotated[int | None, typer.Option(help="Image height.")] = None,
     seq_len: Annotated[int, typer.Option(help="Text: tokens a query.")] = 128,
@@ -90,6 +93,7 @@ def serve(
         precision=precision,
         accelerator=accelerator,
         compile=compile,
+        cuda_graphs=cuda_graphs,
         width=width,
         height=height,
         seq_len=seq_len,

@@ -64,7 +64,8 @@ COLUMNS: dict[str, str] = {
     "on a GPU, except a batch-1 step run by the Triton decode kernels; generation_path says "
     "what ran; batch-1 inference on one GPU: default on unless compile_speedup says eager won)",
     "cuda_graphs": "steps replayed as CUDA graphs, as run (default on a GPU for inference and "
-    "generation; training with --cuda-graphs; False after a capture that failed)",
+    "generation, a graph per bucket for serve; training with --cuda-graphs; False after a "
+    "capture that failed)",
     "graph_fallback": "why the step could not be captured as a CUDA graph (it then ran eager)",
     "capture_s": "eager warm-up steps and CUDA-graph capture before the loop (inside warmup_s)",
     "llm_impl": "LLM workloads: native (fused q/k/v and gate/up, chunked loss, written for the "

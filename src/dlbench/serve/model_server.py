@@ -2,12 +2,17 @@
 pinned host memory, where a server receives them. A batch of n queries is padded to its
 bucket (the next power of two up to the batcher's largest), copied to the device, run, and
 its outputs copied back to the host; the copies are inside each query's latency. Buckets keep
-the shapes a compiled model sees to a few, each compiled and warmed before any load."""
+the shapes a compiled model sees to a few, each compiled and warmed before any load, then
+captured as a CUDA graph (on a GPU): a small batch costs the host one launch, not one a kernel,
+as a serving stack's graph per batch size does."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from dlbench.engine.acceleration.graphs import can_capture, capture_each
 from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.engine.scenarios.session import build_model
 from dlbench.workloads import InputShape, Workload
@@ -35,6 +40,7 @@ class ModelServer:
         max_batch: int,
         compile: bool,
         seed: int,
+        graphs: bool = True,
     ) -> None:
         torch.manual_seed(seed)
         model, _ = build_model(workload, shape, None, device)
@@ -49,6 +55,10 @@ class ModelServer:
         if inputs.is_floating_point():
             inputs = inputs.to(precision.input_dtype)
         self.queries = inputs.pin_memory() if device.type == "cuda" else inputs
+        self.graphs = graphs and can_capture(device.type)
+        self.replays: dict[int, Callable[[], None]] = {}
+        self.outputs: dict[int, torch.Tensor] = {}  # each graph's output, written by its replay
+        self.fallback = ""  # why capture failed
 
     def bucket(self, n: int) -> int:
         """The batch size n queries run at."""
@@ -57,7 +67,15 @@ class ModelServer:
     def run_batch(self, n: int) -> None:
         """Copy in, run, copy out; returns when the outputs are on the host."""
         size = self.bucket(n)
-        batch = self.queries[:size].to(self.device, non_blocking=True)
+        if self.replays:
+            self.static_queries[:size].copy_(self.queries[:size], non_blocking=True)
+            self.replays[size]()
+            logits = self.outputs[size]
+        else:
+            logits = self._forward(self.queries[:size].to(self.device, non_blocking=True))
+        logits[:n].to("cpu")  # a device-to-host copy: waits for the device's work
+
+    def _forward(self, batch: torch.Tensor) -> torch.Tensor:
         dtype = self.precision.autocast_dtype
         with (
             torch.inference_mode(),
@@ -66,14 +84,34 @@ class ModelServer:
             ),
         ):
             out = self.model(batch)
-        logits = out if isinstance(out, torch.Tensor) else out[0]
-        logits[:n].to("cpu")  # a device-to-host copy: waits for the device's work
+        return out if isinstance(out, torch.Tensor) else out[0]
 
     def warm(self) -> None:
         """Every bucket a few times (each compiles once), before any load is timed; dynamo may
-        compile one graph per bucket here, past its default limit of recompilations."""
+        compile one graph per bucket here, past its default limit of recompilations. Then
+        each bucket's graph, reading one static buffer that a batch's queries are copied into;
+        a capture that fails leaves every bucket uncaptured (`cuda_graphs` False)."""
         limit = max(torch._dynamo.config.recompile_limit, len(self.buckets) + 1)
         with torch._dynamo.config.patch(recompile_limit=limit):
             for size in self.buckets:
                 for _ in range(WARM_RUNS):
                     self.run_batch(size)
+        if not self.graphs:
+            return
+        self.static_queries = torch.empty_like(self.queries, device=self.device)
+
+        def forward(size: int) -> Callable[[], None]:
+            def run() -> None:
+                self.outputs[size] = self._forward(self.static_queries[:size])
+
+            return run
+
+        self.replays, self.fallback = capture_each(
+            {size: forward(size) for size in self.buckets}, self.device, "a bucket"
+        )
+
+    def columns(self) -> dict[str, object]:
+        """Whether the buckets ran as graphs, and why not where capture failed."""
+        if not self.graphs:
+            return {}
+        return {"cuda_graphs": bool(self.replays), "graph_fallback": self.fallback}

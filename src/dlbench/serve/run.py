@@ -56,6 +56,7 @@ class ServeSettings:
     precision: str
     accelerator: str
     compile: bool
+    cuda_graphs: bool
     width: int | None
     height: int | None
     seq_len: int
@@ -90,7 +91,9 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     precision.apply_matmul_settings()
     env = collect_environment(devices.device_type)
     device = _device(devices.device_type)
-    server = ModelServer(workload, shape, device, precision, s.max_batch, s.compile, s.seed)
+    server = ModelServer(
+        workload, shape, device, precision, s.max_batch, s.compile, s.seed, s.cuda_graphs
+    )
     stderr.print(f"serving {s.model} ({s.scenario}): warming {len(server.buckets)} buckets")
     server.warm()
     batcher = Batcher(s.max_batch, s.timeout_ms / 1e3)
@@ -109,6 +112,7 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
         "compile": s.compile,
         "seed": s.seed,
         **workload.shape_columns(shape),
+        **server.columns(),
     }
     batching = {
         "serve_scenario": s.scenario,

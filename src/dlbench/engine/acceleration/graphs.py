@@ -12,8 +12,9 @@ behind the same interface."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
@@ -51,6 +52,7 @@ def cuda_graph(
 
 
 CAPTURERS: dict[str, Capture] = {"cuda": cuda_graph}
+K = TypeVar("K")
 
 
 def can_capture(device_type: str) -> bool:
@@ -107,14 +109,7 @@ def graphed_step(
     try:
         replays = graph_slots(body, slots, before_capture, device.type)
     except Exception as exc:  # a host sync, an op capture refuses, a dynamic shape
-        reason = exception_line(exc)[:200]
-        if device.type == "cuda":
-            _end_failed_capture(device)
-        stderr.print(
-            f"[yellow]warning:[/yellow] the step could not be captured as a CUDA graph "
-            f"({reason}); it runs eager and the row says cuda_graphs=False"
-        )
-        return GraphedStep(eager, False, reason)
+        return GraphedStep(eager, False, failed_capture(exc, device, "the step"))
     if fetch is None:
         return GraphedStep(lambda i: replays[i % len(replays)](), True)
     [(static_inputs, static_targets)] = slots
@@ -127,6 +122,30 @@ def graphed_step(
         replay()
 
     return GraphedStep(copy_and_replay, True)
+
+
+def capture_each(
+    fns: Mapping[K, Callable[[], None]], device: torch.device, what: str
+) -> tuple[dict[K, Callable[[], None]], str]:
+    """Each callable as a graph on a pool of its own (they may replay in any order), and ""; or,
+    where any capture fails, none of them and why (the row's `graph_fallback`)."""
+    try:
+        capture = CAPTURERS[device.type]
+        return {key: capture(fn, lambda: None, None)[0] for key, fn in fns.items()}, ""
+    except Exception as exc:  # a host sync, an op capture refuses
+        return {}, failed_capture(exc, device, what)
+
+
+def failed_capture(exc: Exception, device: torch.device, what: str) -> str:
+    """After a capture raised: the device as before, one warning, and the reason for the row."""
+    reason = exception_line(exc)[:200]
+    if device.type == "cuda":
+        _end_failed_capture(device)
+    stderr.print(
+        f"[yellow]warning:[/yellow] {what} could not be captured as a CUDA graph "
+        f"({reason}); it runs eager and the row says cuda_graphs=False"
+    )
+    return reason
 
 
 def _end_failed_capture(device: torch.device) -> None:
