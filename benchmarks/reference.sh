@@ -14,11 +14,11 @@
 # llm_1b training beside a bare torch DDP loop under torchrun (benchmarks/bare_ddp.py) at the
 # same counts, `validate` on every GPU, and one run of two torchrun launchers as two nodes of
 # half the GPUs each; its CSVs are named multi-<what>-<torch>-<cuda>-<gpu>x<count>.csv.
+# `validate` there checks DDP (resnet50, vit) and the sharded loop against a bare FSDP2 loop
+# (llm_1b: two 8B models, the measured one and the bare one, do not fit one 80 GB GPU
+# together); on a host of more than 2 GPUs both also run on 2 of them, the 2-GPU check.
 # `fsdp`: llm_8b training sharded over every GPU (FSDP2) at 2,048 and 8,192 tokens (at 2,048
-# in fp8 too), and
-# `validate` of the sharded loop against a bare FSDP2 loop (llm_1b: two 8B models, the measured
-# one and the bare one, do not fit one 80 GB GPU together). On a host of more than 2 GPUs,
-# `validate` of DDP (resnet50) and of FSDP also runs on 2 of them: the 2-GPU harness check.
+# in fp8 too).
 # MULTI_PARTS (default: peak bare scaling validate nodes fsdp) and MULTI_MODELS (resnet50 vit
 # llm_1b) run some of it, for a lease too short for all (a rerun of scaling skips the points it has).
 # `fp8`: the fp8 plan (each point in bf16 and in fp8, compiled) and `validate` of fp8 training
@@ -105,8 +105,10 @@ fp8() {  # where FP8 pays on this GPU, and the harness with torchao's float8 tra
 }
 
 serve() {  # requests a second under a p99 bound, beside offline throughput and batch-1 latency
-    for model in resnet50 vit distilbert; do
-        run serve --model "$model" --scenario server --find-qps --output "$(csv serve)"
+    run serve --model resnet50 --scenario server --find-qps --output "$(csv serve)"
+    for model in vit distilbert; do  # shorter loads and search: the model is resnet50
+        run serve --model "$model" --scenario server --find-qps --min-duration 5 \
+            --search-budget 120 --output "$(csv serve)"
     done
     run serve --model resnet50 --scenario single-stream --output "$(csv serve)"
 }
@@ -133,7 +135,7 @@ multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a b
     fi
     local pair=()  # on a host of more than two, the 2-GPU harness check too (DDP, FSDP)
     ((gpus <= 2)) || pair=(2)
-    if [[ $want == *" validate "* ]]; then
+    if [[ $want == *" validate "* ]]; then  # the harness checks: DDP, then the sharded loop
         for model in resnet50 vit; do
             run validate --model "$model" --batch-size 256 --precision bf16-mixed --devices "$gpus" \
                 --repeats 3 --n-iters 40 --output "$(mcsv validate)"
@@ -141,6 +143,10 @@ multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a b
         for k in "${pair[@]}"; do
             run validate --model resnet50 --batch-size 256 --precision bf16-mixed --devices "$k" \
                 --repeats 3 --n-iters 40 --output "$(mcsv validate)"
+        done
+        for k in "$gpus" "${pair[@]}"; do  # llm_1b: an 8B model, measured and bare, fits no GPU
+            run validate --model llm_1b --seq-len 2048 --batch-size 4 --repeats 3 --n-iters 20 \
+                --precision bf16-mixed --compile --strategy fsdp --devices "$k" --output "$(mcsv fsdp)"
         done
     fi
     if [[ $want == *" fsdp "* ]]; then  # sharded training: what the node gives an 8B model
@@ -151,11 +157,6 @@ multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a b
         run train --model llm_8b --seq-len 8192 --batch-size 2 --activation-checkpointing full "${fsdp[@]}"
         # FP8 beside bf16 at the first shape: float8 all-gather of the weights (tensorwise)
         run train --model llm_8b --seq-len 2048 --batch-size 2 "${fsdp[@]/bf16-mixed/fp8}"
-        run validate --model llm_1b --seq-len 2048 --batch-size 4 --repeats 3 --n-iters 20 "${fsdp[@]}"
-        for k in "${pair[@]}"; do
-            run validate --model llm_1b --seq-len 2048 --batch-size 4 --repeats 3 --n-iters 20 \
-                --precision bf16-mixed --compile --strategy fsdp --devices "$k" --output "$(mcsv fsdp)"
-        done
     fi
     [[ $want == *" nodes "* ]] || return 0
     # two launchers on this host as two nodes of half the GPUs each (one row, world size $gpus)
