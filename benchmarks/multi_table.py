@@ -75,9 +75,10 @@ def other_lines(host: str) -> list[str]:
     if _csv("validate", host).exists():
         rows = load_rows([_csv("validate", host)])
         rows = rows.assign(verdict_label=verdict_labels(rows))
-        parts = [f"{r['model']} {r['harness_ratio']:.4f} ({r['verdict_label']})"
-                 for r in rows.to_dict("records")]  # fmt: skip
-        lines.append(f"- `validate --devices {rows['world_size'].iloc[0]}`: " + ", ".join(parts))
+        for n, at in rows.groupby("world_size", sort=False):
+            parts = [f"{r['model']} {r['harness_ratio']:.4f} ({r['verdict_label']})"
+                     for r in at.to_dict("records")]  # fmt: skip
+            lines.append(f"- `validate --devices {n}`: " + ", ".join(parts))
     if _csv("nodes", host).exists():
         runs = _scaling(host)
         nodes = load_rows([_csv("nodes", host)])
@@ -121,6 +122,35 @@ def multi_table(shown: list[str]) -> str:
     return "\n".join(out)
 
 
+def harness_table() -> str:
+    """Every host's `validate` rows, DDP and sharded, by GPU count: dlbench's loop against a
+    bare one on the same inputs (docs/reference.md)."""
+    paths = sorted(REFERENCE.glob("multi-validate-*.csv")) + sorted(
+        REFERENCE.glob("multi-fsdp-*.csv")
+    )
+    rows = load_rows([p for p in paths if ".per_rank" not in p.name])
+    rows = rows[rows["run_kind"] == "validate"]
+    rows = rows.assign(verdict_label=verdict_labels(rows), code=code_labels(rows))
+    head = ["GPUs", "GPU", "model", "strategy", "dlbench / bare", "repeats", "verdict", "code"]
+    out = ["| " + " | ".join(head) + " |", "|--:|---|---|---|--:|---|---|---|"]
+    order = rows.sort_values(["world_size", "gpu_name", "strategy", "model"])
+    for r in order.to_dict("records"):
+        cells = [str(int(r["world_size"])), str(r["gpu_name"]).removeprefix("NVIDIA "),
+                 r["model"], str(r["strategy"]), f"{r['harness_ratio']:.4f}",
+                 str(r["harness_ratios"]), r["verdict_label"], r["code"]]  # fmt: skip
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def every_host_block() -> str:
+    """docs/reference.md's block: every host's table, then every host's harness check."""
+    return (
+        multi_table(hosts())
+        + "\n\nThe harness check on several GPUs (`validate`), every host:\n\n"
+        + harness_table()
+    )
+
+
 def front_page_table() -> str:
     """The README's block: the first host's table (an H100 host first), and a link to every
     host's (docs/reference.md) where there are more; the front page keeps to its size."""
@@ -144,8 +174,9 @@ def fsdp_table() -> str:
         rows = rows.assign(verdict_label=verdict_labels(rows), code=code_labels(rows))
         runs = rows[rows["run_kind"] == "benchmark"]
         host = path.name.removeprefix("multi-fsdp-").removesuffix(".csv")
-        out += [f"**{host.rsplit('x', 1)[-1]} x {runs['gpu_name'].iloc[0]}** (`{host}`)", ""]
-        out += ["| " + " | ".join(head) + " |", "|---|--:|--:|---|---|--:|--:|--:|--:|--:|---|"]
+        out += [f"**{host.rsplit('x', 1)[-1]} x {rows['gpu_name'].iloc[0]}** (`{host}`)", ""]
+        if len(runs):  # a host of 2 has the harness check only (llm_8b does not fit)
+            out += ["| " + " | ".join(head) + " |", "|---|--:|--:|---|---|--:|--:|--:|--:|--:|---|"]
         bf16 = runs[(runs["precision"] == "bf16-mixed") & (runs["status"] == "ok")]
         base = bf16.set_index(shape)["tokens_per_s"].to_dict()
         for r in runs.to_dict("records"):
@@ -163,9 +194,9 @@ def fsdp_table() -> str:
             ]  # fmt: skip
             out.append("| " + " | ".join(cells) + " |")
         for r in rows[rows["run_kind"] == "validate"].to_dict("records"):
-            out += ["", f"`validate` of the sharded loop against a bare FSDP2 loop, {r['model']} "
-                    f"at {int(r['seq_len']):,} tokens, batch {int(r['batch_size'])} a GPU: "
-                    f"{r['harness_ratio']:.4f} (repeats {r['harness_ratios']}; "
-                    f"{r['verdict_label']})"]  # fmt: skip
+            out += ["", f"`validate` of the sharded loop against a bare FSDP2 loop on "
+                    f"{int(r['world_size'])} GPUs, {r['model']} at {int(r['seq_len']):,} tokens, "
+                    f"batch {int(r['batch_size'])} a GPU: {r['harness_ratio']:.4f} (repeats "
+                    f"{r['harness_ratios']}; {r['verdict_label']})"]  # fmt: skip
         out += ["", f"Measured by dlbench {' and '.join(sorted(set(rows['code'])))}.", ""]
     return "\n".join(out).rstrip()

@@ -112,7 +112,7 @@ def write_readme(text: str, multi: str | None = None, fp8: str | None = None) ->
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from fp8_table import fp8_paths, fp8_table
-    from multi_table import front_page_table, fsdp_table, hosts, multi_table
+    from multi_table import every_host_block, front_page_table, fsdp_table, hosts
 
     args = sys.argv[1:]
     write = "--write" in args
@@ -125,5 +125,5 @@ if __name__ == "__main__":
         print(text, multi or "", fp8 or "", sep="\n\n")
     if write:  # docs/sharding.md's table of sharded training, every host's in the reference
         write_block(SHARDING, FSDP_BLOCK, fsdp_table())
-        if hosts():
-            write_block(REFERENCE_DOC, MULTI_BLOCK, multi_table(hosts()))
+        if hosts():  # every host's tables, and every host's harness check
+            write_block(REFERENCE_DOC, MULTI_BLOCK, every_host_block())

@@ -28,7 +28,7 @@ def test_each_bucket_is_captured_once_and_a_batch_replays_its_buckets_graph(monk
     server.warm()
     assert sorted(server.replays) == [1, 2, 4]
     assert len(fake_graphs.captured) - before == 3
-    assert server.columns() == {"cuda_graphs": True, "graph_fallback": ""}
+    assert server.columns() == {"channels_last": True, "cuda_graphs": True, "graph_fallback": ""}
     server.static_queries.zero_()  # a replay must copy this batch's queries in first
     server.run_batch(3)  # bucket 4
     assert torch.equal(server.static_queries, server.queries)
@@ -53,4 +53,19 @@ def test_without_graphs_nothing_is_captured_and_the_row_says_nothing(monkeypatch
     monkeypatch.setitem(graphs.CAPTURERS, "cpu", fake_graphs.fake_capture)
     server = _server(graphed=False)
     server.warm()
-    assert server.replays == {} and server.columns() == {}
+    assert server.replays == {} and server.columns() == {"channels_last": True}
+
+
+def test_image_queries_and_weights_are_served_channels_last_as_inference_rows_run():
+    """An image model's batch-1 reference must run in the layout of the benchmark's batch-1
+    row (channels_last by default; docs/serving.md has what the contiguous layout cost on an
+    H100). Text models keep their layout."""
+    server = _server(graphed=False)
+    assert server.queries.is_contiguous(memory_format=torch.channels_last)
+    conv = next(m for m in server.model.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    workload = get_workload("distilbert")
+    precision = plan_precision("32", "cpu", "infer")
+    text = ModelServer(workload, workload.shape(None, None, 16), torch.device("cpu"), precision,
+                       2, False, 0, False)  # fmt: skip
+    assert text.columns() == {"channels_last": False}

@@ -58,6 +58,9 @@ def serve(
     cuda_graphs: Annotated[
         bool, typer.Option(help="Replay each bucket as a CUDA graph (on a GPU).")
     ] = True,
+    channels_last: Annotated[
+        bool, typer.Option(help="Image models in channels_last, as their inference rows run.")
+    ] = True,
     width: Annotated[int | None, typer.Option(help="Image width.")] = None,
     height: Annotated[int | None, typer.Option(help="Image height.")] = None,
     seq_len: Annotated[int, typer.Option(help="Text: tokens a query.")] = 128,
@@ -94,6 +97,7 @@ def serve(
         accelerator=accelerator,
         compile=compile,
         cuda_graphs=cuda_graphs,
+        channels_last=channels_last,
         width=width,
         height=height,
         seq_len=seq_len,

@@ -41,10 +41,14 @@ class ModelServer:
         compile: bool,
         seed: int,
         graphs: bool = True,
+        channels_last: bool = True,
     ) -> None:
         torch.manual_seed(seed)
         model, _ = build_model(workload, shape, None, device)
-        model = model.eval().to(dtype=precision.param_dtype)
+        # an image model in the layout its inference rows run in (their --channels-last default)
+        self.channels_last = channels_last and workload.is_image
+        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
+        model = model.eval().to(dtype=precision.param_dtype, memory_format=fmt)
         hold_autocast_weights(model, precision)
         # one static graph per bucket (dynamic shapes would trade every bucket's kernels for one)
         self.model = torch.compile(model, dynamic=False) if compile else model
@@ -53,7 +57,7 @@ class ModelServer:
         generator = torch.Generator().manual_seed(seed)
         inputs = workload.make_batch(max_batch, shape, generator).inputs
         if inputs.is_floating_point():
-            inputs = inputs.to(precision.input_dtype)
+            inputs = inputs.to(precision.input_dtype).contiguous(memory_format=fmt)
         self.queries = inputs.pin_memory() if device.type == "cuda" else inputs
         self.graphs = graphs and can_capture(device.type)
         self.replays: dict[int, Callable[[], None]] = {}
@@ -111,7 +115,9 @@ class ModelServer:
         )
 
     def columns(self) -> dict[str, object]:
-        """Whether the buckets ran as graphs, and why not where capture failed."""
+        """The layout served, whether the buckets ran as graphs, and why not where capture
+        failed."""
+        layout = {"channels_last": self.channels_last}
         if not self.graphs:
-            return {}
-        return {"cuda_graphs": bool(self.replays), "graph_fallback": self.fallback}
+            return layout
+        return {**layout, "cuda_graphs": bool(self.replays), "graph_fallback": self.fallback}

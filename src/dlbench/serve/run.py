@@ -57,6 +57,7 @@ class ServeSettings:
     accelerator: str
     compile: bool
     cuda_graphs: bool
+    channels_last: bool
     width: int | None
     height: int | None
     seq_len: int
@@ -92,7 +93,15 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     env = collect_environment(devices.device_type)
     device = _device(devices.device_type)
     server = ModelServer(
-        workload, shape, device, precision, s.max_batch, s.compile, s.seed, s.cuda_graphs
+        workload,
+        shape,
+        device,
+        precision,
+        s.max_batch,
+        s.compile,
+        s.seed,
+        s.cuda_graphs,
+        s.channels_last,
     )
     stderr.print(f"serving {s.model} ({s.scenario}): warming {len(server.buckets)} buckets")
     server.warm()
