@@ -63,9 +63,8 @@ COLUMNS: dict[str, str] = {
     "compile": "torch.compile on: the model and its loss (generation: the decode step, default "
     "on a GPU, except a batch-1 step run by the Triton decode kernels; generation_path says "
     "what ran; batch-1 inference on one GPU: default on unless compile_speedup says eager won)",
-    "cuda_graphs": "steps replayed as CUDA graphs, as run (default on a GPU for inference and "
-    "generation, a graph per bucket for serve; training with --cuda-graphs; False after a "
-    "capture that failed)",
+    "cuda_graphs": "steps (serve: buckets) replayed as CUDA graphs, as run (default on a GPU "
+    "for inference and generation; training with --cuda-graphs; False after a failed capture)",
     "graph_fallback": "why the step could not be captured as a CUDA graph (it then ran eager)",
     "capture_s": "eager warm-up steps and CUDA-graph capture before the loop (inside warmup_s)",
     "llm_impl": "LLM workloads: native (fused q/k/v and gate/up, chunked loss, written for the "
@@ -112,10 +111,11 @@ COLUMNS: dict[str, str] = {
     "batches_per_s": "steps per second (per rank)",
     "megapixels_per_s": "width x height x samples / window / 1e6",
     "tokens_per_s": "seq_len x samples / window (text)",
-    "latency_samples": "inference: queries (steps) the latency percentiles are taken over",
-    "latency_p50_ms": "inference: median latency of one query (one step of batch_size samples)",
-    "latency_p90_ms": "inference: 90th percentile latency of one query",
-    "latency_p99_ms": "inference: 99th percentile latency of one query (from >= 1,000 queries)",
+    "latency_samples": "queries the percentiles are over (inference: steps; serve: queries)",
+    "latency_p50_ms": "median latency of one query (inference: one step, interpolated; serve: "
+    "from its scheduled arrival to its result on the host, nearest rank as MLPerf's LoadGen)",
+    "latency_p90_ms": "90th percentile latency of one query (as latency_p50_ms)",
+    "latency_p99_ms": "99th percentile latency of one query (inference: from >= 1,000 steps)",
     "step_time_mean_ms": "mean step time",
     "step_time_median_ms": "median step time (p50)",
     "step_time_p90_ms": "90th percentile step time",
