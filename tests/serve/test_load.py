@@ -14,6 +14,7 @@ from dlbench.serve.load import (
     HostClock,
     ServeResult,
     offline_arrivals,
+    offline_reference,
     poisson_arrivals,
     serve_load,
     serve_single_stream,
@@ -176,3 +177,18 @@ def test_buckets_are_powers_of_two_up_to_the_largest_batch():
     from dlbench.serve.model_server import buckets
 
     assert buckets(1) == [1] and buckets(8) == [1, 2, 4, 8] and buckets(12) == [1, 2, 4, 8, 12]
+
+
+def test_the_offline_reference_lasts_at_least_its_minimum_in_whole_batches():
+    """A few batches of a fast model last milliseconds: the reference is sized from them to
+    last the minimum (0.1 s here: 4 queries a batch at 1 ms a batch are 4,000 a second), and
+    a slow model's first batches, already long enough, are the reference."""
+    clock = FakeClock()
+    run_batch, sizes = server(clock, fixed_s=0.001)
+    fast = offline_reference(run_batch, Batcher(4, 0.002), 8, 0.1, clock)
+    assert fast.span_s >= 0.1 and fast.queries == 400 and set(sizes) == {4}
+    assert len(sizes) == 8 + 100  # the first estimate, then the reference
+    assert fast.achieved_qps == pytest.approx(4000.0)
+    slow_run, slow_sizes = server(clock, fixed_s=0.05)
+    slow = offline_reference(slow_run, Batcher(4, 0.002), 8, 0.1, clock)
+    assert len(slow_sizes) == 8 and slow.span_s == pytest.approx(0.4)

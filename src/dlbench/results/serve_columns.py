@@ -22,6 +22,6 @@ SERVE_COLUMNS: dict[str, str] = {
     "serve_points_tried": "serve --find-qps: rates the search tried",
     "serve_points": "serve --find-qps: each rate tried as qps:p99_ms:ok (met the bound) or over",
     "serve_offline_samples_per_s": "serve: the same model's offline throughput at the largest "
-    "batch (the search's upper end)",
+    "batch, over at least a second (the search's upper end)",
     "serve_batch1_p50_ms": "serve: the same model's median latency one query at a time",
 }

@@ -24,6 +24,7 @@ from typing import Protocol
 # Shorter waits than this spin on the clock instead of sleeping: a sleep overshoots by tens of
 # microseconds to a millisecond, which would be charged to every query that arrives meanwhile.
 SPIN_S = 0.002
+MAX_REFERENCE_QUERIES = 2**22  # the offline reference's ceiling, whatever the rate
 
 
 @dataclass(frozen=True)
@@ -172,3 +173,25 @@ def serve_single_stream(
         run_batch(1)
         latencies.append(clock.now() - issued)
     return ServeResult(latencies, [1] * count, clock.now() - start)
+
+
+def offline_reference(
+    run_batch: Callable[[int], None],
+    batcher: Batcher,
+    first_batches: int,
+    min_s: float,
+    clock: Clock | None = None,
+) -> ServeResult:
+    """The offline throughput at the largest batch, over at least `min_s`: `first_batches`
+    full batches estimate the rate, and where they took less than `min_s` a load of whole
+    batches sized to last it is the reference (a few batches at thousands of queries a second
+    last milliseconds, shorter than any window the benchmark trusts)."""
+
+    def load(batches: int) -> ServeResult:
+        return serve_load(offline_arrivals(batcher.max_batch * batches), run_batch, batcher, clock)
+
+    first = load(first_batches)
+    if first.span_s >= min_s:
+        return first
+    batches = math.ceil(min_s * first.achieved_qps / batcher.max_batch)
+    return load(min(batches, MAX_REFERENCE_QUERIES // batcher.max_batch))

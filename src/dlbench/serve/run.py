@@ -23,6 +23,7 @@ from dlbench.serve.load import (
     Batcher,
     ServeResult,
     offline_arrivals,
+    offline_reference,
     poisson_arrivals,
     serve_load,
     serve_single_stream,
@@ -35,7 +36,8 @@ SCENARIOS = ("single-stream", "server", "offline")
 # MLPerf Inference's p99 bounds for the server scenario: ResNet-50's for vision models, BERT's
 # for text (vit and the others have none of their own)
 SLO_P99_MS = {"vision": 15.0, "segmentation": 15.0, "text": 130.0}
-REFERENCE_BATCHES = 8  # the offline reference: this many batches of the largest size
+REFERENCE_BATCHES = 8  # the offline reference's first estimate: batches of the largest size
+REFERENCE_MIN_S = 1.0  # the offline reference lasts at least this long
 REFERENCE_QUERIES = 64  # the batch-1 reference: this many queries one at a time
 
 
@@ -147,8 +149,7 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
 
 def _references(server: ModelServer, batcher: Batcher) -> dict[str, object]:
     """The same model offline at its largest batch, and one query at a time."""
-    count = batcher.max_batch * REFERENCE_BATCHES
-    offline = serve_load(offline_arrivals(count), server.run_batch, batcher)
+    offline = offline_reference(server.run_batch, batcher, REFERENCE_BATCHES, REFERENCE_MIN_S)
     single = serve_single_stream(REFERENCE_QUERIES, server.run_batch)
     return {
         "serve_offline_samples_per_s": offline.achieved_qps,
