@@ -18,12 +18,16 @@ REFERENCE = Path(__file__).resolve().parent / "reference"
 BARE_NAMES = {"resnet50": "resnet50", "vit_base_patch16_224": "vit"}  # timm's -> dlbench's
 
 
+def part_csvs(part: str) -> list[Path]:
+    """A part's CSVs of every host (not their per-rank side files), H100 hosts first."""
+    paths = [p for p in REFERENCE.glob(f"multi-{part}-*.csv") if ".per_rank" not in p.name]
+    return sorted(paths, key=lambda p: ("h100" not in p.name, p))
+
+
 def hosts() -> list[str]:
     """The hosts measured, as the CSVs name them (`<torch>-<cuda>-<gpu>x<count>`), H100 first."""
-    found = {p.name.removeprefix("multi-scaling-").removesuffix(".csv")
-             for p in REFERENCE.glob("multi-scaling-*.csv")
-             if ".per_rank" not in p.name}  # fmt: skip
-    return sorted(found, key=lambda h: ("h100" not in h, h))
+    prefix = "multi-scaling-"
+    return [p.name.removeprefix(prefix).removesuffix(".csv") for p in part_csvs("scaling")]
 
 
 def _csv(part: str, host: str) -> Path:
@@ -125,10 +129,7 @@ def multi_table(shown: list[str]) -> str:
 def harness_table() -> str:
     """Every host's `validate` rows, DDP and sharded, by GPU count: dlbench's loop against a
     bare one on the same inputs (docs/reference.md)."""
-    paths = sorted(REFERENCE.glob("multi-validate-*.csv")) + sorted(
-        REFERENCE.glob("multi-fsdp-*.csv")
-    )
-    rows = load_rows([p for p in paths if ".per_rank" not in p.name])
+    rows = load_rows(part_csvs("validate") + part_csvs("fsdp"))
     rows = rows[rows["run_kind"] == "validate"]
     rows = rows.assign(verdict_label=verdict_labels(rows), code=code_labels(rows))
     head = ["GPUs", "GPU", "model", "strategy", "dlbench / bare", "repeats", "verdict", "code"]
@@ -164,12 +165,10 @@ def fsdp_table() -> str:
     """docs/sharding.md's table: each host's sharded rows (llm_8b), the harness check of the
     sharded loop, and the code that measured them."""
     out: list[str] = []
-    paths = sorted(REFERENCE.glob("multi-fsdp-*.csv"), key=lambda p: ("h100" not in p.name, p))
-    paths = [p for p in paths if ".per_rank" not in p.name]
     head = ["model", "tokens", "batch / GPU", "recompute", "precision", "tokens/s", "x bf16",
             "MFU", "MFU (bf16 peak)", "peak GiB / GPU", "verdict"]  # fmt: skip
     shape = ["seq_len", "batch_size", "activation_checkpointing"]
-    for path in paths:
+    for path in part_csvs("fsdp"):
         rows = load_rows([path])
         rows = rows.assign(verdict_label=verdict_labels(rows), code=code_labels(rows))
         runs = rows[rows["run_kind"] == "benchmark"]
