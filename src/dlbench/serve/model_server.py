@@ -14,7 +14,7 @@ import torch
 
 from dlbench.engine.acceleration.graphs import can_capture, capture_each
 from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
-from dlbench.engine.scenarios.session import build_model
+from dlbench.engine.scenarios.session import build_model, image_layout
 from dlbench.workloads import InputShape, Workload
 
 WARM_RUNS = 3  # per bucket, before any load: compilation and the allocator's first blocks
@@ -46,8 +46,8 @@ class ModelServer:
         torch.manual_seed(seed)
         model, _ = build_model(workload, shape, None, device)
         # an image model in the layout its inference rows run in (their --channels-last default)
-        self.channels_last = channels_last and workload.is_image
-        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
+        fmt = image_layout(channels_last, workload)
+        self.channels_last = fmt == torch.channels_last
         model = model.eval().to(dtype=precision.param_dtype, memory_format=fmt)
         hold_autocast_weights(model, precision)
         # one static graph per bucket (dynamic shapes would trade every bucket's kernels for one)

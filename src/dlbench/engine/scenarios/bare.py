@@ -27,9 +27,9 @@ from dlbench.engine.scenarios.session import (
     cast_inputs,
     compiled,
     drawn_on,
+    image_layout,
     make_batches,
     make_optimizer,
-    memory_format,
 )
 from dlbench.engine.timing.timer import seconds_of
 from dlbench.workloads import InputShape, Workload
@@ -49,7 +49,7 @@ class BareLoop:
         sharding: ShardingPlan | None = None,
     ) -> None:
         torch.manual_seed(config.measurement.seed)
-        fmt = memory_format(config, workload)
+        fmt = image_layout(bool(config.acceleration.channels_last), workload)
         if sharding is None:
             model, self.loss_fn = build_model(workload, shape, config.workload.llm_impl, device)
         else:

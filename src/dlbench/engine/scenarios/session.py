@@ -146,9 +146,9 @@ def cast_inputs(batch: Batch, precision: PrecisionPlan) -> Batch:
     return Batch(inputs, batch.targets)
 
 
-def memory_format(config: RunConfig, workload: Workload) -> torch.memory_format:
+def image_layout(channels_last: bool, workload: Workload) -> torch.memory_format:
     """channels_last applies to image models only."""
-    use = config.acceleration.channels_last and workload.is_image
+    use = channels_last and workload.is_image
     return torch.channels_last if use else torch.contiguous_format
 
 
@@ -192,7 +192,7 @@ def open_session(
         if sharded
         else (build_model(workload, shape, config.workload.llm_impl, fabric.init_module()))
     )
-    fmt = memory_format(config, workload)
+    fmt = image_layout(bool(config.acceleration.channels_last), workload)
     model = model.to(memory_format=fmt)
     param_count = sum(p.numel() for p in model.parameters())
     convolutions = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
