@@ -17,8 +17,8 @@
 # `validate` there checks DDP (resnet50, vit) and the sharded loop against a bare FSDP2 loop
 # (llm_1b: two 8B models, the measured one and the bare one, do not fit one 80 GB GPU
 # together); on a host of more than 2 GPUs both also run on 2 of them, the 2-GPU check.
-# `fsdp`: llm_8b training sharded over every GPU (FSDP2) at 2,048 and 8,192 tokens (at 2,048
-# in fp8 too).
+# `fsdp`: llm_8b training sharded over every GPU (FSDP2) at 2,048 and 8,192 tokens (two of its
+# shapes in fp8 too).
 # MULTI_PARTS (default: peak bare scaling validate nodes fsdp) and MULTI_MODELS (resnet50 vit
 # llm_1b) run some of it, for a lease too short for all (a rerun of scaling skips the points it has).
 # `fp8`: the fp8 plan (each point in bf16 and in fp8, compiled) and `validate` of fp8 training
@@ -127,7 +127,9 @@ multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a b
         done
     fi
     if [[ $want == *" scaling "* ]]; then
-        local image=(--batch-size 256 --precision bf16-mixed --devices "$counts" --output "$(mcsv scaling)")
+        # 100 measured steps at least, as the bare loop times: DDP's slow steps weigh alike in both
+        local image=(--batch-size 256 --precision bf16-mixed --devices "$counts" --n-iters 100
+            --output "$(mcsv scaling)")
         [[ $models != *" resnet50 "* ]] || run scaling --model resnet50 "${image[@]}"
         [[ $models != *" vit "* ]] || run scaling --model vit --optimizer sgd "${image[@]}"  # the bare loop's
         [[ $models != *" llm_1b "* ]] || run scaling --model llm_1b --batch-size 4 --seq-len 2048 \
@@ -155,8 +157,11 @@ multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a b
         run train --model llm_8b --seq-len 2048 --batch-size 4 --activation-checkpointing selective "${fsdp[@]}"
         run train --model llm_8b --seq-len 8192 --batch-size 1 --activation-checkpointing selective "${fsdp[@]}"
         run train --model llm_8b --seq-len 8192 --batch-size 2 --activation-checkpointing full "${fsdp[@]}"
-        # FP8 beside bf16 at the first shape: float8 all-gather of the weights (tensorwise)
+        # FP8 beside bf16 at the first and third shapes (the third torchtitan's: 8,192 tokens,
+        # selective checkpointing): float8 all-gather of the weights (tensorwise)
         run train --model llm_8b --seq-len 2048 --batch-size 2 "${fsdp[@]/bf16-mixed/fp8}"
+        run train --model llm_8b --seq-len 8192 --batch-size 1 --activation-checkpointing selective \
+            "${fsdp[@]/bf16-mixed/fp8}"
     fi
     [[ $want == *" nodes "* ]] || return 0
     # two launchers on this host as two nodes of half the GPUs each (one row, world size $gpus)

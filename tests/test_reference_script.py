@@ -88,11 +88,13 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
         "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
         "validate", "sweep", "validate", "serve", "serve", "serve", "serve", "peak", "scaling",
         "scaling", "scaling", "validate", "validate", "validate", "validate", "validate",
-        "train", "train", "train", "train", "train",
+        "train", "train", "train", "train", "train", "train",
     ]  # fmt: skip
     pairs = [c for c in commands if c[0] == "validate" and "--devices" in c
              and c[c.index("--devices") + 1] == "2"]  # fmt: skip
     assert [c[c.index("--model") + 1] for c in pairs] == ["resnet50", "llm_1b"]  # DDP, FSDP
+    scaling = [c for c in commands if c[0] == "scaling" and c[c.index("--model") + 1] != "llm_1b"]
+    assert all(c[c.index("--n-iters") + 1] == "100" for c in scaling)  # the bare loop's steps
     launched = [shlex.split(line)[1:] for line in lines if line.startswith("torchrun ")]
     bare = [words for words in launched if "benchmarks/bare_ddp.py" in words]
     assert [words[words.index("--nproc-per-node") + 1] for words in bare] == ["1", "2", "4"]
@@ -115,7 +117,7 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
                       f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "llm_1b", "resnet50",
                       "vit", "distilbert", "resnet50", "auto",
                       "resnet50", "vit", "llm_1b", "resnet50", "vit", "resnet50",
-                      "llm_1b", "llm_1b", *["llm_8b"] * 5, "resnet50"]  # fmt: skip
+                      "llm_1b", "llm_1b", *["llm_8b"] * 6, "resnet50"]  # fmt: skip
     fp8 = [
         first
         for name, first in executed
@@ -123,7 +125,7 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
         and getattr(first, "acceleration", None)
         and first.acceleration.precision == "fp8"
     ]
-    assert [c.workload.model for c in fp8] == ["llm_1b", "llm_8b"]  # validate, FSDP
+    assert [c.workload.model for c in fp8] == ["llm_1b", "llm_8b", "llm_8b"]  # validate, FSDP
     decodes = [first.data.decode for name, first in executed if name == "execute"]
     assert decodes[2:4] == ["gpu", "cpu"]  # the JPEG part; the last is the two-node run
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dlbench.analysis.scaling import scaling_table
-from dlbench.engine.distribution.sharding import repeated_blocks, resettable
+from dlbench.engine.distribution.sharding import repeated_blocks, resettable, selective_policy
 from dlbench.sweep.scaling import scaling_plan
 from dlbench.workloads import get_workload
 from tests.conftest import read_rows, refused, run_cli
@@ -30,6 +30,23 @@ def test_the_repeated_blocks_are_a_transformers_layers():
     container, names = repeated_blocks(model)
     assert container is model.layers and names == ["0", "1"]
     assert repeated_blocks(torch.nn.Linear(2, 2)) == (None, [])
+
+
+def test_selective_checkpointing_keeps_every_second_matmul_and_fp8s_scales():
+    from types import SimpleNamespace
+
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    aten, policy = torch.ops.aten, selective_policy()
+    forward, recompute = SimpleNamespace(is_recompute=False), SimpleNamespace(is_recompute=True)
+    save, again = CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_RECOMPUTE
+    assert [policy(forward, aten.mm.default) for _ in range(4)] == [save, again, save, again]
+    assert policy(recompute, aten.mm.default) == save  # the recompute counts its own matmuls
+    # torchao's tensorwise scale is the absolute maximum of a whole tensor: kept, as torchtitan
+    assert policy(forward, aten.max.default) == save
+    assert policy(forward, aten._scaled_dot_product_flash_attention.default) == save
+    assert policy(forward, aten.max.dim) == again  # a reduction along a dimension is not a scale
+    assert policy(forward, aten.relu.default) == again
 
 
 def test_a_model_built_on_the_meta_device_is_filled_as_one_built_whole():

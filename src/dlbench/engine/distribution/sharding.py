@@ -20,8 +20,11 @@ from dlbench.engine.acceleration.precision import PrecisionPlan
 # The ops whose outputs selective checkpointing keeps, as torchtitan's op-level policy keeps
 # them: the attention and the matmuls, but every second matmul is recomputed (half their memory
 # for a fraction of their time); the norms, RoPE and activations between them are recomputed.
+# `max` is FP8's absolute maximum per tensor (its scale): kept, so that a recomputed cast
+# neither reduces its input again nor scales it otherwise than the forward did.
 KEPT_OPS = (
     "mm",
+    "max",
     "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_cudnn_attention",
@@ -75,9 +78,10 @@ def repeated_blocks(model: nn.Module) -> tuple[nn.Module | None, list[str]]:
     return best
 
 
-def _selective_context():
-    """The policy of one checkpointed forward and its recompute: each counts its own matmuls."""
-    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+def selective_policy():
+    """The policy of one checkpointed forward and its recompute: what `KEPT_OPS` names is
+    saved, but of the matmuls only every second one (each phase counts its own)."""
+    from torch.utils.checkpoint import CheckpointPolicy
 
     aten = torch.ops.aten
     kept = {getattr(aten, name).default for name in KEPT_OPS if hasattr(aten, name)}
@@ -91,7 +95,13 @@ def _selective_context():
                 return CheckpointPolicy.PREFER_RECOMPUTE
         return CheckpointPolicy.MUST_SAVE if op in kept else CheckpointPolicy.PREFER_RECOMPUTE
 
-    return create_selective_checkpoint_contexts(policy)
+    return policy
+
+
+def _selective_context():
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    return create_selective_checkpoint_contexts(selective_policy())
 
 
 def _checkpointed(block: nn.Module, checkpointing: str) -> nn.Module:
