@@ -1,4 +1,4 @@
-"""Imports point one way: cli -> sweep, peak -> run -> engine -> workloads, data, telemetry,
+"""Imports point one way: cli -> sweep, peak -> run, serve -> engine -> workloads, data, telemetry,
 results -> config -> errors and the base utilities; analysis reads results beside them. Every
 import of a dlbench module counts, those inside functions too."""
 
@@ -36,7 +36,7 @@ ALLOWED: dict[str, set[str]] = {
         "config",
     },
     "run": {"engine", "data", "workloads", "telemetry", "results", "config"},
-    "sweep": {"run", "engine", "workloads", "results", "config", "telemetry"},
+    "sweep": {"run", "serve", "engine", "workloads", "results", "config", "telemetry"},
     "peak": {"engine", "telemetry", "results", "config"},
     "serve": {"engine", "workloads", "telemetry", "results", "config"},
     "analysis": {"results", "telemetry", "config"},

@@ -60,6 +60,10 @@ def test_each_scenario_writes_one_serve_row(dlbench, tmp_path, scenario, extra):
         (["--precision", "64"], "--precision"),
         (["--accelerator", "tpu"], "--accelerator"),
         (["--model", "no_such_model"], "no_such_model"),
+        (["--width", "0"], "--width"),
+        (["--tag", "nokey"], "--tag"),
+        (["--tag", "verdict=fine"], "verdict"),
+        (["--tag", "a=1", "--tag", "a=2"], "given twice"),
     ],
 )
 def test_bad_serve_flags_are_refused_in_one_line(dlbench, kept, args, needle):

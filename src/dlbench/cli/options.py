@@ -81,8 +81,8 @@ def run_options(
 
 def config_from_flags(flags: dict[str, Any], **fixed: Any) -> RunConfig:
     """A RunConfig from a command's run flags (repeated flags as tuples, --tag as columns)."""
-    from dlbench.cli.tags import parse_tags
     from dlbench.config.tags import RowTags
+    from dlbench.results.tags import parse_tags
 
     values = {**flags, **fixed}
     if "ddp" in values:

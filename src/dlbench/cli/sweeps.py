@@ -20,7 +20,9 @@ from dlbench.errors import check_seconds
     "failure.",
 )
 def sweep(
-    plan: Annotated[str, typer.Argument(help="quick, default, or a path to a YAML plan.")],
+    plan: Annotated[
+        str, typer.Argument(help="quick, default, fp8, serve, or a path to a YAML plan.")
+    ],
     output: Output = DEFAULT_OUTPUT,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points only.")] = False,
     allow_power_changes: Annotated[

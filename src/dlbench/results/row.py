@@ -109,11 +109,12 @@ def failure_row(
 ) -> dict[str, object]:
     """A row for a run that did not finish (oom, error, timeout, interrupted): its settings
     (`config_columns`, or a sweep point's flags, with `run_id`) and the last error line."""
-    settings = {k: v for k, v in columns.items() if k != "run_id"}
+    settings = {k: v for k, v in columns.items() if k not in ("run_id", "run_kind")}
     first = identity(columns.get("run_id"), status)  # type: ignore[arg-type]
+    kind = columns.get("run_kind", "benchmark")  # a sweep's serve point says serve
     return (
         RowBuilder()
-        .add("identity", {**first, "error": error, "run_kind": "benchmark"})
+        .add("identity", {**first, "error": error, "run_kind": kind})
         .add("settings", settings)
         .add("environment", env)
         .row()

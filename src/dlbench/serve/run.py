@@ -9,13 +9,10 @@ throughput its upper end. LLMs are refused: serving them needs continuous batchi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from pathlib import Path
 
 from dlbench.console import stderr
 from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.engine.distribution.devices import plan_devices
-from dlbench.errors import UserError, invalid
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
@@ -30,9 +27,9 @@ from dlbench.serve.load import (
 )
 from dlbench.serve.model_server import ModelServer
 from dlbench.serve.search import find_qps, passes
+from dlbench.serve.settings import ServeSettings
 from dlbench.workloads import get_workload
 
-SCENARIOS = ("single-stream", "server", "offline")
 # MLPerf Inference's p99 bounds for the server scenario: ResNet-50's for vision models, BERT's
 # for text (vit and the others have none of their own)
 SLO_P99_MS = {"vision": 15.0, "segmentation": 15.0, "text": 130.0}
@@ -41,50 +38,9 @@ REFERENCE_MIN_S = 1.0  # the offline reference lasts at least this long
 REFERENCE_QUERIES = 64  # the batch-1 reference: this many queries one at a time
 
 
-@dataclass(frozen=True)
-class ServeSettings:
-    """Everything a serve run is given (the CLI checks each flag)."""
-
-    model: str
-    scenario: str
-    qps: float | None
-    find: bool
-    max_batch: int
-    timeout_ms: float
-    slo_p99_ms: float | None
-    queries: int
-    min_duration_s: float
-    search_budget_s: float
-    precision: str
-    accelerator: str
-    compile: bool
-    cuda_graphs: bool
-    channels_last: bool
-    width: int | None
-    height: int | None
-    seq_len: int
-    seed: int
-    output: Path
-
-
-def check_settings(s: ServeSettings) -> None:
-    """Combinations that make no sense, refused by flag before anything is built."""
-    if s.scenario not in SCENARIOS:
-        raise invalid("--scenario", s.scenario, f"allowed: {', '.join(SCENARIOS)}")
-    if s.scenario == "server" and (s.qps is None) == (not s.find):
-        raise UserError("--qps: the server scenario takes one of --qps RATE and --find-qps")
-    if s.scenario != "server" and (s.qps is not None or s.find):
-        flag = "--find-qps" if s.find else "--qps"
-        raise UserError(f"{flag}: only the server scenario has a rate ({s.scenario} has none)")
-    if get_workload(s.model).family == "llm":
-        raise invalid("--model", s.model, "LLM serving needs continuous batching; not served")
-    if s.precision == "fp8":
-        raise invalid("--precision", s.precision, "not served yet; use bf16-true")
-
-
 def execute_serve(s: ServeSettings) -> dict[str, object]:
     """Warm, measure the references and the scenario's load; append and return the row."""
-    check_settings(s)
+    s.checked()
     store = CsvStore(s.output)
     store.check_writable()
     workload = get_workload(s.model)
@@ -107,7 +63,7 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     )
     stderr.print(f"serving {s.model} ({s.scenario}): warming {len(server.buckets)} buckets")
     server.warm()
-    batcher = Batcher(s.max_batch, s.timeout_ms / 1e3)
+    batcher = Batcher(s.max_batch, s.batch_timeout_ms / 1e3)
     references = _references(server, batcher)
     slo = s.slo_p99_ms or SLO_P99_MS.get(workload.family, SLO_P99_MS["vision"])
     result, parts = _scenario_load(s, server, batcher, slo, references)
@@ -128,19 +84,20 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     batching = {
         "serve_scenario": s.scenario,
         "serve_max_batch": s.max_batch,
-        "serve_batch_timeout_ms": s.timeout_ms,
+        "serve_batch_timeout_ms": s.batch_timeout_ms,
         "serve_slo_p99_ms": slo,
-        "serve_min_duration_s": s.min_duration_s,
+        "serve_min_duration_s": s.min_duration,
     }
     row = (
         RowBuilder()
-        .add("identity", {**identity(None, "ok"), "run_kind": "serve"})
+        .add("identity", {**identity(s.run_id, "ok"), "run_kind": "serve"})
         .add("settings", settings)
         .add("the batcher", batching)
         .add("the load", result.columns())
         .include(parts)
         .add("the references", references)
         .add("environment", env)
+        .add("tags", s.tag_columns())
         .row()
     )
     store.append(row)
@@ -171,15 +128,15 @@ def _scenario_load(
     loads: dict[float, ServeResult] = {}  # the search's loads: the row reports the one found
 
     def load(qps: float) -> ServeResult:
-        count = max(s.queries, math.ceil(qps * s.min_duration_s))
+        count = max(s.queries, math.ceil(qps * s.min_duration))
         arrivals = poisson_arrivals(qps, count, s.seed)
         loads[qps] = serve_load(arrivals, server.run_batch, batcher)
         return loads[qps]
 
     qps = s.qps or 0.0
-    if s.find:
+    if s.find_qps:
         high = float(references["serve_offline_samples_per_s"])
-        search = find_qps(load, slo, high, s.search_budget_s)
+        search = find_qps(load, slo, high, s.search_budget)
         parts.add("the search", search.columns())
         best = search.best
         qps = best.qps if best else search.points[-1].qps

@@ -4,7 +4,9 @@ A plan has `fixed` flags and one or more `runs`, each a block of axes crossed wi
 models, modes, batch_sizes (a number or "auto"), precisions, resolutions ([w, h]), devices,
 power_limits (watts). A block may carry its own `fixed` flags that override the plan's, and
 `tags` that label its rows (e.g. `purpose: latency`). `repeats: N` runs every point N times
-(rows tagged `repeat=0..N-1`), so that comparisons see the between-run spread."""
+(rows tagged `repeat=0..N-1`), so that comparisons see the between-run spread. A plan's `serve`
+list holds `dlbench serve` runs, one mapping of its flags each (the plan's `fixed` flags are a
+training or inference run's and do not apply to them); each runs in a process of its own."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from dlbench.config import RunConfig
 from dlbench.config.flags import config_args
 from dlbench.config.tags import RowTags
 from dlbench.errors import UserError
+from dlbench.serve.settings import ServeSettings
 
 MAX_POINTS = 10_000  # a grid larger than this runs for weeks: a typo, or several plans
 AXES = ("models", "modes", "batch_sizes", "precisions", "resolutions", "devices", "power_limits")
@@ -71,6 +74,83 @@ class SweepPoint:
         return config_args(self.config(**fields), self.auto_batch)
 
 
+@dataclass(frozen=True)
+class ServePoint:
+    """One `dlbench serve` run of a plan: its settings and tags (a repeat, a shard, the block's)."""
+
+    settings: ServeSettings
+    tags: dict[str, str] = field(default_factory=dict)
+    mode = "infer"
+    power_limit_w = None
+    auto_batch = False
+
+    @property
+    def all_tags(self) -> dict[str, str]:
+        return dict(self.tags)
+
+    @property
+    def flags(self) -> dict[str, object]:
+        """What a failed point's row says it was."""
+        s = self.settings
+        return {
+            "model": s.model,
+            "precision": s.precision,
+            "batch_size": s.max_batch,
+            "serve_scenario": s.scenario,
+            "run_kind": "serve",
+        }
+
+    @property
+    def label(self) -> str:
+        parts = [self.settings.model, "serve", self.settings.scenario]
+        if "repeat" in self.tags:
+            parts.append(f"#{self.tags['repeat']}")
+        return " ".join(parts)
+
+    def with_run(self, **fields: object) -> ServeSettings:
+        """The settings the point runs: `fields` set its CSV, run id and tags (a mapping)."""
+        tags = fields.pop("tags", self.all_tags)
+        pairs = tuple(f"{k}={v}" for k, v in dict(tags).items())  # type: ignore[call-overload]
+        return dataclasses.replace(self.settings, tags=pairs, **fields)  # type: ignore[arg-type]
+
+    def cli_args(self, **fields: object) -> list[str]:
+        """The `dlbench serve` command line of the point."""
+        return self.with_run(**fields).cli_args()
+
+    def matches(self, row: dict[str, str]) -> bool:
+        """Whether a stored row served this point: a serve row of its model, scenario, batcher,
+        bound and load, with its tags."""
+        s = self.settings
+        if row.get("run_kind") != "serve":
+            return False
+        wanted = {
+            "model": s.model,
+            "serve_scenario": s.scenario,
+            "precision": s.precision,
+            "serve_max_batch": s.max_batch,
+            "serve_batch_timeout_ms": s.batch_timeout_ms,
+            "serve_min_duration_s": s.min_duration,
+            "serve_slo_p99_ms": s.slo_p99_ms,
+            "serve_qps_target": None if s.find_qps else s.qps,
+        }
+        for key, value in wanted.items():
+            cell = row.get(key, "")
+            if value is None or cell == "":
+                continue
+            if (cell if isinstance(value, str) else float_or_text(cell)) != value:
+                return False
+        tags = self.all_tags
+        return all(row.get(k, "") == tags.get(k, "") for k in (*DISTINGUISHING_TAGS, *tags))
+
+
+def float_or_text(text: str) -> object:
+    """A CSV cell as the number it holds, or its text."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 @dataclass
 class SweepPlan:
     """A named grid; `points()` expands it in a stable order."""
@@ -80,10 +160,12 @@ class SweepPlan:
     fixed: dict[str, object] = field(default_factory=dict)
     timeout_s: float = 900.0
     repeats: int = 1
+    serve: list[ServePoint] = field(default_factory=list)
 
     def size(self) -> int:
         """How many points the grid expands to, counted without expanding it."""
-        return self.repeats * sum(math.prod(len(a) for a in _axes(block)) for block in self.runs)
+        grid = sum(math.prod(len(a) for a in _axes(block)) for block in self.runs)
+        return self.repeats * (grid + len(self.serve))
 
     def check_size(self) -> None:
         """A UserError for a grid of more than MAX_POINTS points, before it is expanded."""
@@ -98,15 +180,17 @@ class SweepPlan:
         without a second plan that repeats its settings); a UserError when none is."""
         key, sep, value = only.partition("=")
         kept = [b for b in self.runs if str(b.get("tags", {}).get(key, "")) == value]
-        if not sep or not key or not kept:
-            tags = sorted({f"{k}={v}" for b in self.runs for k, v in b.get("tags", {}).items()})
+        served = [p for p in self.serve if p.tags.get(key) == value]
+        if not sep or not key or not (kept or served):
+            tags = {f"{k}={v}" for b in self.runs for k, v in b.get("tags", {}).items()}
+            tags |= {f"{k}={v}" for p in self.serve for k, v in p.tags.items()}
             raise UserError(
                 f"--only: no run of plan {self.name!r} is tagged {only!r}; "
-                f"its tags: {', '.join(tags) or 'none'}"
+                f"its tags: {', '.join(sorted(tags)) or 'none'}"
             )
-        self.runs = kept
+        self.runs, self.serve = kept, served
 
-    def points(self) -> list[SweepPoint]:
+    def points(self) -> list[SweepPoint | ServePoint]:
         """Every point in a stable order (repeats of a point one after another)."""
         points = []
         for block in self.runs:
@@ -122,6 +206,10 @@ class SweepPlan:
                 for k in range(self.repeats):
                     repeat = {"repeat": str(k)} if self.repeats > 1 else {}
                     points.append(SweepPoint(mode, {**fixed, **flags}, limit, {**tags, **repeat}))
+        for served in self.serve:
+            for k in range(self.repeats):
+                repeat = {"repeat": str(k)} if self.repeats > 1 else {}
+                points.append(dataclasses.replace(served, tags={**served.tags, **repeat}))
         return points
 
 
@@ -147,7 +235,7 @@ def _axes(block: dict) -> list[list]:
     return [block.get(a) or _DEFAULTS[a] for a in AXES]
 
 
-def shard_points(points: list[SweepPoint], index: int, count: int) -> list[SweepPoint]:
+def shard_points(points: list, index: int, count: int) -> list:
     """Every `count`-th point from the `index`-th; with more than one shard each point is tagged
     `shard=K/N`, since shards that share a host also share its CPUs and PCIe."""
     if count == 1:

@@ -16,7 +16,8 @@ from dlbench.config.limits import MAX_REPEATS
 from dlbench.errors import MAX_SECONDS, UserError, one_line, unknown_choice
 from dlbench.results.schema import check_tag
 from dlbench.results.store import writable_folder
-from dlbench.sweep.plan import AXES, SweepPlan, SweepPoint
+from dlbench.serve.settings import settings_from_plan
+from dlbench.sweep.plan import AXES, ServePoint, SweepPlan, SweepPoint
 from dlbench.workloads import get_workload
 
 
@@ -76,12 +77,14 @@ def parse_plan(text: str, default_name: str = "plan") -> SweepPlan:
     unknown = sorted(set(map(str, data)) - set(_TOP_LEVEL) - set(AXES))
     if unknown:
         raise UserError(f"PLAN: unknown key {unknown}; allowed: {', '.join(_TOP_LEVEL + AXES)}")
-    runs = data.get("runs", [{k: data[k] for k in AXES if k in data}])
-    if not isinstance(runs, list) or not runs:
+    serve = _serve_points(data.get("serve", []))
+    runs = data.get("runs", [{k: data[k] for k in AXES if k in data}] if not serve else [])
+    if not isinstance(runs, list) or not (runs or serve):
         raise UserError("PLAN: runs: must be a non-empty list of blocks (models: [...], ...)")
     plan = SweepPlan(
         name=str(data.get("name", default_name)),
         runs=[_check_block(block, f"PLAN: runs[{i}]") for i, block in enumerate(runs)],
+        serve=serve,
         fixed=_check_fixed(data.get("fixed", {}), "PLAN: fixed"),
         timeout_s=_positive(data.get("timeout_s", 900), "PLAN: timeout_s", float, MAX_SECONDS),
         repeats=_positive(data.get("repeats", 1), "PLAN: repeats", int, MAX_REPEATS),
@@ -107,8 +110,28 @@ class _PlanLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-_TOP_LEVEL = ("name", "timeout_s", "repeats", "fixed", "runs")
+_TOP_LEVEL = ("name", "timeout_s", "repeats", "fixed", "runs", "serve")
 _BLOCK_KEYS = (*AXES, "fixed", "tags")
+
+
+def _serve_points(entries: object) -> list[ServePoint]:
+    """The plan's `serve` runs: each a mapping of `dlbench serve` flags, checked as the command
+    line checks them, with `tags` of its own."""
+    if not isinstance(entries, list):
+        raise UserError(
+            f"PLAN: serve: must be a list of mappings of serve flags; got a {_kind(entries)}"
+        )
+    points = []
+    for i, entry in enumerate(entries):
+        where = f"PLAN: serve[{i}]"
+        settings = settings_from_plan(entry, where)
+        tags = entry.get("tags", {})
+        if not isinstance(tags, dict):
+            raise UserError(f"{where}.tags: must be a mapping of name: label; got a {_kind(tags)}")
+        for key in tags:
+            check_tag(str(key), f"{where}.tags")
+        points.append(ServePoint(settings, {str(k): str(v) for k, v in tags.items()}))
+    return points
 
 
 def _kind(value: object) -> str:
@@ -210,11 +233,13 @@ _EXAMPLES = {
 }
 
 
-def check_points(points: list[SweepPoint]) -> None:
+def check_points(points: list[SweepPoint | ServePoint]) -> None:
     """Each point as the run would resolve it (RunConfig's checks, the workload and its input
     size), so that a plan whose points cannot run is refused whole, before the first starts."""
     folders: set[Path] = set()
     for point in points:
+        if isinstance(point, ServePoint):
+            continue  # checked as the plan was read
         try:
             config = point.config()
             work, cache = config.workload, config.acceleration.cache_dir

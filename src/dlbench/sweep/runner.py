@@ -27,7 +27,13 @@ from dlbench.results.environment import collect_environment
 from dlbench.results.row import failure_row, new_run_id
 from dlbench.results.store import CsvStore, held
 from dlbench.signals import Interrupted
-from dlbench.sweep.plan import DISTINGUISHING_TAGS, SweepPlan, SweepPoint, shard_points
+from dlbench.sweep.plan import (
+    DISTINGUISHING_TAGS,
+    ServePoint,
+    SweepPlan,
+    SweepPoint,
+    shard_points,
+)
 from dlbench.sweep.power import PowerLimiter
 from dlbench.sweep.worker import Launcher, Worker
 
@@ -78,6 +84,17 @@ def point_matches(point: SweepPoint, row: dict[str, str]) -> bool:
     return True
 
 
+Point = SweepPoint | ServePoint
+
+
+def _measured(point: Point, row: dict[str, str]) -> bool:
+    """Whether a stored row is of this point's kind (a benchmark's or a serve run's) and
+    measured it."""
+    if isinstance(point, ServePoint):
+        return point.matches(row)
+    return row.get("run_kind", "benchmark") in ("", "benchmark") and point_matches(point, row)
+
+
 class SweepRunner:
     """Runs the points of a plan into one CSV."""
 
@@ -108,26 +125,29 @@ class SweepRunner:
                 "set them (it restores the original limits afterwards)"
             )
 
-    def _done(self, point: SweepPoint, rows: list[dict[str, str]] | None = None) -> bool:
+    def _done(self, point: Point, rows: list[dict[str, str]] | None = None) -> bool:
         """Whether `rows` (default: the CSV as it is now) hold an ok row of this point."""
         return self.resume and any(
-            r.get("status") == "ok"
-            and r.get("run_kind", "benchmark") in ("", "benchmark")
-            and point_matches(point, r)
+            r.get("status") == "ok" and _measured(point, r)
             for r in (self.store.rows() if rows is None else rows)
         )
 
-    def _fail(self, point: SweepPoint, run_id: str, status: str, error: str) -> None:
+    def _fail(self, point: Point, run_id: str, status: str, error: str) -> None:
         if any(r.get("run_id") == run_id for r in self.store.rows()):
             return  # the child wrote its own row
         columns = {"mode": point.mode, **point.flags, "run_id": run_id, "sweep": self.plan.name}
         self.store.append(failure_row({**columns, **point.all_tags}, status, error, self.env))
 
-    def _run_point(self, point: SweepPoint, launcher: Launcher, run_id: str) -> str:
+    def _run_point(self, point: Point, launcher: Launcher, run_id: str) -> str:
         tags = {**point.all_tags, "sweep": self.plan.name}
-        config = point.config(output=self.store.path, run_id=run_id, tags=RowTags(tags))
+        timeout = self.plan.timeout_s
         try:
-            result = launcher.run(config, point.auto_batch, self.plan.timeout_s)
+            if isinstance(point, ServePoint):  # a process of its own, as `dlbench serve`
+                args = point.cli_args(output=self.store.path, run_id=run_id, tags=tags)
+                result = launcher.run_alone(args, timeout)
+            else:
+                config = point.config(output=self.store.path, run_id=run_id, tags=RowTags(tags))
+                result = launcher.run(config, point.auto_batch, timeout)
         except Interrupted as exc:
             self._fail(point, run_id, "interrupted", str(exc))
             raise
@@ -192,7 +212,7 @@ class SweepRunner:
             outcome.seconds = time.monotonic() - started
         return outcome
 
-    def _timed_point(self, point: SweepPoint, launcher: Launcher) -> PointOutcome:
+    def _timed_point(self, point: Point, launcher: Launcher) -> PointOutcome:
         """Run one point; its status, wall time from here and its measured window."""
         run_id = new_run_id()
         began = time.monotonic()
@@ -200,7 +220,9 @@ class SweepRunner:
         row = next((r for r in self.store.rows() if r.get("run_id") == run_id), {})
         window = float(row["wall_window_s"]) if row.get("wall_window_s") else None
         figure = ""
-        if status == "ok" and row.get("samples_per_s"):
+        if status == "ok" and row.get("serve_achieved_qps"):
+            figure = f"{float(row['serve_achieved_qps']):,.1f} queries/s"
+        elif status == "ok" and row.get("samples_per_s"):
             figure = f"{float(row['samples_per_s']):,.1f} {row.get('sample_unit', 'sample')}s/s"
         return PointOutcome(point.label, status, time.monotonic() - began, window, figure)
 

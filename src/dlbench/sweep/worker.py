@@ -166,12 +166,17 @@ class Launcher:
     def run(self, config: RunConfig, auto_batch: bool, timeout_s: float) -> ChildResult:
         """Run one point in the worker, or in a process of its own."""
         if self.worker is None or needs_own_process(config):
-            if self.worker is not None:  # its context would sit on GPU 0 beside the ranks
-                self.worker.close()
             tagged = config.replace(tags=config.output.tags.with_facts(isolation="process"))
-            return run_child(config_args(tagged, auto_batch), timeout_s)
+            return self.run_alone(config_args(tagged, auto_batch), timeout_s)
         tagged = config.replace(tags=config.output.tags.with_facts(isolation="worker"))
         return self.worker.run(tagged, auto_batch, timeout_s)
+
+    def run_alone(self, args: list[str], timeout_s: float) -> ChildResult:
+        """`dlbench ARGS` in a process of its own, the worker stopped first (its context would
+        sit on the GPU beside the point's)."""
+        if self.worker is not None:
+            self.worker.close()
+        return run_child(args, timeout_s)
 
     def close(self) -> None:
         if self.worker is not None:
