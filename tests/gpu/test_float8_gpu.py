@@ -59,3 +59,17 @@ def test_fp8_runs_compiled_and_its_row_says_what_ran_in_fp8(tmp_path, model, mod
     assert row["fp8_recipe"] == ("tensorwise" if mode == "train" else "rowwise_dynamic")
     assert int(row["fp8_linear_layers"]) > 0 and row["last_step_finite"] == "True"
     assert 0 < float(row["fp8_flops_share"]) <= 1
+
+
+def test_validate_holds_fp8_training_to_a_bare_torchao_loop(tmp_path) -> None:
+    from dlbench.engine.validate import execute_validate
+
+    out = tmp_path / "validate.csv"
+    config = RunConfig.of(model="llm_tiny", mode="train", precision="fp8", batch_size=8,
+                          seq_len=64, compile=True, n_iters=10, warmup_steps=2,
+                          output=out)  # fmt: skip
+    assert execute_validate(config, repeats=2) == 0
+    [row] = list(csv.DictReader(out.open()))
+    assert row["precision"] == "fp8" and row["fp8_recipe"] == "tensorwise"
+    ratios = [float(r) for r in row["harness_ratios"].split()]
+    assert len(ratios) == 2 and all(0.5 < r < 2 for r in ratios)  # both loops ran, both timed
