@@ -444,6 +444,29 @@ def test_a_killed_sweep_leaves_no_worker_and_one_sweep_writes_a_csv_at_a_time(tm
     assert len(read_rows(csv_path)) == 2
 
 
+def test_a_worker_imports_what_its_points_will_before_the_first_arrives(monkeypatch):
+    """While the parent reads the plan, not after it sends the first point."""
+    import gc
+    import io
+    import sys
+
+    from dlbench.sweep import worker
+
+    calls = []
+    monkeypatch.setattr(worker, "_preload", lambda: calls.append("preload"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # no point at all
+    worker.serve()
+    assert calls == ["preload"]
+    monkeypatch.undo()
+    gc.unfreeze()
+    try:
+        worker._preload()
+        assert all(name in sys.modules for name in worker.PRELOADED)
+        assert gc.get_freeze_count() > 0  # out of the collections before each window
+    finally:
+        gc.unfreeze()
+
+
 def test_a_worker_frees_a_points_garbage_and_freezes_only_what_survives():
     """Between points the worker collects the point's cyclic garbage (its model) and freezes
     the survivors, so later collections skip the long-lived process state."""

@@ -29,9 +29,14 @@ from dlbench.signals import Interrupted
 from dlbench.startup import mark_command_start
 from dlbench.subprocesses import ChildResult, child_environment, last_line_of, run_child, stop_group
 
+# What every point of a sweep imports (torch and Lightning Fabric; timm for the vision models):
+# imported as the worker starts, while its parent still reads and checks the plan.
+PRELOADED = ("torch", "lightning.fabric", "timm")
+
 
 def serve() -> None:
     """The worker's side: run each point given on stdin, answer on stdout, until stdin ends."""
+    _preload()
     answers = sys.stdout
     for line in sys.stdin:
         point = json.loads(line)
@@ -53,6 +58,22 @@ def _run_in_process(config: RunConfig, auto_batch: bool) -> tuple[int, str]:
         code = guarded(lambda: execute(config, auto_batch))
     sys.stderr.write(printed.getvalue())
     return code, last_line_of(printed.getvalue())
+
+
+def _preload() -> None:
+    """Import what the points will (`PRELOADED`) before the first arrives, then freeze what the
+    imports made, as after each point (`_release_memory`): a worker is started before its
+    parent reads the plan, and the parent's own checks import torch and timm meanwhile. An
+    import that fails here is left for the point to meet and report."""
+    import importlib
+
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the point's own import says what is wrong
+            return
+    gc.collect()
+    gc.freeze()
 
 
 def _release_memory() -> None:
