@@ -29,5 +29,7 @@ def test_each_bucket_replays_what_the_model_computes(model, width, seq_len) -> N
         size = server.bucket(n)
         uncaptured = server._forward(server.queries[:size].to(device))
         torch.testing.assert_close(server.outputs[size], uncaptured, rtol=2e-2, atol=2e-2)
+        assert torch.equal(server.answers[:n], server.outputs[size][:n].cpu())
+    assert server.answers.is_pinned()  # the answers' host buffer, as a server's
     if workload.is_image:
         assert server.static_queries.is_contiguous(memory_format=torch.channels_last)

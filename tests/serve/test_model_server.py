@@ -33,6 +33,8 @@ def test_each_bucket_is_captured_once_and_a_batch_replays_its_buckets_graph(monk
     server.run_batch(3)  # bucket 4
     assert torch.equal(server.static_queries, server.queries)
     assert torch.allclose(server.outputs[4], server._forward(server.queries[:4]))
+    assert torch.equal(server.answers[:3], server.outputs[4][:3])  # the answers, on the host
+    assert not server.answers.is_pinned()  # pinned where a device copies into it
 
 
 def test_a_capture_that_fails_leaves_every_bucket_uncaptured_and_says_why(monkeypatch, capsys):

@@ -1,10 +1,10 @@
 """The server side of `dlbench serve`: one model on one device and a pool of single queries in
 pinned host memory, where a server receives them. A batch of n queries is padded to its
 bucket (the next power of two up to the batcher's largest), copied to the device, run, and
-its outputs copied back to the host; the copies are inside each query's latency. Buckets keep
-the shapes a compiled model sees to a few, each compiled and warmed before any load, then
-captured as a CUDA graph (on a GPU): a small batch costs the host one launch, not one a kernel,
-as a serving stack's graph per batch size does."""
+its outputs copied back to the host (into one buffer, pinned on a GPU); the copies are inside
+each query's latency. Buckets keep the shapes a compiled model sees to a few, each compiled and
+warmed before any load, then captured as a CUDA graph (on a GPU): a small batch costs the host
+one launch, not one a kernel, as a serving stack's graph per batch size does."""
 
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ class ModelServer:
         self.replays: dict[int, Callable[[], None]] = {}
         self.outputs: dict[int, torch.Tensor] = {}  # each graph's output, written by its replay
         self.fallback = ""  # why capture failed
+        self.answers: torch.Tensor | None = None  # the last batch's outputs, on the host
 
     def bucket(self, n: int) -> int:
         """The batch size n queries run at."""
@@ -77,7 +78,19 @@ class ModelServer:
             logits = self.outputs[size]
         else:
             logits = self._forward(self.queries[:size].to(self.device, non_blocking=True))
-        logits[:n].to("cpu")  # a device-to-host copy: waits for the device's work
+        self._answer(logits[:n])
+
+    def _answer(self, logits: torch.Tensor) -> None:
+        """The outputs copied into the host buffer the answers go out from, made once (pinned
+        on a GPU, as a server's response buffers are: a copy to pageable memory is staged
+        through one the driver pins), then the wait for the device's work."""
+        if self.answers is None:
+            shape = (self.buckets[-1], *logits.shape[1:])
+            pinned = self.device.type == "cuda"
+            self.answers = torch.empty(shape, dtype=logits.dtype, pin_memory=pinned)
+        self.answers[: len(logits)].copy_(logits, non_blocking=True)
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()
 
     def _forward(self, batch: torch.Tensor) -> torch.Tensor:
         dtype = self.precision.autocast_dtype
