@@ -1,5 +1,6 @@
 """The README's FP8 table from the `fp8` part of the reference (`benchmarks/reference.sh fp8`):
-each point of the fp8 plan in bf16 and in fp8 on one GPU, their ratio, the share of the FLOPs
+each point of the fp8 plan in bf16 and in fp8 on one GPU (an fp8 row a recipe: "head fp8" where
+the output head ran in float8 too), their ratio, the share of the FLOPs
 that ran in FP8, and MFU against the bf16 peak for both (torchtitan's MFU of FP8 runs), so a
 reader sees where FP8 pays and where it does not. Used by readme_table.py, which writes it."""
 
@@ -42,7 +43,8 @@ def fp8_table(path: Path) -> str:
     rows = load_rows([path])
     rows = rows[(rows["status"] == "ok") & (rows["run_kind"] == "benchmark")]
     rows = rows.assign(verdict_label=verdict_labels(rows), code=code_labels(rows))
-    fp8 = rows[rows["precision"] == "fp8"].drop_duplicates(POINT, keep="last")
+    # an fp8 row for each recipe (the output head in float8 too is a row of its own)
+    fp8 = rows[rows["precision"] == "fp8"].drop_duplicates([*POINT, "fp8_recipe"], keep="last")
     bf16 = rows[rows["precision"] != "fp8"].drop_duplicates(POINT, keep="last")
     pairs = bf16.merge(fp8, on=POINT, suffixes=("_bf16", "_fp8"))
     gpu = str(rows["gpu_name"].iloc[0]).removeprefix("NVIDIA ")
@@ -54,8 +56,9 @@ def fp8_table(path: Path) -> str:
         two = {k.removesuffix("_fp8"): v for k, v in r.items() if not k.endswith("_bf16")}
         share = two.get("fp8_flops_share")
         mfu = [m.get("mfu_bf16") for m in (one, two)]
+        head = " (head fp8)" if str(two.get("fp8_recipe", "")).endswith("_with_head") else ""
         cells = [
-            r["model"], r["mode"], f"{int(r['batch_size']):,}", _unit(one),
+            r["model"] + head, r["mode"], f"{int(r['batch_size']):,}", _unit(one),
             f"{_rate(one):,.1f}", f"{_rate(two):,.1f}", f"{_rate(two) / _rate(one):.2f}",
             f"{share:.0%}" if pd.notna(share) else "",
             " / ".join(f"{m:.3f}" for m in mfu) if all(pd.notna(m) for m in mfu) else "",

@@ -129,3 +129,27 @@ def test_the_readme_is_a_front_page_whose_links_resolve():
     assert len(README.encode()) <= 12_000
     links = re.findall(r"\]\(((?:docs|benchmarks)/[^)#]+)\)", README)
     assert links and all((ROOT / link).exists() for link in links), links
+
+
+def test_the_fp8_table_shows_each_recipes_row_beside_the_bf16_one(tmp_path):
+    """Generation with the output head in float8 too is a row of its own, named so, paired
+    with the same bf16 row as the default recipe's."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from fp8_table import fp8_table
+
+    from tests.analysis.rows import benchmark_row, write_rows
+
+    point = {"model": "llm_1b", "mode": "infer", "batch_size": 1}
+    rows = [
+        benchmark_row(**point, precision="bf16-true", decode_tokens_per_s=1000.0),
+        benchmark_row(**point, precision="fp8", fp8_recipe="rowwise_dynamic",
+                      decode_tokens_per_s=1480.0),
+        benchmark_row(**point, precision="fp8", fp8_recipe="rowwise_dynamic_with_head",
+                      decode_tokens_per_s=1700.0),
+    ]  # fmt: skip
+    table = fp8_table(write_rows(tmp_path / "fp8-x.csv", rows))
+    lines = [line for line in table.splitlines() if line.startswith("| llm_1b")]
+    assert [line.split(" | ")[:1] + line.split(" | ")[4:7] for line in lines] == [
+        ["| llm_1b", "1,000.0", "1,480.0", "1.48"],
+        ["| llm_1b (head fp8)", "1,000.0", "1,700.0", "1.70"],
+    ]

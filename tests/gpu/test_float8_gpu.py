@@ -22,16 +22,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_batch1_decode_reads_float8_weights_and_agrees_with_torch_on_them() -> None:
+@pytest.mark.parametrize("recipe", ["rowwise_dynamic", "rowwise_dynamic_with_head"])
+def test_batch1_decode_reads_float8_weights_and_agrees_with_torch_on_them(recipe) -> None:
     torch.manual_seed(0)
     with torch.device("cuda"):
         hf = get_workload("llm_125m").build(InputShape(0, 0, 64)).to(torch.bfloat16).eval()
     native = NativeLlama.from_transformers(hf).eval()
-    layers = quantize_for_inference(native)
-    assert len(layers.names) == 4 * len(native.layers)
+    layers = quantize_for_inference(native, recipe)
+    head = recipe.endswith("_with_head")
+    assert len(layers.names) == 4 * len(native.layers) + head
     data, scale = float8_weight(native.layers[0].wqkv.weight)
     assert data.dtype == torch.float8_e4m3fn and scale.shape == (data.shape[0],)
-    assert float8_weight(native.output.weight) is None  # the head stays bf16
+    assert (float8_weight(native.output.weight) is not None) == head  # bf16 by default
     ids = torch.randint(0, hf.config.vocab_size, (1, 17), device="cuda")
     position = torch.tensor([16], device="cuda")
     native.setup_cache(1, 64)
@@ -73,3 +75,18 @@ def test_validate_holds_fp8_training_to_a_bare_torchao_loop(tmp_path) -> None:
     assert row["precision"] == "fp8" and row["fp8_recipe"] == "tensorwise"
     ratios = [float(r) for r in row["harness_ratios"].split()]
     assert len(ratios) == 2 and all(0.5 < r < 2 for r in ratios)  # both loops ran, both timed
+
+
+def test_decode_with_the_head_in_float8_reads_fewer_bytes_and_its_row_says_so(tmp_path) -> None:
+    out = tmp_path / "rows.csv"
+    for recipe in ("rowwise_dynamic", "rowwise_dynamic_with_head"):
+        config = RunConfig.of(model="llm_125m", mode="infer", precision="fp8", batch_size=1,
+                              fp8_recipe=recipe, prompt_len=16, new_tokens=16, n_iters=2,
+                              warmup_steps=1, output=out)  # fmt: skip
+        assert execute(config) == 0
+    kept, quantized = list(csv.DictReader(out.open()))
+    assert quantized["fp8_recipe"] == "rowwise_dynamic_with_head"
+    assert int(quantized["fp8_linear_layers"]) == int(kept["fp8_linear_layers"]) + 1
+    head_bytes = 32000 * 768  # llm_125m's vocabulary x hidden: bf16 two bytes, float8 one
+    saved = float(kept["decode_bytes_per_step"]) - float(quantized["decode_bytes_per_step"])
+    assert abs(saved - head_bytes) < 0.01 * head_bytes  # plus its scales, a float a row

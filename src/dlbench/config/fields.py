@@ -11,7 +11,9 @@ PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "f
 # torchao's float8 training recipes (the first the default), and inference's one: weights
 # quantized with a scale per output row, activations per row as they arrive
 FP8_TRAINING_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
-FP8_INFERENCE_RECIPES = ("rowwise_dynamic",)
+# inference: float8 weights scaled per row, activations quantized as they arrive; `_with_head`
+# quantizes the output head too (servers keep it in bf16 by default; decode reads it per token)
+FP8_INFERENCE_RECIPES = ("rowwise_dynamic", "rowwise_dynamic_with_head")
 FP8_RECIPES = FP8_TRAINING_RECIPES + FP8_INFERENCE_RECIPES
 ACCELERATORS = ("auto", "gpu", "cpu")
 OPTIMIZERS = ("sgd", "adamw", "adam")

@@ -45,6 +45,8 @@ def test_fp8_on_the_cpu_and_a_recipe_without_fp8_are_refused_naming_the_flag(dlb
     train = ["train", "--accelerator", "cpu", "--model", "vit", "--output", kept]
     refused(dlbench(*train, "--precision", "fp8", "--fp8-recipe", "rowwise_dynamic"),
             "--fp8-recipe", "train: tensorwise")  # fmt: skip
+    refused(dlbench(*train, "--precision", "fp8", "--fp8-recipe", "rowwise_dynamic_with_head"),
+            "--fp8-recipe", "train: tensorwise")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ["resnet50", "mobilenet_v3", "efficientnet_v2"])
@@ -68,6 +70,18 @@ def test_the_head_and_layers_of_odd_sizes_stay_out_of_fp8():
             return self.head
 
     assert fp8_linears(Net()) == ["body"]
+    assert fp8_linears(Net(), with_head=True) == ["body", "head"]  # odd sizes stay out still
+
+
+def test_an_llms_tied_head_joins_fp8_only_when_the_recipe_asks():
+    """llm_1b's output head shares the token table's weight: inference's default recipe
+    keeps it in bf16 (as servers do); `rowwise_dynamic_with_head` quantizes it too."""
+    workload = get_workload("llm_1b")
+    model, _ = build_model(workload, workload.shape(None, None, 64), "native", META)
+    assert model.output.weight is model.embed.weight
+    kept, all_of_them = fp8_linears(model), fp8_linears(model, with_head=True)
+    assert "output" not in kept and len(kept) == 4 * len(model.layers)
+    assert all_of_them == [*kept, "output"]
 
 
 def _tiny_llm(mode: str = "train"):

@@ -7,7 +7,8 @@ FSDP with the tensorwise recipe the weights are all-gathered in float8, with the
 computed once per step for all of them (torchtitan's `enable_fsdp_float8_all_gather` and
 `precompute_float8_dynamic_scale_for_fsdp`). Inference quantizes the same layers' weights to
 float8 with a scale per output row and quantizes each activation dynamically, per row
-(torchao's Float8DynamicActivationFloat8WeightConfig); batch-1 LLM decode reads those float8
+(torchao's Float8DynamicActivationFloat8WeightConfig), the output head too under
+`--fp8-recipe rowwise_dynamic_with_head`; batch-1 LLM decode reads those float8
 weights and their scales in dlbench's own GEMV (workloads.decode_kernels). FP8 pays only in
 large matmuls, compiled (its casts fuse into the neighbouring kernels): the row says how many
 layers ran in FP8 and the share of the model's FLOPs they carry."""
@@ -28,6 +29,7 @@ DIMENSION_MULTIPLE = 16  # torch._scaled_mm takes dimensions that are multiples 
 # the GEMMs of one Linear layer's training step that a recipe runs in FP8: forward, the input's
 # gradient and the weight's (rowwise_with_gw_hp keeps the weight's gradient in bf16)
 FP8_GEMMS = {"tensorwise": 3, "rowwise": 3, "rowwise_with_gw_hp": 2}
+WITH_HEAD = "_with_head"  # an inference recipe that quantizes the output head too
 
 
 @dataclass(frozen=True)
@@ -83,10 +85,10 @@ def output_head(model: nn.Module) -> nn.Module | None:
     return None
 
 
-def fp8_linears(model: nn.Module) -> list[str]:
+def fp8_linears(model: nn.Module, with_head: bool = False) -> list[str]:
     """The names of the Linear layers FP8 takes: both dimensions multiples of 16, not the
-    output head (nor a layer sharing its weight)."""
-    head = output_head(model)
+    output head (nor a layer sharing its weight) unless `with_head`."""
+    head = None if with_head else output_head(model)
     kept = {id(p) for p in head.parameters()} if head is not None else set()
     return [
         name
@@ -140,23 +142,27 @@ def convert_for_training(
     return Float8Layers(tuple(sorted(names)), recipe)
 
 
-def quantize_for_inference(model: nn.Module) -> Float8Layers:
+def quantize_for_inference(
+    model: nn.Module, recipe: str = FP8_INFERENCE_RECIPES[0]
+) -> Float8Layers:
     """Quantize the weights of the layers `fp8_linears` names to float8 with a scale per output
-    row; their activations are quantized per row as they arrive."""
+    row (the output head's too under `rowwise_dynamic_with_head`: a head that shares the token
+    table's weight gets a float8 copy of its own, the table stays for the lookup); their
+    activations are quantized per row as they arrive."""
     from torchao.quantization import (
         Float8DynamicActivationFloat8WeightConfig,
         PerRow,
         quantize_,
     )
 
-    names = set(fp8_linears(model))
+    names = set(fp8_linears(model, with_head=recipe.endswith(WITH_HEAD)))
     # torchao would otherwise set inductor's tuning for the whole process, never restored: a
     # sweep worker's later points would compile (bf16 too) other than their own runs do
     config = Float8DynamicActivationFloat8WeightConfig(
         granularity=PerRow(), set_inductor_config=False
     )
     quantize_(model, config, filter_fn=lambda _, fqn: fqn in names)
-    return Float8Layers(tuple(sorted(names)), FP8_INFERENCE_RECIPES[0])
+    return Float8Layers(tuple(sorted(names)), recipe)
 
 
 def apply_float8(
@@ -174,7 +180,7 @@ def apply_float8(
         return None
     if mode == "train":
         return convert_for_training(model, recipe or FP8_TRAINING_RECIPES[0], sharded, aligned)
-    return quantize_for_inference(model)
+    return quantize_for_inference(model, recipe or FP8_INFERENCE_RECIPES[0])
 
 
 def precompute_scales(model: nn.Module) -> None:
