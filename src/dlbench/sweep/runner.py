@@ -3,9 +3,10 @@ process that is replaced after any failure (the default), or each in a process o
 
 Rows: the point's process writes its own row (ok, or oom); where it could not (crash, timeout,
 interruption) this process writes one for it. The CSV grows point by point, so a report can run
-on a partial sweep. Resume: a rerun skips points that already have an ok row (`--no-resume`
-runs them again). One sweep at a time per CSV: the sweep holds `.<csv>.sweep.lock` for its
-lifetime (an OS lock, released when the process dies, however it dies)."""
+on a partial sweep. Resume: a rerun skips points that already have an ok row of the same dlbench
+version and commit (`--no-resume` runs them again). One sweep at a time per CSV: the sweep
+holds `.<csv>.sweep.lock` for its lifetime (an OS lock, released when the process dies, however
+it dies)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,7 @@ def point_matches(point: SweepPoint, row: dict[str, str]) -> bool:
 
 
 Point = SweepPoint | ServePoint
+CODE_COLUMNS = ("dlbench", "dlbench_commit")  # the code a row was measured by
 
 
 def _measured(point: Point, row: dict[str, str]) -> bool:
@@ -126,11 +128,16 @@ class SweepRunner:
             )
 
     def _done(self, point: Point, rows: list[dict[str, str]] | None = None) -> bool:
-        """Whether `rows` (default: the CSV as it is now) hold an ok row of this point."""
+        """Whether `rows` (default: the CSV as it is now) hold an ok row of this point measured
+        by this code (a row of another dlbench version or commit is no resume's: a CSV that
+        mixed them would read as one code's figures)."""
         return self.resume and any(
-            r.get("status") == "ok" and _measured(point, r)
+            r.get("status") == "ok" and self._same_code(r) and _measured(point, r)
             for r in (self.store.rows() if rows is None else rows)
         )
+
+    def _same_code(self, row: dict[str, str]) -> bool:
+        return all(str(row.get(k) or "") == str(self.env.get(k) or "") for k in CODE_COLUMNS)
 
     def _fail(self, point: Point, run_id: str, status: str, error: str) -> None:
         if any(r.get("run_id") == run_id for r in self.store.rows()):
@@ -190,6 +197,12 @@ class SweepRunner:
             console.print(
                 f"resuming: {done} of {len(self.points)} point(s) already have an ok row in "
                 f"{self.store.path} and are skipped (--no-resume runs them again)"
+            )
+        other = sum(r.get("status") == "ok" and not self._same_code(r) for r in rows)
+        if other:
+            console.print(
+                f"{other} ok row(s) in {self.store.path} were measured by other dlbench code "
+                "and are not resumed from: their points run again"
             )
         try:
             with Progress(*columns, console=console, transient=False) as progress:
