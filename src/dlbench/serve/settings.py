@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,41 +137,33 @@ def settings_from_plan(entry: object, where: str) -> ServeSettings:
     unknown = sorted(set(map(str, entry)) - set(SETTABLE) - {"tags"})
     if unknown:
         raise UserError(f"{where}: unknown flag {unknown[0]!r}; known: {', '.join(SETTABLE)}")
-    values = {}
-    defaults = {f.name: f.default for f in dataclasses.fields(ServeSettings)}
-    for key, value in entry.items():
-        if key == "tags":
-            continue
-        values[key] = _typed(key, value, defaults[key], where)
+    kinds = typing.get_type_hints(ServeSettings)
+    values = {k: _typed(k, v, _base(kinds[k]), where) for k, v in entry.items() if k != "tags"}
     try:
         return ServeSettings(**values).checked()
     except UserError as exc:
         raise UserError(f"{where}: {exc}") from None
 
 
-def _typed(key: str, value: object, default: object, where: str) -> object:
-    """A YAML value in the type of the setting's default (a number where one is meant)."""
-    numeric = key in ("qps", "slo_p99_ms", "width", "height") or isinstance(default, (int, float))
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif numeric:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok and (isinstance(default, int) or key in ("width", "height")):
-            ok = isinstance(value, int) or (math.isfinite(value) and float(value).is_integer())
-            value = int(value) if ok else value
-    else:  # a name; YAML reads `precision: 32` as a number
-        ok = isinstance(value, (str, int, float)) and not isinstance(value, bool)
-        value = str(value) if ok else value
-    if not ok:
-        raise UserError(f"{where}: {key}: invalid value {value!r}; expected {_kind(key, default)}")
-    return value
+def _base(kind: object) -> type:
+    """A setting's type without its None (`float | None` -> float)."""
+    options = [k for k in typing.get_args(kind) if k is not type(None)]
+    return options[0] if options else kind  # type: ignore[return-value]
 
 
-def _kind(key: str, default: object) -> str:
-    if isinstance(default, bool):
-        return "true or false"
-    if key in ("width", "height") or isinstance(default, int):
-        return "an integer"
-    if key in ("qps", "slo_p99_ms") or isinstance(default, float):
-        return "a number"
-    return "a name"
+_WANTED = {bool: "true or false", int: "an integer", float: "a number", str: "a name"}
+
+
+def _typed(key: str, value: object, kind: type, where: str) -> object:
+    """A YAML value as the setting's type: a whole number for an integer, any number for a
+    float, a name as text (YAML reads `precision: 32` as a number); a UserError otherwise."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is bool and isinstance(value, bool):
+        return value
+    if kind is float and number:
+        return float(value)  # type: ignore[arg-type]
+    if kind is int and number and math.isfinite(value) and float(value).is_integer():  # type: ignore[arg-type]
+        return int(value)  # type: ignore[arg-type]
+    if kind is str and (number or isinstance(value, str)):
+        return str(value)
+    raise UserError(f"{where}: {key}: invalid value {value!r}; expected {_WANTED[kind]}")
