@@ -94,4 +94,4 @@ def serve(
         run_id=run_id,
         tags=tuple(tag or ()),
     )
-    show_serve(execute_serve(settings.checked()))
+    show_serve(execute_serve(settings))  # which checks every setting before it builds anything

@@ -15,10 +15,10 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-from dlbench.config import RunConfig
+from dlbench.config import CONFIG_KEY, RunConfig, resolved_strategy
 from dlbench.config.flags import config_args
 from dlbench.config.tags import RowTags
-from dlbench.errors import UserError
+from dlbench.errors import UserError, number_or_none
 from dlbench.serve.settings import ServeSettings
 
 MAX_POINTS = 10_000  # a grid larger than this runs for weeks: a typo, or several plans
@@ -72,6 +72,27 @@ class SweepPoint:
     def cli_args(self, **fields: object) -> list[str]:
         """The `dlbench` command line of the point (for --dry-run and its own process)."""
         return config_args(self.config(**fields), self.auto_batch)
+
+    def matches(self, row: dict[str, str]) -> bool:
+        """Whether a stored row measured this point: a benchmark row, on the fields the point
+        sets and its distinguishing tags."""
+        if row.get("run_kind", "benchmark") not in ("", "benchmark"):
+            return False
+        wanted = {"mode": self.mode, **self.flags}
+        if wanted.get("batch_size") == "auto":
+            wanted.pop("batch_size")
+            if row.get("batch_size_mode") != "auto":
+                return False
+        tags = self.all_tags
+        for key in (*DISTINGUISHING_TAGS, *tags):
+            if row.get(key, "") != tags.get(key, ""):
+                return False
+        processes = int(wanted.get("devices", 1)) * int(wanted.get("num_nodes", 1))
+        wanted["strategy"] = resolved_strategy(str(wanted.get("strategy", "auto")), processes)
+        for key in CONFIG_KEY:
+            if key in wanted and row.get(key, "") != "" and row[key] != str(wanted[key]):
+                return False  # an empty value: the key does not apply (seq_len of an image model)
+        return True
 
 
 @dataclass(frozen=True)
@@ -137,18 +158,10 @@ class ServePoint:
             cell = row.get(key, "")
             if value is None or cell == "":
                 continue
-            if (cell if isinstance(value, str) else float_or_text(cell)) != value:
+            if (cell if isinstance(value, str) else number_or_none(cell)) != value:
                 return False
         tags = self.all_tags
         return all(row.get(k, "") == tags.get(k, "") for k in (*DISTINGUISHING_TAGS, *tags))
-
-
-def float_or_text(text: str) -> object:
-    """A CSV cell as the number it holds, or its text."""
-    try:
-        return float(text)
-    except ValueError:
-        return text
 
 
 @dataclass

@@ -20,7 +20,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from dlbench.config import CONFIG_KEY, resolved_strategy
 from dlbench.config.tags import ISOLATIONS, RowTags
 from dlbench.console import stderr
 from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
@@ -29,7 +28,6 @@ from dlbench.results.row import failure_row, new_run_id
 from dlbench.results.store import CsvStore, held
 from dlbench.signals import Interrupted
 from dlbench.sweep.plan import (
-    DISTINGUISHING_TAGS,
     ServePoint,
     SweepPlan,
     SweepPoint,
@@ -66,35 +64,8 @@ class SweepOutcome:
         return sum(p.status not in ("ok", "skipped") for p in self.points)
 
 
-def point_matches(point: SweepPoint, row: dict[str, str]) -> bool:
-    """Whether a stored row measured this point (on the fields the point sets)."""
-    wanted = {"mode": point.mode, **point.flags}
-    if wanted.get("batch_size") == "auto":
-        wanted.pop("batch_size")
-        if row.get("batch_size_mode") != "auto":
-            return False
-    tags = point.all_tags
-    for key in (*DISTINGUISHING_TAGS, *tags):
-        if row.get(key, "") != tags.get(key, ""):
-            return False
-    processes = int(wanted.get("devices", 1)) * int(wanted.get("num_nodes", 1))
-    wanted["strategy"] = resolved_strategy(str(wanted.get("strategy", "auto")), processes)
-    for key in CONFIG_KEY:
-        if key in wanted and row.get(key, "") != "" and row[key] != str(wanted[key]):
-            return False  # an empty value: the key does not apply (seq_len of an image model)
-    return True
-
-
 Point = SweepPoint | ServePoint
 CODE_COLUMNS = ("dlbench", "dlbench_commit")  # the code a row was measured by
-
-
-def _measured(point: Point, row: dict[str, str]) -> bool:
-    """Whether a stored row is of this point's kind (a benchmark's or a serve run's) and
-    measured it."""
-    if isinstance(point, ServePoint):
-        return point.matches(row)
-    return row.get("run_kind", "benchmark") in ("", "benchmark") and point_matches(point, row)
 
 
 class SweepRunner:
@@ -132,7 +103,7 @@ class SweepRunner:
         by this code (a row of another dlbench version or commit is no resume's: a CSV that
         mixed them would read as one code's figures)."""
         return self.resume and any(
-            r.get("status") == "ok" and self._same_code(r) and _measured(point, r)
+            r.get("status") == "ok" and self._same_code(r) and point.matches(r)
             for r in (self.store.rows() if rows is None else rows)
         )
 
