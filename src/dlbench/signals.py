@@ -4,8 +4,10 @@ stays half-written (the processes a run starts: dlbench.subprocesses)."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 # docker stop, Ctrl-C, and a closed terminal or ssh session (a sweep over ssh whose link drops)
 STOPPING_SIGNALS = tuple(
@@ -36,10 +38,22 @@ def _raise(signum: int, _frame: object) -> None:
 
 def raise_if_interrupted() -> None:
     """Raise the signal that arrived if its exception was lost: a handler that fires inside a
-    `__del__` (an import's clean-up, say) has its exception printed and ignored by Python, and
-    the run would go on. The measured loop calls this between steps (a list read, no sync)."""
+    `__del__` (an import's clean-up, say) has its exception ignored by Python, and the run
+    would go on. The measured loop calls this between steps (a list read, no sync)."""
     if _pending:
         raise Interrupted(_pending[-1])
+
+
+def _quiet_lost_interrupt(previous_hook: Callable[[Any], object]) -> Callable[[Any], None]:
+    """An `Interrupted` that Python could not raise (it fired in a finalizer) is already in
+    `_pending`, and the run stops at its next check: printing it would put a traceback under
+    the run's one-line error. Anything else goes to the hook that was there."""
+
+    def hook(unraisable: Any) -> None:  # sys.UnraisableHookArgs, a type only typeshed names
+        if not isinstance(unraisable.exc_value, Interrupted):
+            previous_hook(unraisable)
+
+    return hook
 
 
 @contextmanager
@@ -47,11 +61,14 @@ def interruptible() -> Iterator[None]:
     """Turn STOPPING_SIGNALS into `Interrupted` inside the block; restore handlers after."""
     _pending.clear()
     previous = {s: signal.signal(s, _raise) for s in STOPPING_SIGNALS}
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _quiet_lost_interrupt(previous_hook)
     try:
         yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        sys.unraisablehook = previous_hook
         _pending.clear()  # handled here: the next run in this process starts clean
 
 
