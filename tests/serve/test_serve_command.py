@@ -109,3 +109,29 @@ def test_the_report_shows_serving_and_draws_latency_against_rate(dlbench, tmp_pa
     points = search_points(load_rows([out]))
     assert len(points) == int(served["serve_points_tried"]) and points["p99_ms"].gt(0).all()
     assert any("serving" in p.name for p in (tmp_path / "report").glob("*.png"))
+
+
+def test_every_serve_setting_is_an_option_with_its_default():
+    """The command hands its options to ServeSettings by name: an option missing, renamed or
+    defaulted otherwise would break a run or change what it measures without a word."""
+    import dataclasses
+
+    import typer.main
+
+    from dlbench.cli.app import app
+    from dlbench.serve.settings import ServeSettings
+
+    command = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
+    options = {p.name: p.default for p in command.params}
+    renamed = {"tags": "tag"}  # one --tag a column, repeated
+    for field in dataclasses.fields(ServeSettings):
+        name = renamed.get(field.name, field.name)
+        assert name in options, field.name
+        default = field.default
+        if field.name == "tags":
+            assert options[name] is None
+        elif field.name == "output":
+            assert options[name] == str(default)
+        else:
+            assert options[name] == default, field.name
+    assert set(options) == {renamed.get(f.name, f.name) for f in dataclasses.fields(ServeSettings)}

@@ -21,6 +21,7 @@ DEFAULTS = ServeSettings()  # each default stated once, in ServeSettings
     "offline, through a dynamic batcher; latency from each query's scheduled arrival.",
 )
 def serve(
+    ctx: typer.Context,
     model: Annotated[str, typer.Option(help="Workload name (dlbench models).")] = DEFAULTS.model,
     scenario: Annotated[
         str, typer.Option(help="single-stream, server or offline.")
@@ -70,28 +71,8 @@ def serve(
 ) -> None:
     from dlbench.serve.run import execute_serve, show_serve
 
-    settings = ServeSettings(
-        model=model,
-        scenario=scenario,
-        qps=qps,
-        find_qps=find_qps,
-        max_batch=max_batch,
-        batch_timeout_ms=batch_timeout_ms,
-        slo_p99_ms=slo_p99_ms,
-        queries=queries,
-        min_duration=min_duration,
-        search_budget=search_budget,
-        precision=precision,
-        accelerator=accelerator,
-        compile=compile,
-        cuda_graphs=cuda_graphs,
-        channels_last=channels_last,
-        width=width,
-        height=height,
-        seq_len=seq_len,
-        seed=seed,
-        output=Path(output),
-        run_id=run_id,
-        tags=tuple(tag or ()),
-    )
+    given = dict(ctx.params)  # every option above, by ServeSettings' field names
+    given["tags"] = tuple(given.pop("tag") or ())
+    given["output"] = Path(given["output"])
+    settings = ServeSettings(**given)
     show_serve(execute_serve(settings))  # which checks every setting before it builds anything

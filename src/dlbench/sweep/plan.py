@@ -14,12 +14,18 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dlbench.config import CONFIG_KEY, RunConfig, resolved_strategy
 from dlbench.config.flags import config_args
 from dlbench.config.tags import RowTags
 from dlbench.errors import UserError, number_or_none
 from dlbench.serve.settings import ServeSettings
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from dlbench.sweep.worker import ChildResult, Launcher
 
 MAX_POINTS = 10_000  # a grid larger than this runs for weeks: a typo, or several plans
 AXES = ("models", "modes", "batch_sizes", "precisions", "resolutions", "devices", "power_limits")
@@ -72,6 +78,14 @@ class SweepPoint:
     def cli_args(self, **fields: object) -> list[str]:
         """The `dlbench` command line of the point (for --dry-run and its own process)."""
         return config_args(self.config(**fields), self.auto_batch)
+
+    def launch(
+        self, launcher: Launcher, timeout_s: float, output: Path, run_id: str, tags: dict[str, str]
+    ) -> ChildResult:
+        """Run the point through the sweep's worker (or a process of its own where it needs
+        one), its row in `output` under `run_id` with `tags` as columns."""
+        config = self.config(output=output, run_id=run_id, tags=RowTags(tags))
+        return launcher.run(config, self.auto_batch, timeout_s)
 
     def matches(self, row: dict[str, str]) -> bool:
         """Whether a stored row measured this point: a benchmark row, on the fields the point
@@ -137,6 +151,14 @@ class ServePoint:
     def cli_args(self, **fields: object) -> list[str]:
         """The `dlbench serve` command line of the point."""
         return self.with_run(**fields).cli_args()
+
+    def launch(
+        self, launcher: Launcher, timeout_s: float, output: Path, run_id: str, tags: dict[str, str]
+    ) -> ChildResult:
+        """Run the point as `dlbench serve` in a process of its own (a serve run builds its
+        own model server; the worker runs benchmark points)."""
+        args = self.cli_args(output=output, run_id=run_id, tags=tags)
+        return launcher.run_alone(args, timeout_s)
 
     def matches(self, row: dict[str, str]) -> bool:
         """Whether a stored row served this point: a serve row of its model, scenario, batcher,

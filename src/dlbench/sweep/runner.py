@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from dlbench.config.tags import ISOLATIONS, RowTags
+from dlbench.config.tags import ISOLATIONS
 from dlbench.console import stderr
 from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
@@ -118,14 +118,8 @@ class SweepRunner:
 
     def _run_point(self, point: Point, launcher: Launcher, run_id: str) -> str:
         tags = {**point.all_tags, "sweep": self.plan.name}
-        timeout = self.plan.timeout_s
         try:
-            if isinstance(point, ServePoint):  # a process of its own, as `dlbench serve`
-                args = point.cli_args(output=self.store.path, run_id=run_id, tags=tags)
-                result = launcher.run_alone(args, timeout)
-            else:
-                config = point.config(output=self.store.path, run_id=run_id, tags=RowTags(tags))
-                result = launcher.run(config, point.auto_batch, timeout)
+            result = point.launch(launcher, self.plan.timeout_s, self.store.path, run_id, tags)
         except Interrupted as exc:
             self._fail(point, run_id, "interrupted", str(exc))
             raise
