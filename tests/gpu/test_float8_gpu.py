@@ -63,6 +63,23 @@ def test_fp8_runs_compiled_and_its_row_says_what_ran_in_fp8(tmp_path, model, mod
     assert 0 < float(row["fp8_flops_share"]) <= 1
 
 
+def test_training_with_the_head_in_float8_runs_compiled_and_counts_the_head(tmp_path) -> None:
+    """llm_125m (a 32,000-token head FP8 can take): the loss's three GEMMs as scaled float8
+    matmuls on the GPU, compiled; the row counts one layer more and a larger FP8 share."""
+    out = tmp_path / "rows.csv"
+    for recipe in ("tensorwise", "tensorwise_with_head"):
+        config = RunConfig.of(model="llm_125m", mode="train", precision="fp8", batch_size=4,
+                              seq_len=256, fp8_recipe=recipe, n_iters=10, warmup_steps=2,
+                              output=out)  # fmt: skip
+        assert execute(config) == 0
+    body, with_head = list(csv.DictReader(out.open()))
+    assert with_head["fp8_recipe"] == "tensorwise_with_head"
+    assert int(with_head["fp8_linear_layers"]) == int(body["fp8_linear_layers"]) + 1
+    assert float(with_head["fp8_flops_share"]) > float(body["fp8_flops_share"])
+    assert with_head["last_step_finite"] == "True" and with_head["status"] == "ok"
+    assert float(with_head["final_loss"]) == pytest.approx(float(body["final_loss"]), rel=0.05)
+
+
 def test_validate_holds_fp8_training_to_a_bare_torchao_loop(tmp_path) -> None:
     from dlbench.engine.validate import execute_validate
 

@@ -81,6 +81,42 @@ def test_the_chunked_loss_equals_cross_entropy_in_value_and_gradients(monkeypatc
     assert torch.allclose(hidden.grad, h.grad) and torch.allclose(head.grad, w.grad)
 
 
+def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return F.cosine_similarity(a.flatten().double(), b.flatten().double(), dim=0).item()
+
+
+@pytest.mark.parametrize("tokens", [40, 37])  # a chunk's rows a multiple of 16, and not
+def test_the_float8_loss_runs_its_three_gemms_in_float8_and_stays_near_cross_entropy(
+    monkeypatch, tokens
+):
+    """`--fp8-recipe tensorwise_with_head`: the logits and both gradients from scaled float8
+    matmuls (e4m3 operands, e5m2 for the logits' gradient), one scale a tensor; the value and
+    the gradients within float8's rounding of bf16 cross-entropy's."""
+    monkeypatch.setattr(llm_loss, "LOSS_CHUNK_TOKENS", 32)  # two chunks, the last short
+    calls = []
+    scaled_mm = torch._scaled_mm
+
+    def recording(a, b, *args, **kwargs):
+        calls.append((a.dtype, b.dtype))
+        return scaled_mm(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "_scaled_mm", recording)
+    torch.manual_seed(3)
+    hidden = torch.randn(2, tokens, 64, dtype=torch.bfloat16, requires_grad=True)
+    head = (torch.randn(512, 64) * 0.2).to(torch.bfloat16).requires_grad_()
+    targets = torch.randint(0, 512, (2, tokens))
+    loss = chunked_cross_entropy(Hidden(hidden, head, float8=True), targets)
+    loss.backward()
+    e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
+    chunks = -(-2 * tokens // 32)
+    assert calls == [(e4m3, e4m3), (e5m2, e4m3), (e5m2, e4m3)] * chunks
+    h, w = hidden.detach().float().requires_grad_(), head.detach().float().requires_grad_()
+    reference = F.cross_entropy((h @ w.t()).flatten(0, 1), targets.flatten())
+    reference.backward()
+    assert loss.item() == pytest.approx(reference.item(), rel=0.02)
+    assert _cosine(hidden.grad, h.grad) > 0.99 and _cosine(head.grad, w.grad) > 0.99
+
+
 def test_llm_impl_is_refused_for_other_workloads():
     from dlbench.errors import UserError
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from dlbench.config import DdpSettings, RunConfig, resolved_strategy
-from dlbench.config.fields import FP8_INFERENCE_RECIPES, FP8_TRAINING_RECIPES
+from dlbench.config.fields import fp8_recipes
 from dlbench.config.flags import flag_name
 from dlbench.console import stderr
 from dlbench.data.loader_workers import default_workers
@@ -183,7 +183,7 @@ def _fp8_defaults(config: RunConfig, on_gpu: bool) -> dict[str, object]:
     compiled unless --no-compile (FP8 pays only where its casts fuse into the matmuls'
     neighbours)."""
     mode, recipe = config.workload.mode, config.acceleration.fp8_recipe
-    recipes = FP8_TRAINING_RECIPES if mode == "train" else FP8_INFERENCE_RECIPES
+    recipes = fp8_recipes(mode)
     if recipe is not None and recipe not in recipes:
         raise invalid("--fp8-recipe", recipe, f"{mode}: {', '.join(recipes)}")
     changes: dict[str, object] = {"fp8_recipe": recipe or recipes[0]}

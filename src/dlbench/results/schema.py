@@ -39,7 +39,7 @@ COLUMNS: dict[str, str] = {
     "float8 through torchao, the rest bf16-mixed in training, bf16-true in inference)",
     "fp8_recipe": "fp8: torchao's float8 training recipe (tensorwise, rowwise, "
     "rowwise_with_gw_hp) or inference's rowwise_dynamic (float8 weights with a scale per row, "
-    "activations quantized per row as they arrive; _with_head: the output head too)",
+    "activations quantized per row as they arrive); _with_head: the output head too",
     "batch_size": "samples per step per device",
     "width": "image width in pixels",
     "height": "image height in pixels",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dlbench.config import CONFIG_KEY, RunConfig, resolved_strategy
+from dlbench.config.fields import fp8_recipes
 from dlbench.config.flags import config_args
 from dlbench.config.tags import RowTags
 from dlbench.errors import UserError, number_or_none
@@ -103,6 +104,8 @@ class SweepPoint:
                 return False
         processes = int(wanted.get("devices", 1)) * int(wanted.get("num_nodes", 1))
         wanted["strategy"] = resolved_strategy(str(wanted.get("strategy", "auto")), processes)
+        if wanted.get("precision") == "fp8":  # no recipe named: the mode's default ran
+            wanted.setdefault("fp8_recipe", fp8_recipes(self.mode)[0])
         for key in CONFIG_KEY:
             if key in wanted and row.get(key, "") != "" and row[key] != str(wanted[key]):
                 return False  # an empty value: the key does not apply (seq_len of an image model)

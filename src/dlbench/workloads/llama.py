@@ -231,6 +231,7 @@ class NativeLlama(nn.Module):
         self.cache: KVCache | None = None
         self.max_len = 0
         self.decode_kernels = True  # batch-1 decode's attention by the Triton kernel
+        self.head_float8 = False  # the training loss's GEMMs in float8 (engine's FP8 recipes)
 
     @classmethod
     def from_transformers(cls, hf) -> NativeLlama:
@@ -330,7 +331,7 @@ class NativeLlama(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> Hidden:
         """Training: the hidden states and the output weight (the loss forms the logits)."""
-        return Hidden(self.norm(self.hidden_states(ids)), self.output.weight)
+        return Hidden(self.norm(self.hidden_states(ids)), self.output.weight, self.head_float8)
 
     def logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Generation: logits of the last position only."""

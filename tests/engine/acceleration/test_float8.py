@@ -18,6 +18,7 @@ from dlbench.engine.acceleration.float8 import (
     convert_for_training,
     fp8_columns,
     fp8_linears,
+    fp8_sharded_recipe,
     quantize_for_inference,
     require_fp8_linears,
     rows_aligned,
@@ -112,6 +113,70 @@ def test_the_native_llms_projections_convert_and_carry_their_share_of_the_flops(
     assert 0.3 < columns["fp8_flops_per_sample"] / total < 1.0  # a tiny vocabulary head
     keeps_gw = Float8Layers(layers.names, "rowwise_with_gw_hp")
     assert fp8_columns(keeps_gw, "train", meta, ids)["fp8_flops_per_sample"] == 2 * 64 * per_token
+
+
+def _tiny_tied_llm() -> nn.Module:
+    """llm_tiny's shape with llm_1b's tied head and a vocabulary FP8 can take (1,024)."""
+    from transformers import LlamaConfig
+
+    from dlbench.workloads.llama import NativeLlama
+
+    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, vocab_size=1024,
+                         tie_word_embeddings=True)  # fmt: skip
+    return NativeLlama(config)
+
+
+def test_training_with_the_head_puts_the_native_llms_loss_in_float8_and_counts_it():
+    """`tensorwise_with_head` on the native LLM: its loss forms the logits from the head's
+    weight (workloads.llm_loss), so the loss runs in float8 and the head layer stays as it
+    is, tied to the token table; the row counts the head's three GEMMs among FP8's FLOPs.
+    Sharded, the body's weights are all-gathered in float8 and their scales precomputed."""
+    for sharded in (False, True):
+        model = _tiny_tied_llm()
+        layers = convert_for_training(model, "tensorwise_with_head", sharded=sharded)
+        assert len(layers.names) == 9 and layers.loss_head == "output" and model.head_float8
+        assert type(model.output) is nn.Linear and model.output.weight is model.embed.weight
+        body = model.get_submodule(layers.names[0])
+        assert body.config.enable_fsdp_float8_all_gather is sharded
+        assert fp8_sharded_recipe(layers, sharded) is sharded
+    ids = torch.randint(0, 1024, (2, 64))
+    outputs = model(ids)
+    assert outputs.float8 and outputs.head is model.embed.weight
+    meta, on_meta = _tiny_tied_llm().to(META), ids.to(META)
+    body_only = Float8Layers(layers.names[:-1], "tensorwise")
+    body_only = fp8_columns(body_only, "train", meta, on_meta)
+    columns = fp8_columns(layers, "train", meta, on_meta)
+    head_gemms = 3 * 2 * 64 * 64 * 1024  # three GEMMs of 2 x hidden x vocabulary a token
+    assert columns["fp8_flops_per_sample"] == body_only["fp8_flops_per_sample"] + head_gemms
+
+
+def test_training_with_the_head_converts_a_head_the_model_calls_and_keeps_its_tie():
+    """A model whose forward calls its head (not the native LLM): the head becomes a
+    Float8Linear, its weight still the token table's, gathered in bf16 when sharded."""
+    from torchao.float8.float8_linear import Float8Linear
+
+    class Tied(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.body = nn.Embedding(1024, 64), nn.Linear(64, 64)
+            self.head = nn.Linear(64, 1024, bias=False)
+            self.head.weight = self.embed.weight
+
+        def get_output_embeddings(self) -> nn.Module:
+            return self.head
+
+        def forward(self, ids):
+            return self.head(self.body(self.embed(ids)))
+
+    model = Tied()
+    layers = convert_for_training(model, "tensorwise_with_head", sharded=True)
+    assert layers.names == ("body", "head") and not layers.loss_head
+    assert isinstance(model.head, Float8Linear) and model.head.weight is model.embed.weight
+    assert not model.head.config.enable_fsdp_float8_all_gather
+    assert model.body.config.enable_fsdp_float8_all_gather
+    model(torch.randint(0, 1024, (2, 16))).float().sum().backward()
+    assert model.embed.weight.grad is not None
 
 
 @pytest.mark.parametrize(

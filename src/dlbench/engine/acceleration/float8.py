@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from dlbench.config.fields import FP8_INFERENCE_RECIPES, FP8_TRAINING_RECIPES
+from dlbench.config.fields import fp8_recipes
 from dlbench.errors import invalid
 from dlbench.workloads import InputShape, Workload
 
@@ -29,7 +29,7 @@ DIMENSION_MULTIPLE = 16  # torch._scaled_mm takes dimensions that are multiples 
 # the GEMMs of one Linear layer's training step that a recipe runs in FP8: forward, the input's
 # gradient and the weight's (rowwise_with_gw_hp keeps the weight's gradient in bf16)
 FP8_GEMMS = {"tensorwise": 3, "rowwise": 3, "rowwise_with_gw_hp": 2}
-WITH_HEAD = "_with_head"  # an inference recipe that quantizes the output head too
+WITH_HEAD = "_with_head"  # a recipe that takes the output head into float8 too
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,11 @@ class Float8Layers:
 
     names: tuple[str, ...]
     recipe: str
+    loss_head: str = ""  # a head whose logits the training loss forms, in float8 (native LLMs)
 
     def fp8_gemms(self, mode: str) -> int:
         """Of a layer's GEMMs per sample (three in training, one in inference), those in FP8."""
-        return FP8_GEMMS[self.recipe] if mode == "train" else 1
+        return FP8_GEMMS[self.recipe.removesuffix(WITH_HEAD)] if mode == "train" else 1
 
 
 def check_fp8_device(device_type: str) -> None:
@@ -128,23 +129,33 @@ def convert_for_training(
     model: nn.Module, recipe: str, sharded: bool, aligned: bool = True
 ) -> Float8Layers:
     """Swap the layers `fp8_linears` names for torchao's Float8Linear under `recipe`; sharded
-    (FSDP) with tensorwise scaling, the weights are all-gathered in float8. Rows not
-    `aligned` (`rows_aligned`) are padded with zeros to a multiple of 16 inside the matmul."""
+    (FSDP) with tensorwise scaling, their weights are all-gathered in float8. Rows not
+    `aligned` (`rows_aligned`) are padded with zeros to a multiple of 16 inside the matmul.
+    Under `tensorwise_with_head` the output head trains in float8 too: where the model's loss
+    forms the logits from the head's weight (`head_float8`: the native LLM), that loss runs
+    its GEMMs in float8; elsewhere the head becomes a Float8Linear whose weight is gathered in
+    bf16 (a float8 all-gather gives the layer a parameter of its own, and a head tied to the
+    token table would lose the tie)."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
-    names = set(fp8_linears(model))
-    config = Float8LinearConfig.from_recipe_name(recipe)
-    if sharded and recipe == "tensorwise":
-        config = replace(config, enable_fsdp_float8_all_gather=True)
+    base = recipe.removesuffix(WITH_HEAD)
+    body = set(fp8_linears(model))
+    names = set(fp8_linears(model, with_head=recipe.endswith(WITH_HEAD)))
+    config = Float8LinearConfig.from_recipe_name(base)
     if not aligned:
         config = replace(config, pad_inner_dim=True)
-    convert_to_float8_training(model, module_filter_fn=lambda _, fqn: fqn in names, config=config)
+    gathered = replace(config, enable_fsdp_float8_all_gather=sharded and base == "tensorwise")
+    convert_to_float8_training(model, module_filter_fn=lambda _, fqn: fqn in body, config=gathered)
+    head = "".join(names - body)
+    if head and hasattr(model, "head_float8"):  # its loss forms the logits (llm_loss), not it
+        model.head_float8 = True
+        return Float8Layers(tuple(sorted(names)), recipe, loss_head=head)
+    if head:
+        convert_to_float8_training(model, module_filter_fn=lambda _, f: f == head, config=config)
     return Float8Layers(tuple(sorted(names)), recipe)
 
 
-def quantize_for_inference(
-    model: nn.Module, recipe: str = FP8_INFERENCE_RECIPES[0]
-) -> Float8Layers:
+def quantize_for_inference(model: nn.Module, recipe: str = fp8_recipes("infer")[0]) -> Float8Layers:
     """Quantize the weights of the layers `fp8_linears` names to float8 with a scale per output
     row (the output head's too under `rowwise_dynamic_with_head`: a head that shares the token
     table's weight gets a float8 copy of its own, the table stays for the lookup); their
@@ -179,8 +190,8 @@ def apply_float8(
     if not float8:
         return None
     if mode == "train":
-        return convert_for_training(model, recipe or FP8_TRAINING_RECIPES[0], sharded, aligned)
-    return quantize_for_inference(model, recipe or FP8_INFERENCE_RECIPES[0])
+        return convert_for_training(model, recipe or fp8_recipes(mode)[0], sharded, aligned)
+    return quantize_for_inference(model, recipe or fp8_recipes(mode)[0])
 
 
 def precompute_scales(model: nn.Module) -> None:
@@ -198,6 +209,10 @@ def fp8_columns(layers: Float8Layers, mode: str, meta_model, inputs) -> dict[str
     from dlbench.workloads.flops import linear_flops_per_sample
 
     per_sample = linear_flops_per_sample(meta_model, inputs, layers.names)
+    if layers.loss_head:  # the loss's logits, never a call of the layer in the model's forward
+        head = meta_model.get_submodule(layers.loss_head)
+        tokens = inputs[0].numel()
+        per_sample += 2 * tokens * head.in_features * head.out_features
     return {
         "fp8_linear_layers": len(layers.names),
         "fp8_flops_per_sample": per_sample * layers.fp8_gemms(mode),
@@ -206,4 +221,4 @@ def fp8_columns(layers: Float8Layers, mode: str, meta_model, inputs) -> dict[str
 
 def fp8_sharded_recipe(layers: Float8Layers | None, sharded: bool) -> bool:
     """Whether the weights' scales are precomputed after each step (FSDP, tensorwise)."""
-    return layers is not None and sharded and layers.recipe == "tensorwise"
+    return layers is not None and sharded and layers.recipe.removesuffix(WITH_HEAD) == "tensorwise"

@@ -1,0 +1,27 @@
+"""Which stored row measured which point of a plan (what a resumed sweep skips): a point that
+names no FP8 recipe is the default recipe's, never another recipe's row."""
+
+from __future__ import annotations
+
+from dlbench.sweep.plan import SweepPoint
+
+
+def _row(**columns: str) -> dict[str, str]:
+    base = {"run_kind": "benchmark", "mode": "train", "model": "llm_1b", "batch_size": "4",
+            "seq_len": "2048", "precision": "fp8", "strategy": "single"}  # fmt: skip
+    return {**base, **columns}
+
+
+def test_an_fp8_point_without_a_recipe_is_the_default_recipes_only():
+    plain = SweepPoint("train", {"model": "llm_1b", "batch_size": 4, "seq_len": 2048,
+                                 "precision": "fp8"})  # fmt: skip
+    named = SweepPoint("train", {**plain.flags, "fp8_recipe": "tensorwise_with_head"})
+    default_row, head_row = _row(fp8_recipe="tensorwise"), _row(fp8_recipe="tensorwise_with_head")
+    assert plain.matches(default_row) and not plain.matches(head_row)
+    assert named.matches(head_row) and not named.matches(default_row)
+    inference = SweepPoint("infer", {"model": "llm_1b", "batch_size": 1, "precision": "fp8"})
+    row = _row(mode="infer", batch_size="1", seq_len="", fp8_recipe="rowwise_dynamic")
+    assert inference.matches(row)
+    assert not inference.matches({**row, "fp8_recipe": "rowwise_dynamic_with_head"})
+    bf16 = SweepPoint("train", {**plain.flags, "precision": "bf16-mixed"})
+    assert bf16.matches(_row(precision="bf16-mixed", fp8_recipe=""))
