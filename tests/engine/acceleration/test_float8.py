@@ -151,6 +151,19 @@ def test_training_with_the_head_puts_the_native_llms_loss_in_float8_and_counts_i
     assert columns["fp8_flops_per_sample"] == body_only["fp8_flops_per_sample"] + head_gemms
 
 
+@pytest.mark.parametrize("recipe", ["tensorwise_with_head", "rowwise_dynamic_with_head"])
+def test_a_with_head_recipe_whose_head_fp8_cannot_take_is_refused_naming_the_flag(recipe):
+    """llm_tiny's head (64 x 1,000) is no multiple of 16: a row saying the head ran in FP8
+    while it ran in bf16 would be false, so the recipe is refused before anything converts."""
+    workload, shape = _tiny_llm()
+    model, _ = build_model(workload, shape, "native", torch.device("cpu"))
+    convert = convert_for_training if recipe.startswith("tensorwise") else quantize_for_inference
+    args = (False,) if convert is convert_for_training else ()
+    with pytest.raises(UserError, match=r"--fp8-recipe.*64 x 1000.*multiples of 16"):
+        convert(model, recipe, *args)
+    assert not any(type(m).__name__ == "Float8Linear" for m in model.modules())
+
+
 def test_training_with_the_head_converts_a_head_the_model_calls_and_keeps_its_tie():
     """A model whose forward calls its head (not the native LLM): the head becomes a
     Float8Linear, its weight still the token table's, gathered in bf16 when sharded."""

@@ -102,6 +102,22 @@ def fp8_linears(model: nn.Module, with_head: bool = False) -> list[str]:
     ]
 
 
+def recipe_linears(model: nn.Module, recipe: str) -> list[str]:
+    """`fp8_linears` for `recipe`; a `_with_head` recipe whose model has no head FP8 can take
+    is refused (its rows would say the head ran in float8)."""
+    names = fp8_linears(model, with_head=recipe.endswith(WITH_HEAD))
+    if recipe.endswith(WITH_HEAD) and len(names) == len(fp8_linears(model)):
+        head = output_head(model)
+        size = f" ({head.in_features} x {head.out_features})" if isinstance(head, nn.Linear) else ""
+        raise invalid(
+            "--fp8-recipe",
+            recipe,
+            f"this model's output head{size} cannot run in FP8 (dimensions multiples of "
+            f"{DIMENSION_MULTIPLE}): use {recipe.removesuffix(WITH_HEAD)}",
+        )
+    return names
+
+
 def require_fp8_linears(model: nn.Module, name: str) -> list[str]:
     """`fp8_linears`, or a UserError where there are none (a CNN's only Linear is its head)."""
     found = fp8_linears(model)
@@ -139,8 +155,8 @@ def convert_for_training(
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     base = recipe.removesuffix(WITH_HEAD)
+    names = set(recipe_linears(model, recipe))
     body = set(fp8_linears(model))
-    names = set(fp8_linears(model, with_head=recipe.endswith(WITH_HEAD)))
     config = Float8LinearConfig.from_recipe_name(base)
     if not aligned:
         config = replace(config, pad_inner_dim=True)
@@ -166,7 +182,7 @@ def quantize_for_inference(model: nn.Module, recipe: str = fp8_recipes("infer")[
         quantize_,
     )
 
-    names = set(fp8_linears(model, with_head=recipe.endswith(WITH_HEAD)))
+    names = set(recipe_linears(model, recipe))
     # torchao would otherwise set inductor's tuning for the whole process, never restored: a
     # sweep worker's later points would compile (bf16 too) other than their own runs do
     config = Float8DynamicActivationFloat8WeightConfig(
