@@ -18,7 +18,7 @@
 # (llm_1b: two 8B models, the measured one and the bare one, do not fit one 80 GB GPU
 # together); on a host of more than 2 GPUs both also run on 2 of them, the 2-GPU check.
 # `fsdp`: llm_8b training sharded over every GPU (FSDP2) at 2,048 and 8,192 tokens (two of its
-# shapes in fp8 too).
+# shapes in fp8 too, the second also with the output head in float8).
 # MULTI_PARTS (default: peak bare scaling validate nodes fsdp) and MULTI_MODELS (resnet50 vit
 # llm_1b) run some of it, for a lease too short for all (a rerun of scaling skips the points it has).
 # `fp8`: the fp8 plan (each point in bf16 and in fp8, compiled) and `validate` of fp8 training
@@ -157,6 +157,9 @@ multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a b
         run train --model llm_8b --seq-len 2048 --batch-size 2 "${fsdp[@]/bf16-mixed/fp8}"
         run train --model llm_8b --seq-len 8192 --batch-size 1 --activation-checkpointing selective \
             "${fsdp[@]/bf16-mixed/fp8}"
+        # and the third shape with the output head's GEMMs in float8 too (the loss's)
+        run train --model llm_8b --seq-len 8192 --batch-size 1 --activation-checkpointing selective \
+            --fp8-recipe tensorwise_with_head "${fsdp[@]/bf16-mixed/fp8}"
     fi
     [[ $want == *" nodes "* ]] || return 0
     # two launchers on this host as two nodes of half the GPUs each (one row, world size $gpus)

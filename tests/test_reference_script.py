@@ -88,7 +88,7 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
         "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
         "validate", "sweep", "validate", "sweep", "peak", "scaling",
         "scaling", "scaling", "validate", "validate", "validate", "validate", "validate",
-        "train", "train", "train", "train", "train", "train",
+        "train", "train", "train", "train", "train", "train", "train",
     ]  # fmt: skip
     pairs = [c for c in commands if c[0] == "validate" and "--devices" in c
              and c[c.index("--devices") + 1] == "2"]  # fmt: skip
@@ -116,7 +116,7 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     assert models == ["llm_8b", "resnet50", "resnet50", "resnet50",
                       f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "llm_1b", "auto",
                       "resnet50", "vit", "llm_1b", "resnet50", "vit", "resnet50",
-                      "llm_1b", "llm_1b", *["llm_8b"] * 6, "resnet50"]  # fmt: skip
+                      "llm_1b", "llm_1b", *["llm_8b"] * 7, "resnet50"]  # fmt: skip
     fp8 = [
         first
         for name, first in executed
@@ -124,7 +124,8 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
         and getattr(first, "acceleration", None)
         and first.acceleration.precision == "fp8"
     ]
-    assert [c.workload.model for c in fp8] == ["llm_1b", "llm_8b", "llm_8b"]  # validate, FSDP
+    assert [c.workload.model for c in fp8] == ["llm_1b", "llm_8b", "llm_8b", "llm_8b"]
+    assert [c.acceleration.fp8_recipe for c in fp8][-1] == "tensorwise_with_head"
     decodes = [first.data.decode for name, first in executed if name == "execute"]
     assert decodes[2:4] == ["gpu", "cpu"]  # the JPEG part; the last is the two-node run
 
