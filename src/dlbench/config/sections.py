@@ -19,6 +19,7 @@ from dlbench.config.fields import (
     DEFAULT_OUTPUT,
     DEFAULT_SAMPLE_INTERVAL_S,
     FP8_RECIPES,
+    FP8_TRAINING_RECIPES,
     LLM_IMPLS,
     MODES,
     OPTIMIZERS,
@@ -85,7 +86,7 @@ class AccelerationConfig:
     TITLE: ClassVar[str] = "Precision and compilation"
 
     precision: str = option("32", "32, tf32, 16-mixed, bf16-mixed, 16-true, bf16-true, fp8.")
-    fp8_recipe: str | None = option(None, "fp8's recipe (default: tensorwise).")
+    fp8_recipe: str | None = option(None, f"fp8's recipe (default: {FP8_TRAINING_RECIPES[0]}).")
     channels_last: bool = option(True, "channels_last layout for image models.")
     compile: bool | None = option(
         None, "torch.compile model and loss (GPU default: generation, batch 1)."

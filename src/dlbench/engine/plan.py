@@ -179,7 +179,7 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
 
 
 def _fp8_defaults(config: RunConfig, on_gpu: bool) -> dict[str, object]:
-    """fp8's recipe for the mode (training's tensorwise, inference's one), checked; and
+    """fp8's recipe for the mode (its default where none is named), checked; and
     compiled unless --no-compile (FP8 pays only where its casts fuse into the matmuls'
     neighbours)."""
     mode, recipe = config.workload.mode, config.acceleration.fp8_recipe
