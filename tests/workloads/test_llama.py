@@ -150,6 +150,24 @@ def test_the_chunked_loss_compiles_to_the_same_value_and_gradients(monkeypatch):
     assert torch.allclose(head.grad, w.grad, atol=1e-6)
 
 
+@pytest.mark.e2e
+def test_the_float8_loss_compiles_to_one_graph_with_the_eager_value(monkeypatch):
+    """Its casts and scaled matmuls trace into one graph (a break would run the chunk loop in
+    Python between compiled pieces) and compute what the eager loss computes."""
+    monkeypatch.setattr(llm_loss, "LOSS_CHUNK_TOKENS", 32)
+    torch._dynamo.reset()
+    torch.manual_seed(4)
+    hidden = torch.randn(2, 40, 64, dtype=torch.bfloat16, requires_grad=True)
+    head = (torch.randn(512, 64) * 0.2).to(torch.bfloat16).requires_grad_()
+    targets = torch.randint(0, 512, (2, 40))
+    outputs = Hidden(hidden, head, float8=True)
+    explained = torch._dynamo.explain(chunked_cross_entropy)(outputs, targets)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    compiled = torch.compile(chunked_cross_entropy)(outputs, targets)
+    eager = chunked_cross_entropy(Hidden(hidden.detach(), head.detach(), True), targets)
+    assert compiled.item() == pytest.approx(eager.item(), rel=1e-3)
+
+
 @pytest.mark.parametrize("loop", ["session", "bare"])
 def test_compile_covers_the_model_and_its_loss(monkeypatch, loop):
     """Both the timed loop and the bare yardstick compile the loss beside the model (an eager
