@@ -467,6 +467,33 @@ def test_a_worker_imports_what_its_points_will_before_the_first_arrives(monkeypa
         gc.unfreeze()
 
 
+def test_a_worker_frees_a_points_memory_before_it_answers(monkeypatch):
+    """The parent times each point from its request to its answer: a point's teardown (its
+    garbage, compiled code, cached GPU blocks) belongs to it, not to the next point's seconds."""
+    import io
+    import json
+    import sys
+
+    from dlbench.sweep import worker
+
+    events = []
+
+    class Answers(io.StringIO):
+        def write(self, text: str) -> int:
+            events.append("answer")
+            return super().write(text)
+
+    config = json.dumps({"config": {}, "auto_batch": False})
+    monkeypatch.setattr(worker, "_preload", lambda: None)
+    monkeypatch.setattr(worker, "config_from_json", lambda c: c)
+    monkeypatch.setattr(worker, "_run_in_process", lambda c, a: (events.append("run"), (0, ""))[1])
+    monkeypatch.setattr(worker, "_release_memory", lambda: events.append("release"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"{config}\n{config}\n"))
+    monkeypatch.setattr(sys, "stdout", Answers())
+    worker.serve()
+    assert events == ["run", "release", "answer"] * 2
+
+
 def test_a_worker_frees_a_points_garbage_and_freezes_only_what_survives():
     """Between points the worker collects the point's cyclic garbage (its model) and freezes
     the survivors, so later collections skip the long-lived process state."""

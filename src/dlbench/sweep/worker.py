@@ -41,11 +41,12 @@ def serve() -> None:
     for line in sys.stdin:
         point = json.loads(line)
         code, last = _run_in_process(config_from_json(point["config"]), point["auto_batch"])
+        if code == 0:  # before the answer: the point's teardown is its own time, not the next's
+            _release_memory()
         answers.write(json.dumps({"code": code, "last": last}) + "\n")
         answers.flush()
         if code != 0:
             return  # the parent starts a new worker for the next point
-        _release_memory()
 
 
 def _run_in_process(config: RunConfig, auto_batch: bool) -> tuple[int, str]:
