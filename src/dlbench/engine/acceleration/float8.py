@@ -42,7 +42,7 @@ class Float8Layers:
 
     def fp8_gemms(self, mode: str) -> int:
         """Of a layer's GEMMs per sample (three in training, one in inference), those in FP8."""
-        return FP8_GEMMS[self.recipe.removesuffix(WITH_HEAD)] if mode == "train" else 1
+        return FP8_GEMMS[base_recipe(self.recipe)] if mode == "train" else 1
 
 
 def check_fp8_device(device_type: str) -> None:
@@ -102,20 +102,30 @@ def fp8_linears(model: nn.Module, with_head: bool = False) -> list[str]:
     ]
 
 
-def recipe_linears(model: nn.Module, recipe: str) -> list[str]:
-    """`fp8_linears` for `recipe`; a `_with_head` recipe whose model has no head FP8 can take
-    is refused (its rows would say the head ran in float8)."""
-    names = fp8_linears(model, with_head=recipe.endswith(WITH_HEAD))
-    if recipe.endswith(WITH_HEAD) and len(names) == len(fp8_linears(model)):
-        head = output_head(model)
-        size = f" ({head.in_features} x {head.out_features})" if isinstance(head, nn.Linear) else ""
+def base_recipe(recipe: str) -> str:
+    """torchao's recipe under a `_with_head` name (which only widens the layers it takes)."""
+    return recipe.removesuffix(WITH_HEAD)
+
+
+def recipe_linears(model: nn.Module, recipe: str) -> tuple[list[str], str]:
+    """The layers `fp8_linears` names, and the output head's name where `recipe` takes it
+    too ("" otherwise); a `_with_head` recipe whose model has no head FP8 can take is refused
+    (its rows would say the head ran in float8)."""
+    body = fp8_linears(model)
+    if not recipe.endswith(WITH_HEAD):
+        return body, ""
+    head = next((n for n in fp8_linears(model, with_head=True) if n not in body), "")
+    if not head:
+        found = output_head(model)
+        linear = isinstance(found, nn.Linear)
+        size = f" ({found.in_features} x {found.out_features})" if linear else ""
         raise invalid(
             "--fp8-recipe",
             recipe,
             f"this model's output head{size} cannot run in FP8 (dimensions multiples of "
-            f"{DIMENSION_MULTIPLE}): use {recipe.removesuffix(WITH_HEAD)}",
+            f"{DIMENSION_MULTIPLE}): use {base_recipe(recipe)}",
         )
-    return names
+    return body, head
 
 
 def require_fp8_linears(model: nn.Module, name: str) -> list[str]:
@@ -154,21 +164,21 @@ def convert_for_training(
     token table would lose the tie)."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
-    base = recipe.removesuffix(WITH_HEAD)
-    names = set(recipe_linears(model, recipe))
-    body = set(fp8_linears(model))
-    config = Float8LinearConfig.from_recipe_name(base)
+    body, head = recipe_linears(model, recipe)
+    names = tuple(sorted([*body, head] if head else body))
+    config = Float8LinearConfig.from_recipe_name(base_recipe(recipe))
     if not aligned:
         config = replace(config, pad_inner_dim=True)
-    gathered = replace(config, enable_fsdp_float8_all_gather=sharded and base == "tensorwise")
-    convert_to_float8_training(model, module_filter_fn=lambda _, fqn: fqn in body, config=gathered)
-    head = "".join(names - body)
+    tensorwise = base_recipe(recipe) == "tensorwise"
+    gathered = replace(config, enable_fsdp_float8_all_gather=sharded and tensorwise)
+    wanted = set(body)
+    convert_to_float8_training(model, module_filter_fn=lambda _, f: f in wanted, config=gathered)
     if head and hasattr(model, "head_float8"):  # its loss forms the logits (llm_loss), not it
         model.head_float8 = True
-        return Float8Layers(tuple(sorted(names)), recipe, loss_head=head)
+        return Float8Layers(names, recipe, loss_head=head)
     if head:
         convert_to_float8_training(model, module_filter_fn=lambda _, f: f == head, config=config)
-    return Float8Layers(tuple(sorted(names)), recipe)
+    return Float8Layers(names, recipe)
 
 
 def quantize_for_inference(model: nn.Module, recipe: str = fp8_recipes("infer")[0]) -> Float8Layers:
@@ -182,7 +192,8 @@ def quantize_for_inference(model: nn.Module, recipe: str = fp8_recipes("infer")[
         quantize_,
     )
 
-    names = set(recipe_linears(model, recipe))
+    body, head = recipe_linears(model, recipe)
+    names = set([*body, head] if head else body)
     # torchao would otherwise set inductor's tuning for the whole process, never restored: a
     # sweep worker's later points would compile (bf16 too) other than their own runs do
     config = Float8DynamicActivationFloat8WeightConfig(
@@ -237,4 +248,4 @@ def fp8_columns(layers: Float8Layers, mode: str, meta_model, inputs) -> dict[str
 
 def fp8_sharded_recipe(layers: Float8Layers | None, sharded: bool) -> bool:
     """Whether the weights' scales are precomputed after each step (FSDP, tensorwise)."""
-    return layers is not None and sharded and layers.recipe.removesuffix(WITH_HEAD) == "tensorwise"
+    return layers is not None and sharded and base_recipe(layers.recipe) == "tensorwise"
