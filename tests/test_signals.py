@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
 
-from dlbench.signals import Interrupted, interruptible, raise_if_interrupted
+from dlbench.signals import (
+    Interrupted,
+    hold_signals,
+    interruptible,
+    raise_if_interrupted,
+    release_signals,
+)
 
 
 def test_a_handled_signal_does_not_stop_the_next_run():
@@ -49,3 +56,30 @@ def test_a_signal_inside_a_finalizer_prints_no_traceback_and_still_stops_the_run
     )
     assert done.returncode == 143 and "ran on" not in done.stdout
     assert done.stderr.strip() == "error: interrupted by SIGTERM", done.stderr
+
+
+def test_a_held_signal_waits_whichever_thread_the_kernel_gives_it_to():
+    """A launcher's SIGTERM goes to the process, and the kernel hands it to any thread that does
+    not block it (torch, gloo and the telemetry run threads of their own): Python still runs the
+    handler in the main thread. Holding must hold it there too, and hand it over on release."""
+    other = threading.Event()
+    helper = threading.Thread(target=other.wait, daemon=True)  # as gloo's threads are there
+    helper.start()
+    try:
+        with interruptible():
+            hold_signals()
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # the handler has had its turn in this thread
+            came = release_signals()
+    finally:
+        other.set()
+    assert isinstance(came, Interrupted) and came.signum == signal.SIGTERM
+
+
+def test_a_signal_that_came_before_the_hold_is_not_handed_over_again():
+    with pytest.raises(Interrupted), interruptible():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    with interruptible():
+        hold_signals()
+        assert release_signals() is None

@@ -33,7 +33,7 @@ from dlbench.results.environment import collect_environment
 from dlbench.results.row import config_columns, failure_row
 from dlbench.results.store import CsvStore
 from dlbench.results.verdict import advice
-from dlbench.signals import Interrupted, interruptible, release_signals
+from dlbench.signals import Interrupted, came_while_held, interruptible
 from dlbench.startup import since_command_start
 
 
@@ -99,16 +99,16 @@ def own_rank() -> int:
 
 def _record_lost_rank(lost: RankLost, config: RunConfig, store: CsvStore, env: dict) -> int:
     """Rank 0 records the run as failed, naming the lost rank: one row, written whole (a
-    launcher's SIGTERM waits until it is); every surviving rank exits non-zero."""
-    try:
-        if lost.global_rank == 0:
-            columns = {**config_columns(config), "run_id": config.output.run_id}
-            columns["world_size"] = lost.world_size
-            store.append(failure_row(columns, "failed", str(lost), env))
-        lost.end_started_ranks()
-        return report(str(lost), lost.exit_code)
-    finally:
-        release_signals(lost.held_signals)
+    launcher's SIGTERM waits, held until the command returns, and gives the exit code); every
+    surviving rank exits non-zero."""
+    if lost.global_rank == 0:
+        columns = {**config_columns(config), "run_id": config.output.run_id}
+        columns["world_size"] = lost.world_size
+        store.append(failure_row(columns, "failed", str(lost), env))
+    lost.end_started_ranks()
+    report(str(lost), lost.exit_code)
+    stopped = came_while_held()
+    return stopped.exit_code if stopped else lost.exit_code
 
 
 def per_rank_path(output: Path) -> Path:

@@ -29,9 +29,13 @@ class Interrupted(BaseException):
 
 
 _pending: list[int] = []  # a signal that arrived, in case its exception was swallowed
+_held: list[int] | None = None  # while signals are held: those that came meanwhile
 
 
 def _raise(signum: int, _frame: object) -> None:
+    if _held is not None:
+        _held.append(signum)
+        return
     _pending.append(signum)
     raise Interrupted(signum)
 
@@ -59,7 +63,9 @@ def _quiet_lost_interrupt(previous_hook: Callable[[Any], object]) -> Callable[[A
 @contextmanager
 def interruptible() -> Iterator[None]:
     """Turn STOPPING_SIGNALS into `Interrupted` inside the block; restore handlers after."""
+    global _held
     _pending.clear()
+    _held = None
     previous = {s: signal.signal(s, _raise) for s in STOPPING_SIGNALS}
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _quiet_lost_interrupt(previous_hook)
@@ -70,14 +76,28 @@ def interruptible() -> Iterator[None]:
             signal.signal(s, handler)
         sys.unraisablehook = previous_hook
         _pending.clear()  # handled here: the next run in this process starts clean
+        _held = None
 
 
-def hold_signals() -> set[int]:
-    """From now on STOPPING_SIGNALS wait (in this thread) until `release_signals`; returns
-    what to hand it."""
-    return signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING_SIGNALS)
+def hold_signals() -> None:
+    """From now on a stopping signal only waits, until `release_signals` or the end of
+    `interruptible`. Python runs a signal's handler in the main thread whichever thread the
+    kernel gave the signal to (torch, gloo and the telemetry have threads of their own), so
+    the handler holds it: a signal mask would hold only the thread that set it."""
+    global _held
+    _held = []
 
 
-def release_signals(held: set[int]) -> None:
-    """The mask before `hold_signals`: a signal that arrived meanwhile is delivered now."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+def came_while_held() -> Interrupted | None:
+    """The `Interrupted` of the last signal that came while held (None if none came); signals
+    stay held: a run that ends anyway exits with it, and no later signal cuts its last words."""
+    return Interrupted(_held[-1]) if _held else None
+
+
+def release_signals() -> Interrupted | None:
+    """Stop holding; `came_while_held`, for the caller to raise."""
+    global _held
+    came, _held = came_while_held(), None
+    if came is not None:
+        _pending.append(came.signum)
+    return came

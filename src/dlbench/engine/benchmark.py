@@ -82,7 +82,11 @@ def run_benchmark(plan: Plan, fabric=None, cache: Path | None = None) -> Measure
     try:
         return _run_on(plan, fabric, began, cache)
     except (Exception, Interrupted) as exc:  # a failed collective, or a launcher's SIGTERM
-        watch.check(exc)
+        try:
+            watch.check(exc)
+        except Interrupted as late:  # the launcher's SIGTERM, come before the check held it
+            watch.check(late)
+            raise
         raise
 
 

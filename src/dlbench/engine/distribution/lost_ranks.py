@@ -44,7 +44,6 @@ class RankLost(Exception):
         super().__init__(f"{what}: {_first_line(cause)}")
         self.ranks, self.global_rank, self.world_size = ranks, global_rank, world_size
         self.cause, self.started = cause, started or []
-        self.held_signals: set[int] = set()  # the signal mask to restore once recorded
 
     def end_started_ranks(self) -> None:
         """SIGKILL the rank processes this one started (Lightning's launcher), a stopped one
@@ -107,13 +106,13 @@ class RankWatch:
         """Raise RankLost where `cause` came from a lost rank, with stopping signals held until
         whoever records it releases them (a launcher's SIGTERM waits until the row is
         written); return where every rank is here (the cause is the run's own, and the caller
-        raises it)."""
+        raises it), raising first a signal that came during the probe."""
         if self.group is None:
             return
-        held = hold_signals()
+        hold_signals()
         ranks = self.lost_ranks()
         if ranks or (self.rank != 0 and not isinstance(cause, Interrupted)):
-            lost = RankLost(ranks, self.rank, self.world_size, cause, self.started)
-            lost.held_signals = held
-            raise lost from cause
-        release_signals(held)
+            raise RankLost(ranks, self.rank, self.world_size, cause, self.started) from cause
+        came = release_signals()
+        if came is not None:
+            raise came from cause
