@@ -103,10 +103,10 @@ class RankWatch:
         return lost
 
     def check(self, cause: BaseException) -> None:
-        """Raise RankLost where `cause` came from a lost rank, with stopping signals held until
-        whoever records it releases them (a launcher's SIGTERM waits until the row is
-        written); return where every rank is here (the cause is the run's own, and the caller
-        raises it), raising first a signal that came during the probe."""
+        """Raise RankLost where `cause` came from a lost rank, with stopping signals held for
+        the rest of the command (a launcher's SIGTERM waits until the row is written, then
+        gives the exit code); return where every rank is here (the cause is the run's own, and
+        the caller raises it), raising first a signal that came during the probe."""
         if self.group is None:
             return
         hold_signals()
