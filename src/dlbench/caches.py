@@ -49,7 +49,8 @@ def shown_path(path: Path) -> str:
     return str(path).encode("unicode_escape").decode()
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """A GPU's or a version's name as a file name: `NVIDIA H200` -> `nvidia-h200`."""
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
 
 
@@ -63,7 +64,7 @@ def cache_key(environment: Mapping[str, object]) -> str:
         f"dlbench{environment.get('dlbench')}",
         str(environment.get("dlbench_commit") or "")[:7],
     ]
-    return "-".join(_slug(str(p)) for p in parts if p)
+    return "-".join(slug(str(p)) for p in parts if p)
 
 
 def use_caches(root: Path | None, environment: Mapping[str, object], enabled: bool = True) -> Path:

@@ -54,7 +54,7 @@ print(f"{worst:.6f}")
 ATTENTION_CHECK = """
 import torch
 from torch.nn import functional as F
-from dlbench.workloads.decode_kernels import decode_attention_kernel
+from dlbench.workloads.decode_attention import decode_attention_kernel
 from dlbench.workloads.llama import rotate
 torch.manual_seed(0)
 b, heads, kv, L, d = 2, 8, 2, 150, 16
@@ -159,7 +159,8 @@ def test_the_kernels_compile_for_hopper_with_float_scalars_as_inductor_passes_th
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from dlbench.workloads.decode_kernels import decode_attention_kernel, gemv_kernel
+    from dlbench.workloads.decode_attention import decode_attention_kernel
+    from dlbench.workloads.decode_kernels import gemv_kernel
 
     hopper = GPUTarget("cuda", 90, 32)
     pointers = dict.fromkeys(("qkv", "keys", "values", "out"), "*bf16")

@@ -7,6 +7,7 @@ import re
 from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
 from dlbench.errors import invalid
 from dlbench.results.efficiency_columns import EFFICIENCY_COLUMNS
+from dlbench.results.generation_columns import GENERATION_COLUMNS
 from dlbench.results.peaks.columns import PEAK_COLUMNS
 from dlbench.results.serve_columns import SERVE_COLUMNS
 from dlbench.results.stats import (
@@ -221,27 +222,7 @@ COLUMNS: dict[str, str] = {
     "breakdown_gpu_idle_pct": "diagnostic pass: 100 - gpu_busy_pct",
     "breakdown_hint": "diagnostic pass: input-bound, host-bound or compute-bound",
     **EFFICIENCY_COLUMNS,
-    "prompt_len": "generation: prompt tokens per sequence",
-    "new_tokens": "generation: tokens generated per sequence (no early stop)",
-    "generation_path": "generation: eager, compiled, cuda_graph or compiled+cuda_graph",
-    "prefill_samples": "generation: prefills timed for TTFT (a window of their own, >= 100)",
-    "ttft_p50_ms": "generation: median time to first token (prefill; no cache reset in it)",
-    "ttft_p99_ms": "generation: p99 time to first token (from >= 100 prefills)",
-    "itl_mean_ms": "generation: mean inter-token latency (decode step)",
-    "itl_p50_ms": "generation: median inter-token latency",
-    "itl_p99_ms": "generation: p99 inter-token latency",
-    "prefill_tokens_per_s": "generation: batch x prompt_len / median TTFT",
-    "decode_tokens_per_s": "generation: batch / mean inter-token latency",
-    "e2e_tokens_per_s": "generation: generated tokens / rounds window (reset, prefill, decode)",
-    "decode_bytes_per_step": "generation: bytes a decode step must read (weights + KV cache)",
-    "kv_cache_bytes_per_token": "generation: cache bytes per token of context per sequence",
-    "decode_hbm_tb_s": "generation: decode_bytes_per_step / mean ITL, in TB/s",
-    "peak_hbm_tb_s": "generation: the GPU's peak memory bandwidth (dlbench.hardware)",
-    "hbm_bandwidth_share": "generation: decode_hbm_tb_s / peak_hbm_tb_s (decode's roofline)",
-    "attained_hbm_tb_s": "generation: the memory read rate this GPU attained (dlbench peak, "
-    "same GPU and software)",
-    "hbm_bandwidth_share_attained": "generation: decode_hbm_tb_s / attained_hbm_tb_s, beside "
-    "hbm_bandwidth_share (against the datasheet)",
+    **GENERATION_COLUMNS,
     "bare_samples_per_s": "validate: throughput of the hand-written PyTorch loop",
     "harness_ratio": "validate: dlbench throughput / bare loop throughput (median of repeats)",
     "harness_ratios": "validate: the ratio of each repeat",

@@ -1,4 +1,4 @@
-"""Triton kernels for batch-1 LLM decode: matrix-vector products and cached attention.
+"""Triton kernels for batch-1 LLM decode: the matrix-vector products, and how each is launched.
 
 At batch 1 every decode projection reads a whole weight matrix to make a few thousand outputs, so a
 token's time is how fast the weights stream from memory. cuBLAS and inductor's own reduction for `x
@@ -6,16 +6,14 @@ token's time is how fast the weights stream from memory. cuBLAS and inductor's o
 (docs/decisions.md#decode-kernels): each output row's program re-reads the input vector, and
 inductor recomputes a fused SiLU for every row. Here one program makes `BLOCK_N` outputs from one
 pass over the input, and the gated form applies SiLU(gate) * up to each input chunk once for all of
-its rows. Launch shapes are tuned per matrix shape on first use (warm-up), and the kernel is a
+its rows. Launch shapes per matrix come from the tables dlbench ships for a GPU model
+(workloads.launch_shapes), elsewhere from Triton's autotuner on first use (warm-up); the kernel is a
 `torch.library` op, so inductor compiles around it and a CUDA graph captures it. The GEMV also takes
 the RMSNorm before it and the residual add after it, which would otherwise be a kernel each.
 
-Attention of the one new query to the static cache: PyTorch picks cuDNN's kernel for these
-shapes, which reads the whole cache under a mask, after inductor's kernels for RoPE and the
-cache writes; here one kernel rotates the new query and key, writes the cache and attends, one
-program per query head reading its kv head's cache up to the position only, with the softmax
-online; RoPE is formed in the kernel from the model's frequencies. The greedy token and the
-position's step are two more kernels, so a batch-1 step is these kernels and one lookup.
+The attention (workloads.decode_attention), the greedy token and the position's step
+(workloads.greedy_kernels) are kernels of their own, so a batch-1 step is these kernels and one
+lookup.
 
 On sm_90 and later each kernel is launched as a programmatic dependent of the one before
 (PDL): it starts while that one finishes, reads what no kernel of the step writes (weights,
@@ -34,6 +32,14 @@ import triton.language as tl
 from torch._subclasses.fake_tensor import is_fake
 from torch.library import triton_op, wrap_triton
 from triton.testing import do_bench
+
+from dlbench.workloads.launch_shapes import (
+    AUTOTUNED_SOURCE,
+    LaunchShape,
+    matrix_key,
+    note_launch,
+    shape_for,
+)
 
 # launch shapes tried per matrix shape: outputs per program, inputs per loop step, warps
 CONFIGS = [
@@ -157,10 +163,6 @@ def gemv(
     `scale` (fp32, one per row). (N,) outputs in x's dtype."""
     n, k = weight.shape
     y = torch.empty(n, dtype=x.dtype, device=x.device)
-
-    def grid(meta):
-        return (triton.cdiv(n, meta["BLOCK_N"]),)
-
     args = (
         x,
         weight,
@@ -173,10 +175,40 @@ def gemv(
         eps,
     )
     flags = {"GATED": gated, "NORM": norm_weight is not None, "RESIDUAL": residual is not None}
+    key = matrix_key(n, k, str(weight.dtype), gated, flags["NORM"], flags["RESIDUAL"])
     flags.update(SCALED=scale is not None, **_dependent_launch(x))
-    _compile_launch_shapes(args, flags)
-    wrap_triton(gemv_kernel)[grid](*args, **flags)
+    chosen = _chosen_shape(x.device, key)
+    if chosen is None:
+        _compile_launch_shapes(args, flags)
+        kernel, launch = gemv_kernel, {}
+    else:
+        kernel, launch = gemv_kernel.fn, chosen[0].launch()
+
+    def grid(meta):
+        return (triton.cdiv(n, meta["BLOCK_N"]),)
+
+    wrap_triton(kernel)[grid](*args, **flags, **launch)
+    if not is_fake(x):
+        shape, source = chosen or (_shape_of(gemv_kernel.best_config), AUTOTUNED_SOURCE)
+        note_launch(key, shape.name, source)
     return y
+
+
+def _chosen_shape(device: torch.device, key: str) -> tuple[LaunchShape, str] | None:
+    """The launch shape this matrix takes on this GPU model and Triton release, and where it
+    came from (workloads.launch_shapes), or None: the autotuner's turn (a CPU has no table)."""
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    return shape_for(gpu, triton.__version__, key)
+
+
+def _shape_of(config: triton.Config) -> LaunchShape:
+    """The autotuner's pick in the tables' own form."""
+    return LaunchShape(config.kwargs["BLOCK_N"], config.kwargs["BLOCK_K"], config.num_warps)
+
+
+def candidate_shapes() -> list[LaunchShape]:
+    """Every launch shape the autotuner tries (CONFIGS): what a tuning chooses among."""
+    return [_shape_of(config) for config in CONFIGS]
 
 
 _COMPILED_SHAPES: set[tuple] = set()
@@ -224,125 +256,3 @@ def _dependent_launch(x: torch.Tensor) -> dict[str, bool]:
         and torch.cuda.get_device_capability(x.device)[0] >= 9
     )
     return {"PDL": True, "launch_pdl": True} if on else {"PDL": False}
-
-
-@triton.jit
-def _attend_block(k, v, ok, query, best, acc, total):
-    """Online softmax over one block of cached keys and values (`ok`: the slots to count)."""
-    scores = tl.where(ok, tl.sum(k.to(tl.float32) * query[None, :], axis=1), float("-inf"))
-    new_best = tl.maximum(best, tl.max(scores.to(tl.float32), axis=0))
-    weights = tl.exp(scores - new_best)
-    shrink = tl.exp(best - new_best)
-    acc = acc * shrink + tl.sum(weights[:, None] * v.to(tl.float32), axis=0)
-    return new_best, acc, total * shrink + tl.sum(weights, axis=0)
-
-
-@triton.jit
-def decode_attention_kernel(
-    qkv,
-    keys,
-    values,
-    out,
-    position,
-    inv_freq,
-    rope_scaling,
-    scale,
-    max_len,
-    GROUP: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_L: tl.constexpr,
-    PDL: tl.constexpr,
-):
-    """Program (head, sequence): RoPE on the new query and key (halves swapped), the new key
-    and value written to the cache at `position` (by the group's first head), then one query
-    head's attention over positions 0..position: the new one from registers, the earlier
-    ones from the cache, softmax online.
-    PDL: the position, the frequencies and the first block of the cache are read while the
-    kernel before still runs (earlier steps wrote them; a dependent starts only once the
-    kernel before has passed its own wait), the projection's output only after it."""
-    head, seq = tl.program_id(0), tl.program_id(1)
-    heads = tl.num_programs(0)
-    kv_heads = heads // GROUP
-    kv_head = head // GROUP
-    dtype = out.dtype.element_ty
-    dims = tl.arange(0, HEAD_DIM)
-    end = tl.load(position)
-    base = (seq * kv_heads + kv_head).to(tl.int64) * max_len * HEAD_DIM
-    slots = tl.arange(0, BLOCK_L)
-    first = base + slots[:, None] * HEAD_DIM + dims[None, :]
-    k_first = tl.load(keys + first, mask=(slots < end)[:, None], other=0.0)
-    v_first = tl.load(values + first, mask=(slots < end)[:, None], other=0.0)
-    # RoPE at the position as the model's torch path forms it: angles in float32, cos and sin
-    # scaled and rounded to the activations' dtype
-    angle = end.to(tl.float32) * tl.load(inv_freq + dims % (HEAD_DIM // 2))
-    sign = tl.where(dims < HEAD_DIM // 2, -1.0, 1.0)
-    turn_cos = (tl.cos(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32)
-    turn_sin = (tl.sin(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32) * sign
-    _await_inputs(PDL)
-    partner = (dims + HEAD_DIM // 2) % HEAD_DIM
-    row = qkv + seq * (heads + 2 * kv_heads) * HEAD_DIM
-    q_at = row + head * HEAD_DIM
-    query = tl.load(q_at + dims).to(tl.float32) * turn_cos
-    query += tl.load(q_at + partner).to(tl.float32) * turn_sin
-    # scalars stay float32: inductor may pass `scale` as a constant, which Triton widens
-    query = (query.to(dtype).to(tl.float32) * scale).to(tl.float32)
-    k_at = row + (heads + kv_head) * HEAD_DIM
-    key = tl.load(k_at + dims).to(tl.float32) * turn_cos
-    key = (key + tl.load(k_at + partner).to(tl.float32) * turn_sin).to(dtype)
-    value = tl.load(row + (heads + kv_heads + kv_head) * HEAD_DIM + dims)
-    if head % GROUP == 0:
-        tl.store(keys + base + end * HEAD_DIM + dims, key)
-        tl.store(values + base + end * HEAD_DIM + dims, value)
-    best = tl.sum(key.to(tl.float32) * query, axis=0).to(tl.float32)
-    total = tl.full((), 1.0, tl.float32)
-    acc = value.to(tl.float32)
-    best, acc, total = _attend_block(k_first, v_first, slots < end, query, best, acc, total)
-    for start in range(BLOCK_L, end, BLOCK_L):
-        at = start + slots
-        ok = at < end
-        offsets = base + at[:, None] * HEAD_DIM + dims[None, :]
-        k = tl.load(keys + offsets, mask=ok[:, None], other=0.0)
-        v = tl.load(values + offsets, mask=ok[:, None], other=0.0)
-        best, acc, total = _attend_block(k, v, ok, query, best, acc, total)
-    tl.store(out + (seq * heads + head) * HEAD_DIM + dims, (acc / total).to(dtype))
-
-
-ATTENTION_BLOCK = 256  # cached positions per loop step, at most (one step for llm rows)
-ATTENTION_WARPS = 8
-
-
-@triton_op("dlbench::decode_attention", mutates_args=("keys", "values"))
-def decode_attention(
-    qkv: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    position: torch.Tensor,
-    inv_freq: torch.Tensor,
-    rope_scaling: float,
-    heads: int,
-) -> torch.Tensor:
-    """One decode step's attention from the fused q/k/v projection's output [batch, (heads +
-    2 kv_heads) * head_dim]: RoPE at `position` (a one-element tensor) from the model's
-    float32 frequencies [head_dim / 2] and scale, the new key and value into the cache
-    [batch, kv_heads, max_len, head_dim], softmax(q k^T / sqrt(d)) v over positions
-    0..position. Returns [batch, heads * head_dim]."""
-    batch = qkv.shape[0]
-    kv_heads, max_len, head_dim = keys.shape[1], keys.shape[2], keys.shape[3]
-    out = torch.empty(batch, heads * head_dim, dtype=qkv.dtype, device=qkv.device)
-    wrap_triton(decode_attention_kernel)[(heads, batch)](
-        qkv,
-        keys,
-        values,
-        out,
-        position,
-        inv_freq,
-        rope_scaling,
-        head_dim**-0.5,
-        max_len,
-        GROUP=heads // kv_heads,
-        HEAD_DIM=head_dim,
-        BLOCK_L=min(ATTENTION_BLOCK, triton.next_power_of_2(max_len)),
-        num_warps=ATTENTION_WARPS,
-        **_dependent_launch(qkv),
-    )
-    return out

@@ -191,7 +191,7 @@ class ForwardPath:
         """The layer's attention output, [b, t, heads * head_dim]."""
         if not self.kernel_attention:
             return block.attend(qkv, *self.rope, cache, pos, self.mask)
-        from dlbench.workloads.decode_kernels import decode_attention
+        from dlbench.workloads.decode_attention import decode_attention
 
         b, t, _ = qkv.shape
         rows = qkv.reshape(b, -1)

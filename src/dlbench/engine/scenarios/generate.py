@@ -27,6 +27,7 @@ from dlbench.engine.timing.loop import loop_settings
 from dlbench.engine.timing.profiled_pass import profile_after_window
 from dlbench.results.efficiency import bandwidth_columns
 from dlbench.results.row import RowBuilder
+from dlbench.workloads.launch_shapes import forget_launches, launch_columns
 
 
 class GenerateScenario:
@@ -41,6 +42,7 @@ class GenerateScenario:
         config = plan.config
         agree = agree_max(fabric)
         began = time.perf_counter()
+        forget_launches()  # a sweep worker's earlier points launched their own
         generator, params = open_generator(
             config, plan.workload, plan.shape, plan.precision, fabric
         )
@@ -52,6 +54,7 @@ class GenerateScenario:
             generator, fabric.device, config, settings, monitor, agree
         )
         parts = RowBuilder().add("the generation", columns)
+        parts.add("the GEMV's launch shapes", launch_columns())
         per_round = generator.steps_per_round
         with torch.inference_mode():
             after = (loop.warmup_steps + loop.steps) * per_round
