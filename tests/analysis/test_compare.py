@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from dlbench.analysis.compare import compare_runs
-from dlbench.analysis.load import EXPERIMENT_KEY, load_rows
+from dlbench.analysis.load import load_rows
+from dlbench.results.pairing import EXPERIMENT_KEY
 from tests.analysis.rows import benchmark_row, write_rows
 from tests.conftest import run_cli
 

@@ -17,17 +17,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dlbench.analysis.load import (
-    EXPERIMENT_KEY,
-    benchmark_rows,
-    canonical,
-    flag_column,
-    latest,
-    split_invalid,
-)
+from dlbench.analysis.load import finished_rows, flag_column, latest, split_invalid
 from dlbench.analysis.machines import code_labels
 from dlbench.analysis.machines import same_code as one_code
 from dlbench.errors import UserError
+from dlbench.results.pairing import EXPERIMENT_KEY, canonical
 
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
 FAILED_STATUSES = ("oom", "error", "timeout", "interrupted")
@@ -118,7 +112,7 @@ def _only_noisy(runs: pd.DataFrame) -> pd.Series:
 def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """One line per configuration: mean samples/s over its runs, their count and uncertainty,
     whether any run was host-bound, and the latest run's environment."""
-    valid, invalid = split_invalid(benchmark_rows(rows))
+    valid, invalid = split_invalid(finished_rows(rows))
     noisy = invalid[_only_noisy(invalid)]
     runs = pd.concat([valid, noisy.assign(noisy=True)]) if not noisy.empty else valid
     for k in key:
@@ -157,7 +151,7 @@ def _failure(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:
     """`failed (STATUS): error` when the candidate holds a failure row for this configuration
     (matched on the key fields the failure row has), `invalid (reasons)` when its rows were all
     invalid, else `missing`."""
-    _, invalid = split_invalid(benchmark_rows(candidate))
+    _, invalid = split_invalid(finished_rows(candidate))
     for _, row in invalid.iloc[::-1].iterrows():
         if all(canonical(row.get(k)) == wanted[k] for k in key):
             return f"invalid ({canonical(row.get('verdict_reasons'))})"
@@ -198,9 +192,9 @@ def compare_runs(
     code` and it neither passes nor fails the gate."""
     key = resolve_key(baseline, candidate, key)
     baseline, candidate = (rows.assign(code=code_labels(rows)) for rows in (baseline, candidate))
-    if benchmark_rows(baseline).empty:
+    if finished_rows(baseline).empty:
         raise UserError("BASELINE: holds no finished benchmark rows to compare against")
-    if benchmark_rows(candidate).empty and candidate[candidate["status"] != "ok"].empty:
+    if finished_rows(candidate).empty and candidate[candidate["status"] != "ok"].empty:
         raise UserError("CANDIDATE: holds no benchmark rows")
     base, cand = summarise(baseline, key), summarise(candidate, key)
     if base.empty:

@@ -16,7 +16,7 @@ import textwrap
 import pandas as pd
 
 from dlbench.analysis.compare import Comparison
-from dlbench.analysis.load import canonical
+from dlbench.results.pairing import canonical
 
 ALWAYS_SHOWN = ("model", "mode", "batch_size")
 HEADERS = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dlbench.analysis.load import finished_rows
 from dlbench.results.peaks.siblings import datasheet_shares, sibling_shares
 from dlbench.results.verdict import (
     MIN_DATASHEET_MATMUL_SHARE,
@@ -39,9 +40,7 @@ RULE = (
 
 def peak_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Finished `dlbench peak` rows, the latest of each GPU (by UUID)."""
-    if "run_kind" not in rows or "status" not in rows:
-        return rows.iloc[0:0]
-    peaks = rows[(rows["run_kind"] == "peak") & (rows["status"] == "ok")]
+    peaks = finished_rows(rows, "peak")
     if peaks.empty:
         return peaks
     ordered = peaks.sort_values("timestamp", kind="stable")

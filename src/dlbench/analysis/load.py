@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
 
-from dlbench.config import CONFIG_KEY
 from dlbench.errors import UserError, one_line
+from dlbench.results.pairing import RUN_KEY, finished
 from dlbench.results.schema import NUMBER_COLUMNS, TEXT_COLUMNS, is_true
 from dlbench.results.store import CsvStore, as_given, one_line_cell
-
-# What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
-RUN_KEY = (
-    *(k for k in CONFIG_KEY if k not in ("devices", "num_nodes")),
-    "prompt_len",
-    "new_tokens",
-)
-# Everything that decides what a row measured, plus the GPU model and the process count: rows
-# with equal values are the same experiment (the regression gate's default key).
-EXPERIMENT_KEY = (*CONFIG_KEY, "prompt_len", "new_tokens", "gpu_name", "world_size")
-# The workload and its input, without layout or optimizer: what a speed-up or power curve is of.
-SHAPE_KEY = ("model", "mode", "precision", "batch_size", "width", "height", "seq_len")
 
 
 def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
@@ -74,7 +61,7 @@ def _numbers_as_numbers(frame: pd.DataFrame, path: Path, argument: str) -> None:
 def require_columns(rows: pd.DataFrame, columns: tuple[str, ...], argument: str) -> None:
     """A UserError when finished benchmark rows lack a column the analysis reads (a file cut
     or edited by hand): named, with the files it came from."""
-    if benchmark_rows(rows).empty:
+    if finished_rows(rows).empty:
         return
     missing = [c for c in columns if c not in rows.columns]
     if missing:
@@ -82,21 +69,13 @@ def require_columns(rows: pd.DataFrame, columns: tuple[str, ...], argument: str)
         raise UserError(f"{argument}: {files} has no {', '.join(missing)} column")
 
 
-def canonical(value: object) -> str:
-    """A key value as text that compares equal across files: 64 and 64.0 alike, NaN empty."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def benchmark_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Finished benchmark runs only (no validate, scaling, per-rank or failure rows)."""
+def finished_rows(rows: pd.DataFrame, kind: str = "benchmark") -> pd.DataFrame:
+    """The finished runs of one kind (results.pairing.finished): benchmark rows by default,
+    or validate, scaling, loader, peak or serve rows; never per-rank or failure rows."""
     if "status" not in rows:
         return rows.iloc[0:0].copy()
-    kind = rows.get("run_kind", pd.Series("benchmark", index=rows.index)).fillna("benchmark")
-    return rows[(rows["status"] == "ok") & (kind == "benchmark")].copy()
+    marks = rows.reindex(columns=["status", "run_kind"]).to_dict("records")
+    return rows[[finished(r, kind) for r in marks]].copy()
 
 
 def split_invalid(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

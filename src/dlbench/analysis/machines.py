@@ -9,12 +9,13 @@ import math
 
 import pandas as pd
 
-from dlbench.analysis.load import RUN_KEY, canonical, flag_column
+from dlbench.analysis.load import flag_column
+from dlbench.results.pairing import RUN_KEY, canonical, code_label
+from dlbench.results.pairing import same_code as one_code
 
 # Differences between rows of one configuration that repeats cannot resolve (clocks, heat,
 # machines of one kind): a move by the code must be larger than this and the rows' own spread.
 CODE_MOVE_FLOOR_PCT = 2.0
-UNKNOWN_CODE = "(commit unknown)"  # rows from before rows named their commit
 FAMILIES = (
     "CNN training",
     "CNN inference",
@@ -28,26 +29,17 @@ _ATTENTION_MODELS = ("vit", "swin", "deit", "bert")
 
 
 def code_labels(rows: pd.DataFrame) -> pd.Series:
-    """The code that measured each row: `0.2.0 1a2b3c4` (`+dirty` with changes), or the release
-    alone with `(commit unknown)` for rows from before rows named their commit."""
-    version = _text(rows, "dlbench")
-    commit = _text(rows, "dlbench_commit")
-    dirty_text = _text(rows, "dlbench_dirty")
-    dirty = dirty_text == "True"
-    # a commit and whether the tree had changes, both said, or the code is unknown
-    known = (commit != "") & (commit != "unknown") & dirty_text.isin(["True", "False"])
-    label = version + " " + commit.str[:7] + dirty.map({True: "+dirty", False: ""})
-    return label.where(known, version + " " + UNKNOWN_CODE)
+    """The code that measured each row (results.pairing.code_label)."""
+    records = rows.reindex(columns=["dlbench", "dlbench_commit", "dlbench_dirty"])
+    return pd.Series(
+        [code_label(r) for r in records.to_dict("records")], index=rows.index, dtype=object
+    )
 
 
 def same_code(a: pd.Series, b: pd.Series) -> pd.Series:
-    """Whether two sides' code labels name one known commit: unknown is never the same, nor is
-    an aggregate of several (`a, b`). The report and `compare --same-code` both ask this."""
-    return (a == b) & ~a.str.contains(",") & ~a.str.contains(UNKNOWN_CODE, regex=False)
-
-
-def _text(rows: pd.DataFrame, column: str) -> pd.Series:
-    return rows.get(column, pd.Series("", index=rows.index)).fillna("").astype(str)
+    """Pair by pair, whether two sides' code labels name one known commit
+    (results.pairing.same_code)."""
+    return pd.Series([one_code(x, y) for x, y in zip(a, b)], index=a.index, dtype=bool)
 
 
 def workload_family(row: pd.Series) -> str:

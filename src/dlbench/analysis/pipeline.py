@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.analysis.load import split_invalid, verdict_labels
+from dlbench.analysis.load import finished_rows, split_invalid, verdict_labels
 
 COLUMNS = ["data", "model", "batch_size", "decode", "workers", "loader", "training", "wait %"]
 COLUMNS += ["training verdict"]
@@ -39,8 +39,7 @@ def pipeline_table(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One line per data set, model, batch, decoder and worker count. Training from data is
     shown whatever its verdict (an input-bound row is what this table is for), with the
     verdict beside it; the model's synthetic rate comes from valid rows only."""
-    kind = rows.get("run_kind", pd.Series("", index=rows.index))
-    loader = rows[(kind == "loader") & (rows["status"] == "ok")]
+    loader = finished_rows(rows, "loader")
     fed = runs[_data(runs) != "synthetic"]
     fed = fed.assign(_verdict=verdict_labels(fed))
     needed = ["data", "model", "batch_size", "data_decode", "data_workers", "samples_per_s"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.analysis.load import SHAPE_KEY, benchmark_rows, key_columns
+from dlbench.analysis.load import finished_rows, key_columns
 from dlbench.errors import UserError
+from dlbench.results.pairing import SHAPE_KEY
 
 GROUP = ("gpu_name", *SHAPE_KEY)
 
@@ -14,7 +15,7 @@ GROUP = ("gpu_name", *SHAPE_KEY)
 def power_points(rows: pd.DataFrame) -> pd.DataFrame:
     """Benchmark rows with a known power limit and energy: the enforced limit the telemetry read,
     or the limit the sweep asked for where no reading exists."""
-    runs = benchmark_rows(rows)
+    runs = finished_rows(rows)
     limit = pd.Series(float("nan"), index=runs.index)
     for column in ("power_limit_request_w", "power_limit_w"):
         if column in runs:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from dlbench.analysis.compare import markdown_table, markdown_text
 from dlbench.analysis.documents import write_pdf, write_pptx
-from dlbench.analysis.load import benchmark_rows, load_rows
+from dlbench.analysis.load import finished_rows, load_rows
 from dlbench.analysis.report_rows import ReportRows, Section
 from dlbench.analysis.sections import fleet_part, report_sections
 from dlbench.errors import UserError
@@ -66,7 +66,7 @@ def _write_files(
 ) -> Report:
     sections, pngs, empty = [], [], []
     fleet = fleet_part(rows)
-    if fleet is not None and benchmark_rows(rows).empty:  # peak rows of a fleet, nothing else
+    if fleet is not None and finished_rows(rows).empty:  # peak rows of a fleet, nothing else
         parts = iter([fleet])
     else:
         prepared = ReportRows.prepare(

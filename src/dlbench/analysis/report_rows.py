@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from dlbench.analysis.compare import ENVIRONMENT
-from dlbench.analysis.load import benchmark_rows, machine_labels, split_invalid
+from dlbench.analysis.load import finished_rows, machine_labels, split_invalid
 from dlbench.analysis.machines import code_labels, machine_pairs
 from dlbench.errors import UserError
 
@@ -101,7 +101,7 @@ class ReportRows:
         same_code: bool,
     ) -> ReportRows:
         """Machines and code labelled, invalid rows set apart, the baseline picked."""
-        every = benchmark_rows(rows)
+        every = finished_rows(rows)
         if every.empty:
             raise UserError("CSV: no finished benchmark rows (status ok) to report on")
         every["machine"] = machine_labels(every)

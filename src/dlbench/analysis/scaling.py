@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.analysis.load import RUN_KEY, benchmark_rows, key_columns, latest, load_rows
+from dlbench.analysis.load import finished_rows, key_columns, latest, load_rows
+from dlbench.results.pairing import RUN_KEY
 from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
 
@@ -38,7 +39,7 @@ def scaling_table(rows: pd.DataFrame) -> pd.DataFrame:
     """One line per world size of each configuration run on more than one device that has a
     plain one-device run to compare with (same GPU model too); the DDP columns where a
     DDP-wrapped one-device run exists."""
-    runs = benchmark_rows(rows)
+    runs = finished_rows(rows)
     if runs.empty or "world_size" not in runs:
         return pd.DataFrame(columns=SCALING_COLUMNS)
     if "samples_per_s_per_device" not in runs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.analysis.load import machine_labels
+from dlbench.analysis.load import finished_rows, machine_labels
 
 SERVE_TABLE = {
     "model": "model",
@@ -27,9 +27,7 @@ SERVE_TABLE = {
 
 def serve_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The finished serve rows, each with its machine."""
-    if "run_kind" not in rows:
-        return rows.iloc[0:0]
-    found = rows[(rows["run_kind"] == "serve") & (rows["status"] == "ok")].copy()
+    found = finished_rows(rows, "serve")
     found["machine"] = machine_labels(found)
     return found
 

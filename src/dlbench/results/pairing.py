@@ -1,0 +1,73 @@
+"""When two rows measured the same thing: the key columns rows are paired on, a value's form that
+compares equal across files, the software release a figure depends on, the code that measured a
+row, and which rows are finished runs of a kind. A run holding its row against the published
+ones (results.published), a sweep resuming, `compare` and the report all pair rows this way."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from dlbench.config import CONFIG_KEY
+
+# What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
+RUN_KEY = (
+    *(k for k in CONFIG_KEY if k not in ("devices", "num_nodes")),
+    "prompt_len",
+    "new_tokens",
+)
+# Everything that decides what a row measured, plus the GPU model and the process count: rows
+# with equal values are the same experiment (the regression gate's default key).
+EXPERIMENT_KEY = (*CONFIG_KEY, "prompt_len", "new_tokens", "gpu_name", "world_size")
+# The workload and its input, without layout or optimizer: what a speed-up or power curve is of.
+SHAPE_KEY = ("model", "mode", "precision", "batch_size", "width", "height", "seq_len")
+# The regression gate's default: a slowdown beyond this % fails `dlbench compare`, and no row is
+# held to a narrower band around the published rows of its GPU (results.published).
+GATE_THRESHOLD_PCT = 5.0
+UNKNOWN_CODE = "(commit unknown)"  # rows from before rows named their commit
+
+
+def canonical(value: object) -> str:
+    """A key value as text that compares equal across files and readers: 64, 64.0 and "64.0"
+    alike (pandas reads numbers, the csv module text), NaN and None empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return value if not number.is_integer() or "e" in value.lower() else str(int(number))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def release(version: object) -> str:
+    """A version at major.minor (`2.11.0+cu130` -> `2.11`, `13.0` -> `13.0`): what a published
+    row's software must share with a new row's; empty where none is known."""
+    text = canonical(version)
+    return ".".join(text.split("+")[0].split(".")[:2])
+
+
+def code_label(row: Mapping[str, object]) -> str:
+    """The code that measured a row: `0.2.0 1a2b3c4` (`+dirty` with changes), or the release
+    alone with `(commit unknown)` for rows from before rows named their commit."""
+    version = canonical(row.get("dlbench"))
+    commit = canonical(row.get("dlbench_commit"))
+    dirty = canonical(row.get("dlbench_dirty"))
+    if commit in ("", "unknown") or dirty not in ("True", "False"):
+        return f"{version} {UNKNOWN_CODE}"
+    return f"{version} {commit[:7]}{'+dirty' if dirty == 'True' else ''}"
+
+
+def same_code(a: str, b: str) -> bool:
+    """Whether two code labels name one known commit: unknown is never the same, nor is an
+    aggregate of several (`a, b`). The report and `compare --same-code` both ask this."""
+    return a == b and "," not in a and UNKNOWN_CODE not in a
+
+
+def finished(row: Mapping[str, object], kind: str) -> bool:
+    """Whether a row is a finished run of `kind` (benchmark, validate, scaling, loader, peak,
+    serve); a row from before rows named their kind is a benchmark."""
+    return row.get("status") == "ok" and (canonical(row.get("run_kind")) or "benchmark") == kind
