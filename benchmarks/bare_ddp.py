@@ -6,7 +6,7 @@ own GPU, and the global rate divides all ranks' samples by the slowest rank's wi
 it is the plain loop (no DDP), the baseline a user's scaling efficiency is counted from.
 
     torchrun --nproc-per-node 4 benchmarks/bare_ddp.py --model resnet50 --batch-size 256 \
-        --output benchmarks/reference/bare-ddp-....csv
+        --output src/dlbench/published/bare-ddp-....csv
 
 Rank 0 appends one row (model, batch, world size, images/s in all and per GPU, window) to
 --output; benchmarks/reference.sh runs it beside `dlbench scaling` at 1, 2 and 4 GPUs."""

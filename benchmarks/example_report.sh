@@ -9,7 +9,7 @@ REPORT_DIR=${REPORT_DIR:-results/example-report}
 PYTHON=${PYTHON:-python3}
 rm -rf "$REPORT_DIR"
 shopt -s extglob  # the single-GPU reference: the several-GPU one has its own README table
-PYTHONPATH=${PYTHONPATH:-src} "$PYTHON" -m dlbench report benchmarks/reference/!(multi-*).csv --baseline H100 \
+PYTHONPATH=${PYTHONPATH:-src} "$PYTHON" -m dlbench report src/dlbench/published/!(multi-*).csv --baseline H100 \
   --usd-per-hour "NVIDIA H100 80GB HBM3=3.00" --usd-per-hour "NVIDIA H200=4.00" \
   --pdf -o "$REPORT_DIR"
 if [[ ${SCREENSHOT:-1} == 1 ]] && command -v chromium > /dev/null; then

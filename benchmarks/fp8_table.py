@@ -12,15 +12,15 @@ import pandas as pd
 
 from dlbench.analysis.load import load_rows, verdict_labels
 from dlbench.analysis.machines import code_labels
+from dlbench.results.published import PACKAGED_DIR
 from dlbench.workloads import get_workload
 
-REFERENCE = Path(__file__).resolve().parent / "reference"
 POINT = ["model", "mode", "batch_size"]
 
 
 def fp8_paths() -> list[Path]:
     """The fp8 part's CSVs, the H100's first."""
-    return sorted(REFERENCE.glob("fp8-*.csv"), key=lambda p: "h100" not in p.name)
+    return sorted(PACKAGED_DIR.glob("fp8-*.csv"), key=lambda p: "h100" not in p.name)
 
 
 def _rate(row: dict) -> float:

@@ -13,14 +13,14 @@ import pandas as pd
 
 from dlbench.analysis.load import load_rows, verdict_labels
 from dlbench.analysis.machines import code_labels
+from dlbench.results.published import PACKAGED_DIR
 
-REFERENCE = Path(__file__).resolve().parent / "reference"
 BARE_NAMES = {"resnet50": "resnet50", "vit_base_patch16_224": "vit"}  # timm's -> dlbench's
 
 
 def part_csvs(part: str) -> list[Path]:
     """A part's CSVs of every host (not their per-rank side files), H100 hosts first."""
-    paths = [p for p in REFERENCE.glob(f"multi-{part}-*.csv") if ".per_rank" not in p.name]
+    paths = [p for p in PACKAGED_DIR.glob(f"multi-{part}-*.csv") if ".per_rank" not in p.name]
     return sorted(paths, key=lambda p: ("h100" not in p.name, p))
 
 
@@ -31,7 +31,7 @@ def hosts() -> list[str]:
 
 
 def _csv(part: str, host: str) -> Path:
-    return REFERENCE / f"multi-{part}-{host}.csv"
+    return PACKAGED_DIR / f"multi-{part}-{host}.csv"
 
 
 def _scaling(host: str) -> pd.DataFrame:
@@ -122,7 +122,7 @@ def multi_table(shown: list[str]) -> str:
         out += scaling_lines(host)
         out += ["", *other_lines(host), ""]
     codes = sorted({c for h in shown for c in _scaling(h)["code"]})
-    out.append(f"Measured by dlbench {' and '.join(codes)} (`benchmarks/reference/multi-*.csv`).")
+    out.append(f"Measured by dlbench {' and '.join(codes)} (`src/dlbench/published/multi-*.csv`).")
     return "\n".join(out)
 
 

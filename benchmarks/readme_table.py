@@ -2,7 +2,7 @@
 one column of figures per GPU, so the front page's figures are the CSVs', never retyped; the
 line under it names the code and the files (tests/test_readme.py checks both). Usage:
 PYTHONPATH=src python3 benchmarks/readme_table.py [--write] [DEFAULT_CSV ...]
-(default: every benchmarks/reference/default-*.csv, the first one's GPU the baseline; --write
+(default: every src/dlbench/published/default-*.csv, the first one's GPU the baseline; --write
 replaces the README's generated block, as `benchmarks/reference.sh docs` does, its "Several
 GPUs" block from the multi-GPU reference's CSVs, benchmarks/multi_table.py, and its FP8 block
 from the fp8 part's, benchmarks/fp8_table.py)."""
@@ -17,9 +17,9 @@ import pandas as pd
 
 from dlbench.analysis.load import load_rows, verdict_labels
 from dlbench.analysis.machines import code_labels
+from dlbench.results.published import PACKAGED_DIR
 from dlbench.workloads import get_workload
 
-REFERENCE = Path(__file__).resolve().parent / "reference"
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"(<!-- generated: [^>]*-->\n)(.*?)(\n<!-- end generated -->)", re.S)
 # The "Several GPUs" block, from the multi-GPU reference (benchmarks/multi_table.py).
@@ -84,7 +84,7 @@ def _align(header: str) -> str:
 
 def default_paths() -> list[Path]:
     """The default plan's reference CSVs, the H100's first where there is one."""
-    paths = sorted(REFERENCE.glob("default-*.csv"))
+    paths = sorted(PACKAGED_DIR.glob("default-*.csv"))
     return sorted(paths, key=lambda p: "h100" not in p.name)
 
 

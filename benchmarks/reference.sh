@@ -4,7 +4,7 @@
 # default plan (throughput, batch-1 latency, llm_1b training and decode), the 8B decode,
 # GPU-decode training against synthetic data, and the harness check (validate). Each part writes one CSV
 # named by what it measured, as timm names its result files:
-#   benchmarks/reference/<part>-<torch>-<cuda>-<gpu>.csv   e.g. default-pt2.11-cu13.0-h100-80gb-hbm3.csv
+#   src/dlbench/published/<part>-<torch>-<cuda>-<gpu>.csv   e.g. default-pt2.11-cu13.0-h100-80gb-hbm3.csv
 # A part that is cut short resumes where it stopped when run again (sweeps skip points with an ok
 # row). `docs` (on any machine, once the CSVs are here) regenerates what is made from them: the
 # README's table (benchmarks/readme_table.py) and the example report (benchmarks/example_report.sh);
@@ -27,7 +27,7 @@
 # rate whose p99 meets MLPerf's bound (--find-qps), and resnet50 single stream.
 # Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [multi] [docs]
 #   (the seven single-GPU parts by default)
-#   DLBENCH (default: python3 -m dlbench, from this tree)   REFERENCE_DIR (benchmarks/reference)
+#   DLBENCH (default: python3 -m dlbench, from this tree)   REFERENCE_DIR (src/dlbench/published: the rows every run is held against)
 #   JPEG_DIR (where the JPEG set is made; default /tmp/dlbench-jpeg)
 #   DRY_RUN=1: print each dlbench command instead of running it (tests/test_reference_script.py
 #   parses every one with dlbench's own options)
@@ -35,7 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=${PYTHONPATH:-src} PYTHONUNBUFFERED=1
 read -r -a DLBENCH <<< "${DLBENCH:-python3 -m dlbench}"
-OUT=${REFERENCE_DIR:-benchmarks/reference}
+OUT=${REFERENCE_DIR:-src/dlbench/published}
 JPEG_DIR=${JPEG_DIR:-/tmp/dlbench-jpeg}
 DRY_RUN=${DRY_RUN:-0}
 PARTS=(peak default decode jpeg validate fp8 serve multi docs)

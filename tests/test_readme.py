@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dlbench.results.published import PACKAGED_DIR
 from dlbench.results.schema import COLUMNS, columns_markdown
 from tests.conftest import ROOT, read_rows, run_cli
 
@@ -106,7 +107,7 @@ def test_every_reference_csv_was_measured_by_one_commit_per_command():
     docs/reference.md names each such commit."""
     import pandas as pd
 
-    csvs = sorted((ROOT / "benchmarks" / "reference").glob("*.csv"))
+    csvs = sorted(PACKAGED_DIR.glob("*.csv"))
     assert {c.name.split("-pt")[0] for c in csvs} >= {"default", "decode", "jpeg", "validate"}
 
     def command(csv: Path) -> str:  # a host's several-GPU files are one command

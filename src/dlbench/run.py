@@ -30,6 +30,7 @@ from dlbench.errors import (
     one_line,
 )
 from dlbench.results.environment import collect_environment
+from dlbench.results.published import published_line
 from dlbench.results.row import config_columns, failure_row
 from dlbench.results.store import CsvStore
 from dlbench.results.verdict import advice
@@ -164,5 +165,5 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     if side is not None:
         CsvStore(side).append_many(per_rank_rows(measurement, str(row["run_id"])))
     store.append(row)
-    show_result(row, config.output.json, advice(row))
+    show_result(row, config.output.json, f"{advice(row)}\n{published_line(row)}")
     return EXIT_INVALID if config.measurement.strict and row["verdict"] == "invalid" else EXIT_OK

@@ -192,7 +192,7 @@ def test_a_candidate_invalid_only_for_noise_is_compared_and_named_not_a_failure(
     assert shared.table["verdict"].tolist() == ["invalid (noisy;other_processes)"]
 
 
-REFERENCE = "benchmarks/reference/default-pt2.11-cu13.0-h100-80gb-hbm3.csv"
+REFERENCE = "src/dlbench/published/default-pt2.11-cu13.0-h100-80gb-hbm3.csv"
 
 
 def _default_plan_pair(tmp_path):

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from dlbench.analysis.machines import code_labels, workload_family
+from dlbench.results.published import PACKAGED_DIR
 from tests.analysis.rows import benchmark_row, write_rows
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
 
-REFERENCE = ROOT / "benchmarks" / "reference"
 OLD, NEW = "a" * 40, "b" * 40
 
 
@@ -32,7 +32,7 @@ def test_the_report_on_the_reference_opens_with_the_h200_against_the_h100_per_fa
     regenerated, the H200's not), the summary says so and compares nothing across code."""
     import pandas as pd
 
-    csvs = sorted(REFERENCE.glob("default-*.csv"))
+    csvs = sorted(PACKAGED_DIR.glob("default-*.csv"))
     markdown = _report(tmp_path, *csvs)
     assert markdown.split("\n## ")[1].startswith("How these machines compare")
     summary = _section(markdown, "How these machines compare")

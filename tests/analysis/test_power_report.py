@@ -11,8 +11,9 @@ import pytest
 
 from dlbench.analysis.load import load_rows
 from dlbench.analysis.power import recommend_power
+from dlbench.results.published import PACKAGED_DIR
 from tests.analysis.rows import benchmark_row, write_rows
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
 
 # limit W: (samples/s, J per sample). Least energy: 400 W; least energy x delay: 500 W;
 # least energy within 10 % of the fastest: 500 W; within 20 %: 400 W.
@@ -51,7 +52,7 @@ def test_recommend_power_cli_and_its_errors(tmp_path):
 
 @pytest.mark.e2e
 def test_report_embeds_every_plot_and_says_where_environments_differ(tmp_path):
-    reference = sorted((ROOT / "benchmarks" / "reference").glob("*.csv"))
+    reference = sorted(PACKAGED_DIR.glob("*.csv"))
     sources = [p for p in reference if "bare-ddp" not in p.name]  # the yardstick's own CSV
     sources.append(Path(__file__).parent / "data" / "scaling-h200.csv")
     sources.append(_power_csv(tmp_path / "power.csv"))
@@ -198,7 +199,7 @@ def test_a_report_on_a_real_plan_says_nothing_but_where_it_wrote(tmp_path):
     by converting the columns one by one, once reached the user's terminal."""
     from pathlib import Path
 
-    rows = Path(__file__).parents[2] / "benchmarks/reference/default-pt2.11-cu13.0-h200.csv"
+    rows = Path(__file__).parents[2] / "src/dlbench/published/default-pt2.11-cu13.0-h200.csv"
     out = run_cli("report", str(rows), "-o", str(tmp_path / "r"))
     assert out.returncode == 0, out.stderr
     assert "Warning" not in out.stderr, out.stderr

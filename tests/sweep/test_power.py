@@ -70,7 +70,7 @@ def test_exception_mid_sweep_restores(fake_gpu, tmp_path, monkeypatch):
     runner = SweepRunner(parse_plan(POWER_PLAN), tmp_path / "p.csv", True, settle_s=0)
     calls = []
 
-    def explode(point, launcher, run_id):
+    def explode(point, launcher, run_id, tags):
         calls.append(point)
         if len(calls) == 2:
             raise RuntimeError("boom")

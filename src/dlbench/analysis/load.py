@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.errors import UserError, one_line
-from dlbench.results.pairing import RUN_KEY, finished
+from dlbench.results.pairing import RUN_KEY, finished, machine
 from dlbench.results.schema import NUMBER_COLUMNS, TEXT_COLUMNS, is_true
 from dlbench.results.store import CsvStore, as_given, one_line_cell
 
@@ -104,10 +104,9 @@ def latest(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def machine_labels(rows: pd.DataFrame) -> pd.Series:
-    """What ran the row: the GPU model, or `CPU <processor>` for CPU runs."""
-    gpu = rows.get("gpu_name", pd.Series("", index=rows.index)).fillna("").astype(str)
-    cpu = rows.get("cpu", pd.Series("", index=rows.index)).fillna("").astype(str)
-    return gpu.where(gpu != "", ("CPU " + cpu).str.strip())
+    """What ran each row (results.pairing.machine)."""
+    records = rows.reindex(columns=["gpu_name", "cpu"]).to_dict("records")
+    return pd.Series([machine(r) for r in records], index=rows.index, dtype=object)
 
 
 def flag_column(rows: pd.DataFrame, column: str) -> pd.Series:

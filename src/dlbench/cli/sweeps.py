@@ -13,6 +13,29 @@ from dlbench.config import DEFAULT_OUTPUT, SETTINGS, check_count
 from dlbench.config.limits import MAX_REPEATS
 from dlbench.errors import check_seconds
 
+Isolation = Annotated[
+    str,
+    typer.Option(
+        help="worker: points run back to back in a process replaced after any failure; "
+        "process: each point in a process of its own (DDP points always are)."
+    ),
+]
+Resume = Annotated[
+    bool,
+    typer.Option(
+        help="Skip points that already have an ok row in --output (a rerun completes an "
+        "interrupted sweep); --no-resume runs every point again."
+    ),
+]
+RecheckOption = Annotated[
+    bool,
+    typer.Option(
+        "--recheck/--no-recheck",
+        help="Measure once more, in a fresh worker, each point whose row lies outside the band "
+        "around the published rows of its GPU and configuration (both rows stay).",
+    ),
+]
+
 
 @app.command(
     "sweep",
@@ -40,25 +63,15 @@ def sweep(
         str | None,
         typer.Option(help="KEY=VALUE: only the plan's runs with this tag, e.g. purpose=latency."),
     ] = None,
-    isolation: Annotated[
-        str,
-        typer.Option(
-            help="worker: points run back to back in a process replaced after any failure; "
-            "process: each point in a process of its own (DDP points always are)."
-        ),
-    ] = "worker",
-    resume: Annotated[
-        bool,
-        typer.Option(
-            help="Skip points that already have an ok row in --output (a rerun completes an "
-            "interrupted sweep); --no-resume runs every point again."
-        ),
-    ] = True,
+    isolation: Isolation = "worker",
+    resume: Resume = True,
+    recheck: RecheckOption = True,
 ) -> None:
     from rich.console import Console
 
     from dlbench.sweep.plan import parse_shard, shard_points
     from dlbench.sweep.plan_file import load_plan
+    from dlbench.sweep.recheck import summary_lines
     from dlbench.sweep.runner import SweepRunner, finish, summary_table
     from dlbench.sweep.worker import Worker
 
@@ -83,7 +96,15 @@ def sweep(
             raise typer.Exit(0)
         shards = (index, count)
         runner = SweepRunner(
-            sweep_plan, output, allow_power_changes, settle_s, shards, isolation, resume, early
+            sweep_plan,
+            output,
+            allow_power_changes,
+            settle_s,
+            shards,
+            isolation,
+            resume,
+            early,
+            recheck,
         )
         _warn_of_an_unusable_cache_variable()
     except BaseException:
@@ -91,7 +112,10 @@ def sweep(
             early.close()
         raise
     outcome = runner.run()
-    Console(width=max(Console().width, 120)).print(summary_table(outcome))
+    console = Console(width=max(Console().width, 120), highlight=False)
+    console.print(summary_table(outcome))
+    for line in summary_lines(outcome.held, outcome.rechecks):
+        console.print(line, markup=False, soft_wrap=True)
     raise typer.Exit(finish(outcome))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dlbench.engine.benchmark import Measurement
 from dlbench.engine.distribution.ranks import RANK_TELEMETRY
 from dlbench.engine.scenarios.kinds import scenario_for
+from dlbench.results.published import published_columns
 from dlbench.results.row import RowBuilder, config_columns, identity
 
 
@@ -72,6 +73,7 @@ def measurement_row(
         per_s = row.get("tokens_per_s") if plan.workload.family == "llm" else global_rate
         per_million = price / 3600 / float(per_s) * 1e6  # type: ignore[arg-type]
         row.add("cost", {"usd_per_hour": price, "usd_per_million_samples": per_million})
+    row.add("the published rows", published_columns(row.columns()))
     return row.row()
 
 

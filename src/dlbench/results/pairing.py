@@ -28,16 +28,11 @@ UNKNOWN_CODE = "(commit unknown)"  # rows from before rows named their commit
 
 
 def canonical(value: object) -> str:
-    """A key value as text that compares equal across files and readers: 64, 64.0 and "64.0"
-    alike (pandas reads numbers, the csv module text), NaN and None empty."""
+    """A key value as text that compares equal across files and readers: 64 and 64.0 alike (a
+    column with a gap reads as floats), a row's own 64 and True as a CSV holds them, NaN and
+    None empty."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return value
-        return value if not number.is_integer() or "e" in value.lower() else str(int(number))
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
@@ -46,8 +41,13 @@ def canonical(value: object) -> str:
 def release(version: object) -> str:
     """A version at major.minor (`2.11.0+cu130` -> `2.11`, `13.0` -> `13.0`): what a published
     row's software must share with a new row's; empty where none is known."""
-    text = canonical(version)
+    text = "" if version is None or version != version else str(version)  # NaN: unknown
     return ".".join(text.split("+")[0].split(".")[:2])
+
+
+def machine(row: Mapping[str, object]) -> str:
+    """What ran the row: the GPU model, or `CPU <processor>` for a CPU run."""
+    return canonical(row.get("gpu_name")) or f"CPU {canonical(row.get('cpu'))}".strip()
 
 
 def code_label(row: Mapping[str, object]) -> str:

@@ -187,10 +187,20 @@ COLUMNS: dict[str, str] = {
     "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",
     "verdict_reasons": "why invalid, ;-separated: failed, short_window, few_steps, noisy, "
     "host_bound, input_bound, hardware_slowdown, other_processes, low_clock, "
-    "energy_short_window, non_finite_loss; validate rows: repeats_disagree; peak rows: "
-    "above_datasheet, impossible_figure, below_datasheet, below_siblings",
+    "energy_short_window, non_finite_loss, below_published; validate rows: repeats_disagree; "
+    "peak rows: above_datasheet, impossible_figure, below_datasheet, below_siblings",
     "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
-    "eager_fallback, fp8_uncompiled",
+    "eager_fallback, fp8_uncompiled, above_published",
+    "published_ratio": "samples_per_s over the median of the published rows of this GPU model "
+    "and configuration (dlbench/published, the reference parts: the same experiment, torch and "
+    "CUDA at major.minor); empty where none was published",
+    "published_rows": "how many published rows the ratio is over",
+    "published_source": "the published files and commits the ratio is over (file@commit)",
+    "published_band_pct": "how far published_ratio may lie from 1, in %: the regression gate's "
+    "threshold, or the rows' own intervals and the published rows' spread where wider "
+    "(below it: below_published, invalid; above it: the note above_published)",
+    "recheck_of": "sweeps: the run_id of the row this one measured again in a fresh worker, "
+    "because that row lay outside its published band",
     "usd_per_hour": "--usd-per-hour: the price given for the machine or GPU per hour",
     "usd_per_million_samples": "--usd-per-hour: cost of a million samples at this throughput "
     "(LLM rows: a million tokens)",
@@ -272,6 +282,7 @@ COLUMNS: dict[str, str] = {
 # Columns that arrive as --tag labels (a sweep's own, or a user's): they label a row, they do
 # not measure it, so a tag may set them. Every other column is the run's to write.
 TAG_COLUMNS = (
+    "recheck_of",
     "isolation",
     "sweep",
     "purpose",

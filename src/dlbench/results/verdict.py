@@ -8,6 +8,7 @@ import math
 
 from dlbench.config.limits import MAX_GENERATOR_LAG_MS, MIN_SPREAD_STEPS
 from dlbench.errors import number_or_none
+from dlbench.results.published import ABOVE, BELOW, outside_band
 from dlbench.results.schema import is_true
 from dlbench.results.stats import MAX_NOISE_PCT, Noise
 
@@ -84,6 +85,12 @@ REASONS = {
         "the load generator issued queries up to {serve_generator_lag_p99_ms:.2f} ms late (p99)",
         "a quieter host, or a lower --qps: the load measured the generator, not the server",
     ),
+    "below_published": (
+        "it measured {published_ratio:.2f}x the median of the published rows of this GPU model "
+        "and configuration, outside +/-{published_band_pct:.1f} %",
+        "measure it again (a sweep does); if it stays low, set it beside the published row "
+        "(dlbench compare FILE) and check clocks, power and driver",
+    ),
     "below_siblings": (
         "it attains {siblings_share:.0%} of its {siblings:.0f} siblings' median ({siblings_low})",
         "check this GPU's clocks, power and memory",
@@ -94,6 +101,9 @@ NOTES = {
     "processes_hidden": "another PID namespace: NVML's process list could not be matched",
     "eager_fallback": "the step could not be captured as a CUDA graph and ran eager",
     "fp8_uncompiled": "fp8 ran uncompiled (--no-compile): its casts run as kernels of their own",
+    "above_published": "it measured {published_ratio:.2f}x the median of the published rows of "
+    "this GPU model and configuration, above +/-{published_band_pct:.1f} % (newer code or "
+    "software than theirs?)",
 }
 
 
@@ -143,7 +153,10 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
         reasons.append("repeats_disagree")
     if (number_or_none(row.get("serve_generator_lag_p99_ms")) or 0) > MAX_GENERATOR_LAG_MS:
         reasons.append("generator_behind")
-    notes = []
+    outside = outside_band(row)
+    if outside == BELOW:
+        reasons.append(BELOW)
+    notes = [ABOVE] if outside == ABOVE else []
     if "sw_power_cap" in slowdowns:
         notes.append("power_capped")
     if _flag(row, "gpu_processes_hidden"):
@@ -262,6 +275,8 @@ def advice(row: dict) -> str:
         "attained_bf16_datasheet_share",
         "attained_read_datasheet_share",
         "attained_datasheet_share_max",
+        "published_ratio",
+        "published_band_pct",
     ):
         values[key] = number_or_none(row.get(key)) or 0.0
     values["min_spread_steps"] = MIN_SPREAD_STEPS

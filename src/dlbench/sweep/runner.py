@@ -34,6 +34,7 @@ from dlbench.sweep.plan import (
     shard_points,
 )
 from dlbench.sweep.power import PowerLimiter
+from dlbench.sweep.recheck import HeldRow, Recheck
 from dlbench.sweep.worker import Launcher, Worker
 
 
@@ -50,10 +51,13 @@ class PointOutcome:
 
 @dataclass
 class SweepOutcome:
-    """Every point's outcome, in plan order, and the sweep's wall time."""
+    """Every point's outcome, in plan order, the sweep's wall time, each point's row against
+    the published rows and the points measured again."""
 
     points: list[PointOutcome] = field(default_factory=list)
     seconds: float = 0.0
+    held: list[HeldRow] = field(default_factory=list)
+    rechecks: list[Recheck] = field(default_factory=list)
 
     def counts(self) -> Counter:
         return Counter(p.status for p in self.points)
@@ -81,11 +85,13 @@ class SweepRunner:
         isolation: str = "worker",
         resume: bool = True,
         worker: Worker | None = None,
+        recheck: bool = True,
     ) -> None:
         if isolation not in ISOLATIONS:
             raise UserError(f"--isolation: invalid value {isolation!r}; {' or '.join(ISOLATIONS)}")
         self.isolation = isolation
         self.resume = resume
+        self.recheck = recheck
         self.worker = worker  # one started early (Worker.start), or None
         self.plan, self.store = plan, CsvStore(output)
         self.points = shard_points(plan.points(), *shard)
@@ -110,27 +116,27 @@ class SweepRunner:
     def _same_code(self, row: dict[str, str]) -> bool:
         return all(str(row.get(k) or "") == str(self.env.get(k) or "") for k in CODE_COLUMNS)
 
-    def _fail(self, point: Point, run_id: str, status: str, error: str) -> None:
+    def _fail(self, point: Point, run_id: str, tags: dict, status: str, error: str) -> None:
         if any(r.get("run_id") == run_id for r in self.store.rows()):
             return  # the child wrote its own row
-        columns = {"mode": point.mode, **point.flags, "run_id": run_id, "sweep": self.plan.name}
-        self.store.append(failure_row({**columns, **point.all_tags}, status, error, self.env))
+        columns = {"mode": point.mode, **point.flags, "run_id": run_id, **tags}
+        self.store.append(failure_row(columns, status, error, self.env))
 
-    def _run_point(self, point: Point, launcher: Launcher, run_id: str) -> str:
-        tags = {**point.all_tags, "sweep": self.plan.name}
+    def _run_point(self, point: Point, launcher: Launcher, run_id: str, tags: dict) -> str:
+        tags = {**point.all_tags, "sweep": self.plan.name, **tags}
         try:
             result = point.launch(launcher, self.plan.timeout_s, self.store.path, run_id, tags)
         except Interrupted as exc:
-            self._fail(point, run_id, "interrupted", str(exc))
+            self._fail(point, run_id, tags, "interrupted", str(exc))
             raise
         if result.timed_out:
-            self._fail(point, run_id, "timeout", result.last_line)
+            self._fail(point, run_id, tags, "timeout", result.last_line)
             return "timeout"
         if result.returncode == EXIT_OK:
             return "ok"
         if result.returncode == EXIT_OOM:
             return "oom"
-        self._fail(point, run_id, "error", result.last_line)
+        self._fail(point, run_id, tags, "error", result.last_line)
         return "error"
 
     def run(self, console: Console | None = None) -> SweepOutcome:
@@ -179,10 +185,12 @@ class SweepRunner:
                     else:
                         if limiter:
                             limiter.apply(point.power_limit_w)
-                        done = self._timed_point(point, launcher)
+                        done, _ = self._timed_point(point, launcher)
                         outcome.points.append(done)
                         progress.console.print(_result_line(done, len(outcome.points)))
                     progress.advance(task)
+            launcher.close()
+            self._hold_against_published(outcome, console, limiter)
         finally:
             launcher.close()
             if limiter:
@@ -190,19 +198,62 @@ class SweepRunner:
             outcome.seconds = time.monotonic() - started
         return outcome
 
-    def _timed_point(self, point: Point, launcher: Launcher) -> PointOutcome:
-        """Run one point; its status, wall time from here and its measured window."""
+    def _hold_against_published(
+        self, outcome: SweepOutcome, console: Console, limiter: PowerLimiter | None
+    ) -> None:
+        """Each point's latest row of this code against the published rows; a point outside
+        its band measured once more in a fresh worker (unless rechecked already)."""
+        rows = self.store.rows()
+        rechecked = {r.get("recheck_of"): r for r in rows if r.get("recheck_of")}
+        for point in self.points:
+            mine = [
+                r
+                for r in rows
+                if r.get("status") == "ok"
+                and self._same_code(r)
+                and point.matches(r)
+                and not r.get("recheck_of")
+            ]
+            if not mine or mine[-1].get("run_kind", "benchmark") != "benchmark":
+                continue
+            held = HeldRow.of(point.label, mine[-1])
+            outcome.held.append(held)
+            if not held.outside:
+                continue
+            second = rechecked.get(held.run_id)
+            if second is None and self.recheck:
+                console.print(f"  measuring again (outside its published band): {point.label}")
+                if limiter:
+                    limiter.apply(point.power_limit_w)
+                launcher = Launcher(self.isolation)  # a fresh worker: nothing of the first run
+                try:
+                    _, second = self._timed_point(point, launcher, {"recheck_of": held.run_id})
+                finally:
+                    launcher.close()
+            if second is not None or self.recheck:
+                ok = second is not None and second.get("status") == "ok"
+                outcome.rechecks.append(
+                    Recheck(held, HeldRow.of(point.label, second) if ok else None)
+                )
+
+    def _timed_point(
+        self, point: Point, launcher: Launcher, tags: dict | None = None
+    ) -> tuple[PointOutcome, dict[str, str] | None]:
+        """Run one point; its status, wall time from here and its measured window, and its
+        row (None where none was written)."""
         run_id = new_run_id()
         began = time.monotonic()
-        status = self._run_point(point, launcher, run_id)
-        row = next((r for r in self.store.rows() if r.get("run_id") == run_id), {})
+        status = self._run_point(point, launcher, run_id, tags or {})
+        found = next((r for r in self.store.rows() if r.get("run_id") == run_id), None)
+        row = found or {}
         window = float(row["wall_window_s"]) if row.get("wall_window_s") else None
         figure = ""
         if status == "ok" and row.get("serve_achieved_qps"):
             figure = f"{float(row['serve_achieved_qps']):,.1f} queries/s"
         elif status == "ok" and row.get("samples_per_s"):
             figure = f"{float(row['samples_per_s']):,.1f} {row.get('sample_unit', 'sample')}s/s"
-        return PointOutcome(point.label, status, time.monotonic() - began, window, figure)
+        outcome = PointOutcome(point.label, status, time.monotonic() - began, window, figure)
+        return outcome, found
 
 
 def _result_line(done: PointOutcome, index: int) -> str:

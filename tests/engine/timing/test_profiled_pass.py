@@ -89,7 +89,7 @@ def test_host_issue_time_is_not_the_wait_for_a_full_launch_queue(monkeypatch):
 @pytest.mark.parametrize(
     ("row", "waited"),
     [  # the first two: resnet50 bs256 bf16 fed from 12,000 JPEGs on an H100, their rows'
-        # gpu_busy_pct, median step, steps, window (benchmarks/reference/jpeg-*-h100-*.csv)
+        # gpu_busy_pct, median step, steps, window (src/dlbench/published/jpeg-*-h100-*.csv)
         ((98.3, 0.0641, 69, 5.09), True),  # CPU decode: 0.87 of synthetic, steps stretched
         ((97.8, 0.0648, 78, 5.11), False),  # GPU decode: 0.98 of synthetic
         # issue 45's graphed GPU-decode row, shaped from its description: busy 100 %, steps

@@ -1,0 +1,148 @@
+"""The published rows: every row `benchmarks/reference.sh` measured on lent GPUs, shipped with the
+package (dlbench/published/, one CSV a part; docs/reference.md names each part's commit), the
+best knowledge there is of what each GPU model does with each configuration. A new row is held
+against the published rows of its GPU model and configuration, as a fleet check holds a GPU
+against its siblings: its ratio to their median, where they came from, and the band the ratio
+may stray from 1 before the row is called below (or above) what its GPU did before.
+
+A published row counts when the same experiment (results.pairing.EXPERIMENT_KEY: every setting
+that decides what was measured, the GPU model and the process count) ran under the same power
+limit and the same torch and CUDA releases (major.minor), and when its own window made it valid:
+a row judged only against an older publication stays a reference. The band and how a sweep uses
+it: docs/reference.md#held-against-the-published-rows."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import statistics
+from collections.abc import Mapping
+from pathlib import Path
+
+from dlbench.errors import UserError, number_or_none
+from dlbench.results.pairing import (
+    EXPERIMENT_KEY,
+    GATE_THRESHOLD_PCT,
+    canonical,
+    finished,
+    machine,
+    release,
+)
+from dlbench.results.store import CsvStore
+
+PACKAGED_DIR = Path(__file__).resolve().parents[1] / "published"
+# A folder of one's own published rows (a fleet's), held against in place of the package's
+FOLDER_VARIABLE = "DLBENCH_PUBLISHED_DIR"
+SOFTWARE = ("torch", "cuda")  # matched at major.minor (results.pairing.release)
+# what the run's GPU was allowed to draw: a row under another limit measured another thing
+CONDITIONS = ("power_limit_w",)
+BELOW, ABOVE = "below_published", "above_published"  # the verdict's words for a row outside
+
+
+@functools.cache
+def published_rows(folder: Path) -> tuple[dict[str, str], ...]:
+    """Every finished benchmark row of the published CSVs (not the per-rank side files), each
+    with the file it came from (`published_file`)."""
+    rows = []
+    for path in sorted(folder.glob("*.csv")):
+        store = CsvStore(path)
+        if path.name.endswith(".per_rank.csv") or not _ours(store):
+            continue
+        rows += [
+            {**row, "published_file": path.name}
+            for row in store.rows()
+            if finished(row, "benchmark") and _own_window_valid(row)
+        ]
+    return tuple(rows)
+
+
+def _ours(store: CsvStore) -> bool:
+    """A dlbench CSV (the bare loops' files beside them are the yardstick's, not rows)."""
+    try:
+        return bool(store.header())
+    except UserError:
+        return False
+
+
+def _own_window_valid(row: Mapping[str, str]) -> bool:
+    """Valid by the row's own window: its verdict, less any comparison with the rows published
+    before it."""
+    reasons = {r for r in str(row.get("verdict_reasons") or "").split(";") if r} - {BELOW}
+    return row.get("verdict") in ("valid", "") or not reasons
+
+
+def published_folder() -> Path:
+    """DLBENCH_PUBLISHED_DIR where it is set, else the rows shipped with the package."""
+    given = os.environ.get(FOLDER_VARIABLE)
+    return Path(given) if given else PACKAGED_DIR
+
+
+def _match(row: Mapping[str, object]) -> tuple[str, ...]:
+    return (
+        *(canonical(row.get(k)) for k in (*EXPERIMENT_KEY, *CONDITIONS)),
+        machine(row),
+        *(release(row.get(k)) for k in SOFTWARE),
+    )
+
+
+def matching_rows(row: Mapping[str, object], folder: Path | None = None) -> list[dict[str, str]]:
+    """The published rows of this row's experiment, machine and software releases."""
+    wanted = _match(row)
+    return [r for r in published_rows(folder or published_folder()) if _match(r) == wanted]
+
+
+def band_pct(row: Mapping[str, object], published: list[Mapping[str, object]]) -> float:
+    """How far (in %) the ratio to the published median may lie from 1: the regression gate's
+    threshold, or wider where the new row's and the published rows' own confidence intervals and
+    the published rows' spread between them add up to more."""
+    rates = [float(r["samples_per_s"]) for r in published]
+    spread = 100.0 * (max(rates) - min(rates)) / statistics.median(rates) if len(rates) > 1 else 0
+    intervals = [number_or_none(r.get("throughput_interval_pct")) or 0.0 for r in published]
+    own = number_or_none(row.get("throughput_interval_pct")) or 0.0
+    return max(GATE_THRESHOLD_PCT, own + max(intervals, default=0.0) + spread)
+
+
+def published_columns(row: Mapping[str, object], folder: Path | None = None) -> dict[str, object]:
+    """`published_ratio`, `published_rows`, `published_source` and `published_band_pct` for a
+    finished benchmark row; {} where no published row matches (another GPU, a configuration
+    never published, a CPU)."""
+    rate = number_or_none(row.get("samples_per_s"))
+    if not finished(row, "benchmark") or rate is None or not math.isfinite(rate):
+        return {}
+    published = matching_rows(row, folder)
+    if not published:
+        return {}
+    median = statistics.median(float(r["samples_per_s"]) for r in published)
+    sources = sorted(
+        {f"{r['published_file']}@{str(r.get('dlbench_commit') or '')[:7]}" for r in published}
+    )
+    return {
+        "published_ratio": rate / median,
+        "published_rows": len(published),
+        "published_source": " ".join(sources),
+        "published_band_pct": band_pct(row, published),
+    }
+
+
+def outside_band(row: Mapping[str, object]) -> str:
+    """BELOW or ABOVE where the row's published ratio lies outside its band, else ''."""
+    ratio = number_or_none(row.get("published_ratio"))
+    band = number_or_none(row.get("published_band_pct"))
+    if ratio is None or band is None or abs(100.0 * (ratio - 1.0)) <= band:
+        return ""
+    return BELOW if ratio < 1.0 else ABOVE
+
+
+def published_line(row: Mapping[str, object]) -> str:
+    """One line for the console under the verdict: the ratio to the published rows and whether
+    it lies within its band, or that none were published for this GPU and configuration."""
+    ratio = number_or_none(row.get("published_ratio"))
+    if ratio is None:
+        return f"published: no published row of {machine(row)} measured this configuration"
+    band = float(row["published_band_pct"])  # type: ignore[arg-type]
+    where = {BELOW: "below its band", ABOVE: "above its band"}.get(outside_band(row), "within")
+    return (
+        f"published: {ratio:.3f}x the median of {row['published_rows']} published row(s) of "
+        f"this GPU and configuration ({row['published_source']}), {where} (+/-{band:.1f} %)"
+    )

@@ -1,0 +1,176 @@
+"""Every row held against the published rows of its GPU model and configuration: the ratio, where
+it came from, the band, and the verdict it gives; the rows shipped with the package read as a
+run reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlbench.results import published
+from dlbench.results.pairing import canonical, code_label, finished, machine, release
+from dlbench.results.published import (
+    PACKAGED_DIR,
+    matching_rows,
+    published_columns,
+    published_line,
+    published_rows,
+)
+from dlbench.results.store import CsvStore
+from dlbench.results.verdict import advice, verdict_columns
+from tests.analysis.rows import benchmark_row, write_rows
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _published(folder: Path, *rows: dict[str, object]) -> Path:
+    folder.mkdir(exist_ok=True)
+    write_rows(folder / "default-pt2.11-cu13.0-h100-80gb-hbm3.csv", list(rows))
+    published_rows.cache_clear()
+    return folder
+
+
+def _row(**columns: object) -> dict[str, object]:
+    usual = {"cuda": "13.0", "torch": "2.11.0+cu130", "dlbench_commit": "18695e1" * 6}
+    usual.update(throughput_interval_pct=0.5, verdict="valid")
+    return benchmark_row(**{**usual, **columns})
+
+
+def _judged(row: dict[str, object], folder: Path) -> dict[str, object]:
+    """A new row as the engine finishes it: its published columns, then its verdict."""
+    row = {**row, **published_columns(row, folder)}
+    return {**row, **verdict_columns(row)}
+
+
+def test_a_row_at_077_of_the_published_row_is_flagged_below_and_invalid(tmp_path):
+    folder = _published(tmp_path / "published", _row(samples_per_s=1000.0))
+    row = _judged(_row(samples_per_s=770.0, throughput_interval_pct=0.3), folder)
+    assert row["published_ratio"] == pytest.approx(0.77)
+    assert row["published_rows"] == 1
+    assert row["published_source"] == "default-pt2.11-cu13.0-h100-80gb-hbm3.csv@18695e1"
+    assert row["published_band_pct"] == 5.0  # the gate's threshold: the intervals are narrower
+    assert row["verdict"] == "invalid" and row["verdict_reasons"] == "below_published"
+    assert "0.77x the median of the published rows" in advice(row)
+    assert "below its band" in published_line(row)
+
+
+def test_within_the_band_is_valid_and_above_it_a_note_only(tmp_path):
+    folder = _published(tmp_path / "published", _row(samples_per_s=1000.0))
+    within = _judged(_row(samples_per_s=960.0), folder)
+    assert within["verdict"] == "valid" and within["verdict_notes"] == ""
+    assert "0.960x" in published_line(within) and "within" in published_line(within)
+    above = _judged(_row(samples_per_s=1100.0), folder)
+    assert above["verdict"] == "valid" and above["verdict_notes"] == "above_published"
+    assert "newer code or software" in advice(above)
+
+
+def test_a_row_nothing_was_published_for_has_empty_columns_never_an_error(tmp_path):
+    folder = _published(tmp_path / "published", _row(samples_per_s=1000.0))
+    others = (
+        _row(gpu_name="NVIDIA A100-SXM4-80GB"),  # another GPU model
+        _row(batch_size=128),  # another configuration
+        _row(torch="2.14.1+cu130"),  # another torch release
+        _row(world_size=2),  # another process count
+        _row(status="oom", samples_per_s=None),  # a failed run
+        _row(run_kind="validate"),  # another kind of row
+    )
+    for row in others:
+        assert published_columns(row, folder) == {}, row
+        assert verdict_columns(row)["verdict_notes"] == ""
+    gpu = _row(gpu_name="NVIDIA A100-SXM4-80GB")
+    assert published_line(gpu) == (
+        "published: no published row of NVIDIA A100-SXM4-80GB measured this configuration"
+    )
+    assert published_columns(_row(torch="2.11.1+cu130"), folder)  # a patch release matches
+    assert published_columns(_row(batch_size="64"), folder)  # as a CSV reader gives it
+
+
+def test_only_rows_valid_by_their_own_window_are_published_references(tmp_path):
+    """A noisy published row is no reference; one called below only by the publication before
+    it (a regenerated part) still is."""
+    folder = _published(
+        tmp_path / "published",
+        _row(samples_per_s=100.0, verdict="invalid", verdict_reasons="noisy"),
+        _row(samples_per_s=1000.0, verdict="invalid", verdict_reasons="below_published"),
+    )
+    assert [float(r["samples_per_s"]) for r in matching_rows(_row(), folder)] == [1000.0]
+
+
+def test_the_band_widens_with_the_intervals_and_the_published_rows_spread(tmp_path):
+    folder = _published(
+        tmp_path / "published",
+        _row(samples_per_s=1000.0, throughput_interval_pct=1.0),
+        _row(samples_per_s=1040.0, throughput_interval_pct=2.0),
+        _row(samples_per_s=980.0, throughput_interval_pct=0.5),
+    )
+    row = _judged(_row(samples_per_s=930.0, throughput_interval_pct=0.5), folder)
+    assert row["published_rows"] == 3
+    assert row["published_ratio"] == pytest.approx(0.93)
+    assert row["published_band_pct"] == pytest.approx(0.5 + 2.0 + 6.0)  # spread 60 / 1000
+    assert row["verdict"] == "valid"  # 7 % slower: inside the rows' own spread
+
+
+def test_a_cpu_row_is_held_against_published_rows_of_its_processor(tmp_path):
+    cpu = {"gpu_name": "", "cpu": "AMD EPYC 7B13", "accelerator": "cpu", "cuda": ""}
+    folder = _published(tmp_path / "published", _row(**cpu))
+    assert published_columns(_row(**cpu), folder)["published_ratio"] == 1.0
+    assert published_columns(_row(**{**cpu, "cpu": "Intel Xeon"}), folder) == {}
+
+
+def test_the_folder_comes_from_the_environment_or_the_package(tmp_path, monkeypatch):
+    monkeypatch.delenv(published.FOLDER_VARIABLE, raising=False)
+    assert published.published_folder() == PACKAGED_DIR
+    monkeypatch.setenv(published.FOLDER_VARIABLE, str(tmp_path))
+    assert published.published_folder() == tmp_path
+
+
+def test_a_shipped_row_measured_again_reads_one_within_its_band():
+    """The package's own published rows, read as a run reads them: the H100's default plan
+    is there, each row finds itself and its siblings (the 2-GPU host's FSDP rows too)."""
+    shipped = published_rows(PACKAGED_DIR)
+    assert {r["published_file"] for r in shipped} >= {
+        "default-pt2.11-cu13.0-h100-80gb-hbm3.csv",
+        "default-pt2.11-cu13.0-h200.csv",
+    }
+    h100 = [
+        r for r in shipped if r["published_file"].startswith("default-") and r["gpu_name"] == H100
+    ]
+    assert len(h100) >= 20
+    for row in h100:
+        again = {**row, "run_id": "again"}
+        columns = published_columns(again, PACKAGED_DIR)
+        assert columns["published_ratio"] == pytest.approx(1.0, rel=0.05), row["model"]
+        assert verdict_columns({**again, **columns})["verdict_reasons"] != "below_published"
+
+
+def test_rows_pair_on_canonical_values_releases_machines_and_code():
+    assert [canonical(v) for v in (64, 64.0, "64", None, float("nan"), True)] == [
+        "64", "64", "64", "", "", "True"
+    ]  # fmt: skip
+    assert canonical("13.0") == "13.0" and canonical("bf16-mixed") == "bf16-mixed"
+    assert release("2.11.0+cu130") == "2.11" and release("13.0") == "13.0" and release(None) == ""
+    assert machine({"gpu_name": H100, "cpu": "x"}) == H100
+    assert machine({"gpu_name": "", "cpu": "AMD EPYC"}) == "CPU AMD EPYC"
+    commit = {"dlbench": "0.2.0", "dlbench_commit": "18695e1aaaa", "dlbench_dirty": "False"}
+    assert code_label(commit) == "0.2.0 18695e1"
+    assert code_label({**commit, "dlbench_dirty": True}) == "0.2.0 18695e1+dirty"
+    assert code_label({**commit, "dlbench_commit": "unknown"}) == "0.2.0 (commit unknown)"
+    assert finished({"status": "ok"}, "benchmark") and not finished({"status": "ok"}, "serve")
+    assert finished({"status": "ok", "run_kind": "serve"}, "serve")
+    assert not finished({"status": "oom", "run_kind": "benchmark"}, "benchmark")
+
+
+def test_a_folder_of_published_csvs_skips_side_files_and_failed_rows(tmp_path):
+    folder = _published(tmp_path / "published", _row(), _row(status="oom"))
+    CsvStore(folder / "multi-scaling-x.per_rank.csv").append(
+        {
+            "schema_version": 1,
+            "run_id": "r",
+            "timestamp": "t",
+            "status": "ok",
+            "run_kind": "per_rank",
+        }
+    )
+    published_rows.cache_clear()
+    assert len(published_rows(folder)) == 1
