@@ -14,14 +14,22 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
-from dlbench.analysis.load import finished_rows, flag_column, latest, split_invalid
+from dlbench.analysis.load import finished_rows, flag_column, latest, load_rows, split_invalid
 from dlbench.analysis.machines import code_labels
 from dlbench.analysis.machines import same_code as one_code
 from dlbench.errors import UserError
-from dlbench.results.pairing import EXPERIMENT_KEY, canonical
+from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, canonical, machine, release
+from dlbench.results.published import (
+    PUBLISHED_KEY,
+    RELEASES,
+    is_reference,
+    published_files,
+    published_folder,
+)
 
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
 FAILED_STATUSES = ("oom", "error", "timeout", "interrupted")
@@ -43,11 +51,13 @@ ENVIRONMENT = (
 
 @dataclass(frozen=True)
 class Comparison:
-    """One line per configuration of either side, and the overall outcome."""
+    """One line per configuration of either side, and the overall outcome; against the
+    published rows, the candidate's GPUs that have none."""
 
     table: pd.DataFrame
     key: list[str]
     threshold_pct: float
+    unpublished_gpus: tuple[str, ...] = ()
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -181,7 +191,7 @@ def compare_runs(
     baseline: pd.DataFrame,
     candidate: pd.DataFrame,
     key: list[str] | None = None,
-    threshold_pct: float = 5.0,
+    threshold_pct: float = GATE_THRESHOLD_PCT,
     same_code: bool = False,
 ) -> Comparison:
     """change = candidate / baseline - 1 per configuration. The noise band is where the two
@@ -235,6 +245,41 @@ def compare_runs(
     return Comparison(pd.DataFrame(lines), key, threshold_pct)
 
 
+NOT_PUBLISHED = "not published"  # against the published rows: none of this configuration
+
+
+def compare_with_published(
+    candidate: pd.DataFrame,
+    threshold_pct: float = GATE_THRESHOLD_PCT,
+    same_code: bool = False,
+    folder: Path | None = None,
+) -> Comparison:
+    """Every configuration of the candidate against the published rows of its GPU model and
+    configuration (results.published: the same experiment, power limit, torch and CUDA at
+    major.minor), as against a baseline file; published configurations the candidate did not
+    run are no one's failure. A configuration nothing was published for is `not published`,
+    and the GPUs with no published row at all are named."""
+    files = published_files(folder or published_folder())
+    published = load_rows(files, "the published rows") if files else candidate.iloc[0:0]
+    published = published[[is_reference(r) for r in published.to_dict("records")]]
+    sides = [
+        rows.assign(
+            **{c: rows.get(v, pd.Series(dtype=object)).map(release) for v, c in RELEASES.items()}
+        )
+        for rows in (published, candidate)
+    ]
+    key = [k for k in PUBLISHED_KEY if k in sides[0].columns and k in sides[1].columns]
+    if published.empty:
+        raise UserError("CANDIDATE: no published rows to compare with (the folder holds none)")
+    result = compare_runs(sides[0], sides[1], key, threshold_pct, same_code)
+    table = result.table[result.table["verdict"] != "missing"].copy()
+    table.loc[table["verdict"] == "new", "verdict"] = NOT_PUBLISHED
+    known = set(published.get("gpu_name", pd.Series(dtype=object)).dropna().astype(str))
+    measured = finished_rows(candidate).get("gpu_name", pd.Series(dtype=object))
+    unpublished = sorted({machine({"gpu_name": g}) for g in measured.fillna("")} - known)
+    return Comparison(table.reset_index(drop=True), key, threshold_pct, tuple(unpublished))
+
+
 def _note(joined_row: pd.Series) -> str:
     """Host-bound runs and environment columns that differ, e.g. `torch 2.11 -> 2.14`."""
     notes = []
@@ -282,43 +327,14 @@ def verdict_line(comparison: Comparison) -> str:
     other = int((comparison.table["verdict"] == OTHER_CODE).sum())
     if other:
         parts.append(f"{other} configuration(s) left out: measured by other code (--same-code)")
+    unpublished = int((comparison.table["verdict"] == NOT_PUBLISHED).sum())
+    if unpublished:
+        parts.append(f"{unpublished} configuration(s) not published")
+    if comparison.unpublished_gpus:
+        names = ", ".join(comparison.unpublished_gpus)
+        parts.append(f"nothing published for {names}: nothing to hold its rows against")
     if failed:
         parts.append(f"{failed} configuration(s) failed or missing in the candidate")
         if failed == len(comparison.table[comparison.table["verdict"] != "new"]):
             parts.append("none matched: is the baseline from this machine and plan?")
     return "; ".join(parts)
-
-
-# Counts and sizes: shown as whole numbers even where a missing value made the column float.
-WHOLE_NUMBER_COLUMNS = {
-    "batch",
-    "batch_size",
-    "GPUs",
-    "world_size",
-    "workers",
-    "data_workers",
-    "width",
-    "height",
-    "seq_len",
-    "prompt_len",
-    "new_tokens",
-}
-
-
-def markdown_text(text: str) -> str:
-    """Text from rows (names, tags, run ids) as Markdown shows it: no HTML a viewer would
-    render, no `|` that would split a table cell."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
-
-
-def markdown_table(frame: pd.DataFrame, digits: int = 1) -> str:
-    """A GitHub-flavoured Markdown table (for job summaries and the report's summary); a
-    missing value is an empty cell, text escaped (`markdown_text`)."""
-    shown = frame.copy()
-    for column in shown.columns:
-        shown[column] = shown[column].map(lambda v: markdown_text(v) if isinstance(v, str) else v)
-    shown.columns = [markdown_text(str(c)) for c in shown.columns]
-    for column in WHOLE_NUMBER_COLUMNS.intersection(shown.columns):
-        if pd.api.types.is_numeric_dtype(shown[column]):
-            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{int(v):,}")
-    return shown.to_markdown(index=False, floatfmt=f",.{digits}f", missingval="")

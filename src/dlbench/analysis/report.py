@@ -11,9 +11,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from dlbench.analysis.compare import markdown_table, markdown_text
 from dlbench.analysis.documents import write_pdf, write_pptx
 from dlbench.analysis.load import finished_rows, load_rows
+from dlbench.analysis.markdown import markdown_table, markdown_text
 from dlbench.analysis.report_rows import ReportRows, Section
 from dlbench.analysis.sections import fleet_part, report_sections
 from dlbench.errors import UserError

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from dlbench.cli.app import app
+from dlbench.results.pairing import GATE_THRESHOLD_PCT
 
 Csvs = Annotated[list[Path], typer.Argument(help="dlbench CSV files.")]
 Baseline = Annotated[
@@ -60,11 +61,23 @@ def report(
     print(f"wrote {written.html} ({len(written.pngs)} plots embedded), {written.markdown}{extra}")
 
 
-@app.command("compare", help="Baseline vs candidate rows; exit 1 on a regression.")
+@app.command(
+    "compare",
+    help="Baseline vs candidate rows, or (one file) the candidate vs the published rows of its "
+    "GPUs; exit 1 on a regression.",
+)
 def compare(
-    baseline: Annotated[Path, typer.Argument(help="Baseline CSV (e.g. committed reference).")],
-    candidate: Annotated[Path, typer.Argument(help="Candidate CSV (this build's run).")],
-    threshold: Annotated[float, typer.Option(help="Allowed slowdown in % before failing.")] = 5.0,
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="[BASELINE] CANDIDATE",
+            help="Baseline CSV (e.g. a committed reference), then the candidate CSV (this "
+            "build's run); one file alone is the candidate, held against the published rows.",
+        ),
+    ],
+    threshold: Annotated[
+        float, typer.Option(help="Allowed slowdown in % before failing.")
+    ] = GATE_THRESHOLD_PCT,
     key: Annotated[
         str | None,
         typer.Option(
@@ -83,9 +96,15 @@ def compare(
     import shutil
     import textwrap
 
-    from dlbench.analysis.compare import compare_runs, display_table, markdown_table, verdict_line
+    from dlbench.analysis.compare import (
+        compare_runs,
+        compare_with_published,
+        display_table,
+        verdict_line,
+    )
     from dlbench.analysis.compare_view import terminal_lines
     from dlbench.analysis.load import load_rows, require_columns
+    from dlbench.analysis.markdown import markdown_table
     from dlbench.console import show_frame
     from dlbench.errors import EXIT_FAILED, UserError, check_finite
 
@@ -95,11 +114,19 @@ def compare(
     columns = None if key is None else [k.strip() for k in key.split(",") if k.strip()]
     if columns == []:
         raise UserError(f"--key: invalid value {key!r}; comma-separated column names, e.g. model")
-    sides = {"BASELINE": baseline, "CANDIDATE": candidate}
+    if len(files) > 2:
+        raise UserError(f"[BASELINE] CANDIDATE: {len(files)} files given; one or two")
+    sides = dict(zip(("BASELINE", "CANDIDATE")[2 - len(files) :], files))
     rows = {name: load_rows([path], name) for name, path in sides.items()}
     for name, frame in rows.items():
         require_columns(frame, ("samples_per_s",), name)
-    result = compare_runs(rows["BASELINE"], rows["CANDIDATE"], columns, threshold, same_code)
+    if len(files) == 1:
+        if columns is not None:
+            raise UserError("--key: compares with a baseline file; the published rows pair on "
+                            "their own key (give BASELINE CANDIDATE)")  # fmt: skip
+        result = compare_with_published(rows["CANDIDATE"], threshold, same_code)
+    else:
+        result = compare_runs(rows["BASELINE"], rows["CANDIDATE"], columns, threshold, same_code)
     table, caption = display_table(result)
     verdict = verdict_line(result)
     if markdown:

@@ -34,42 +34,51 @@ from dlbench.results.store import CsvStore
 PACKAGED_DIR = Path(__file__).resolve().parents[1] / "published"
 # A folder of one's own published rows (a fleet's), held against in place of the package's
 FOLDER_VARIABLE = "DLBENCH_PUBLISHED_DIR"
-SOFTWARE = ("torch", "cuda")  # matched at major.minor (results.pairing.release)
 # what the run's GPU was allowed to draw: a row under another limit measured another thing
 CONDITIONS = ("power_limit_w",)
+# the software a figure depends on, matched at major.minor (results.pairing.release)
+RELEASES = {"torch": "torch_release", "cuda": "cuda_release"}
+# what a row must share with a published row: `compare` with one file pairs on these too
+PUBLISHED_KEY = (*EXPERIMENT_KEY, *CONDITIONS, *RELEASES.values())
 BELOW, ABOVE = "below_published", "above_published"  # the verdict's words for a row outside
 
 
-@functools.cache
-def published_rows(folder: Path) -> tuple[dict[str, str], ...]:
-    """Every finished benchmark row of the published CSVs (not the per-rank side files), each
-    with the file it came from (`published_file`)."""
-    rows = []
-    for path in sorted(folder.glob("*.csv")):
-        store = CsvStore(path)
-        if path.name.endswith(".per_rank.csv") or not _ours(store):
-            continue
-        rows += [
-            {**row, "published_file": path.name}
-            for row in store.rows()
-            if finished(row, "benchmark") and _own_window_valid(row)
-        ]
-    return tuple(rows)
+def published_files(folder: Path) -> list[Path]:
+    """The dlbench CSVs of a published folder: not the per-rank side files, nor the bare
+    loops' files beside them (the yardstick's, not rows)."""
+    return [
+        path
+        for path in sorted(folder.glob("*.csv"))
+        if not path.name.endswith(".per_rank.csv") and _ours(CsvStore(path))
+    ]
 
 
 def _ours(store: CsvStore) -> bool:
-    """A dlbench CSV (the bare loops' files beside them are the yardstick's, not rows)."""
     try:
         return bool(store.header())
     except UserError:
         return False
 
 
-def _own_window_valid(row: Mapping[str, str]) -> bool:
-    """Valid by the row's own window: its verdict, less any comparison with the rows published
-    before it."""
-    reasons = {r for r in str(row.get("verdict_reasons") or "").split(";") if r} - {BELOW}
-    return row.get("verdict") in ("valid", "") or not reasons
+def is_reference(row: Mapping[str, object]) -> bool:
+    """Whether a published row is a reference: a finished benchmark run valid by its own
+    window (its verdict, less any comparison with the rows published before it)."""
+    reasons = {r for r in canonical(row.get("verdict_reasons")).split(";") if r} - {BELOW}
+    return finished(row, "benchmark") and (
+        canonical(row.get("verdict")) in ("valid", "") or not reasons
+    )
+
+
+@functools.cache
+def published_rows(folder: Path) -> tuple[dict[str, str], ...]:
+    """Every reference row of the published CSVs, each with the file it came from
+    (`published_file`)."""
+    return tuple(
+        {**row, "published_file": path.name}
+        for path in published_files(folder)
+        for row in CsvStore(path).rows()
+        if is_reference(row)
+    )
 
 
 def published_folder() -> Path:
@@ -78,12 +87,14 @@ def published_folder() -> Path:
     return Path(given) if given else PACKAGED_DIR
 
 
+def releases(row: Mapping[str, object]) -> dict[str, str]:
+    """The release columns of PUBLISHED_KEY: torch and CUDA at major.minor."""
+    return {column: release(row.get(version)) for version, column in RELEASES.items()}
+
+
 def _match(row: Mapping[str, object]) -> tuple[str, ...]:
-    return (
-        *(canonical(row.get(k)) for k in (*EXPERIMENT_KEY, *CONDITIONS)),
-        machine(row),
-        *(release(row.get(k)) for k in SOFTWARE),
-    )
+    keyed = {**row, **releases(row)}
+    return (*(canonical(keyed.get(k)) for k in PUBLISHED_KEY), machine(row))
 
 
 def matching_rows(row: Mapping[str, object], folder: Path | None = None) -> list[dict[str, str]]:

@@ -1,0 +1,83 @@
+"""`dlbench compare CANDIDATE`: one file held against the published rows of its GPUs, the same
+table and exit codes as against a baseline file."""
+
+from __future__ import annotations
+
+import csv
+
+from dlbench.analysis.compare import NOT_PUBLISHED, compare_with_published
+from dlbench.analysis.load import load_rows
+from dlbench.results.published import FOLDER_VARIABLE, PACKAGED_DIR
+from tests.analysis.rows import benchmark_row, write_rows
+from tests.conftest import cli_env, run_cli
+
+H100_DEFAULT = PACKAGED_DIR / "default-pt2.11-cu13.0-h100-80gb-hbm3.csv"
+
+
+def _default_plan_run(path, slower: dict[tuple[str, str, str], float]):
+    """The published H100 default plan as a candidate run of it, some points scaled."""
+    with open(H100_DEFAULT, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        factor = slower.get((row["model"], row["mode"], row["batch_size"]), 1.0)
+        row["samples_per_s"] = str(float(row["samples_per_s"]) * factor)
+        row["run_id"] = f"again-{row['run_id']}"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_a_default_plan_run_with_one_row_at_077_fails_the_gate_naming_it(tmp_path):
+    low = _default_plan_run(tmp_path / "low.csv", {("llm_1b", "infer", "1"): 0.77})
+    out = run_cli("compare", str(low))
+    assert out.returncode == 1, out.stderr
+    assert "1 regression(s) beyond 5%" in out.stdout
+    [line] = [line for line in out.stdout.splitlines() if "regression" in line and "llm_1b" in line]
+    assert "-23.0" in line
+
+
+def test_a_default_plan_run_within_5_percent_passes(tmp_path):
+    near = _default_plan_run(
+        tmp_path / "near.csv",
+        {("resnet50", "train", "256"): 0.97, ("vit", "infer", "1"): 1.04},
+    )
+    out = run_cli("compare", str(near))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "no regression beyond 5%" in out.stdout
+
+
+def test_configurations_and_gpus_with_nothing_published_are_named_not_failed(tmp_path):
+    published = tmp_path / "published"
+    published.mkdir()
+    write_rows(published / "default-x.csv", [benchmark_row(samples_per_s=1000.0, verdict="valid")])
+    candidate = write_rows(
+        tmp_path / "candidate.csv",
+        [
+            benchmark_row(samples_per_s=990.0),
+            benchmark_row(samples_per_s=50.0, batch_size=8),  # never published
+            benchmark_row(samples_per_s=500.0, gpu_name="NVIDIA A100-SXM4-80GB"),
+        ],
+    )
+    result = compare_with_published(load_rows([candidate]), folder=published)
+    verdicts = sorted(result.table["verdict"])
+    assert verdicts == [NOT_PUBLISHED, NOT_PUBLISHED, "same"]
+    assert result.unpublished_gpus == ("NVIDIA A100-SXM4-80GB",) and result.passed
+    env = {**cli_env(), FOLDER_VARIABLE: str(published)}
+    out = run_cli("compare", str(candidate), env=env)
+    assert out.returncode == 0, out.stderr
+    said = " ".join(out.stdout.split())  # the verdict line wraps at the terminal's width
+    assert "2 configuration(s) not published" in said
+    assert "nothing published for NVIDIA A100-SXM4-80GB" in said
+    slow = write_rows(tmp_path / "slow.csv", [benchmark_row(samples_per_s=700.0)])
+    assert run_cli("compare", str(slow), env=env).returncode == 1
+    assert run_cli("compare", str(slow), "--threshold", "40", env=env).returncode == 0
+
+
+def test_one_file_with_a_key_or_three_files_is_refused_in_one_line(tmp_path):
+    candidate = write_rows(tmp_path / "c.csv", [benchmark_row()])
+    for args in ((str(candidate), "--key", "model"), (str(candidate),) * 3):
+        out = run_cli("compare", *args)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert out.stderr.startswith("error: ")
