@@ -738,3 +738,22 @@ def test_images_are_normalised_into_the_models_dtype_and_layout(dtype, fmt):
         assert got.dtype == dtype and got.is_contiguous(memory_format=fmt)
         tolerance = 1e-5 if dtype == torch.float32 else 2e-2
         assert torch.allclose(got.float(), expected, atol=tolerance)
+
+
+def test_a_loader_row_has_a_verdict_on_its_window_like_every_row():
+    """The published H100 loader row had none: a loader's window is judged as a model's is
+    (long enough, enough batches), with its reasons."""
+    from dlbench.data.loader_rows import loader_row
+    from dlbench.data.throughput import LoaderResult
+    from dlbench.workloads import InputShape
+
+    shape = InputShape(224, 224, 0)
+
+    def judged(batches: int, seconds: float) -> dict:
+        result = LoaderResult(8, batches, 256 * batches, 10**6 * batches, seconds, 1.0)
+        return loader_row("folder:/x", "resnet50", 256, shape, "gpu", result, 2.0).row()
+
+    assert judged(260, 3.0)["verdict"] == "valid"
+    short = judged(260, 1.0)
+    assert (short["verdict"], short["verdict_reasons"]) == ("invalid", "short_window")
+    assert judged(5, 3.0)["verdict_reasons"] == "few_steps"

@@ -9,8 +9,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
 
 WIDE = (10, 4.5)
+
+
+def _log_scale(ax, which: str, base: float = 10) -> None:
+    """A log scale whose tick labels are plain numbers: the report parses no mathtext (labels
+    from rows stay literal), and matplotlib's own log labels are mathtext, which then printed as
+    raw `$\\mathdefault{...}$` text. Minor ticks are labelled where the axis spans too little
+    for the major ones alone, as matplotlib's own formatter chooses."""
+    getattr(ax, f"set_{which}scale")("log", base=base)
+    axis = getattr(ax, f"{which}axis")
+    axis.set_major_formatter(LogFormatter(base=base, labelOnlyBase=False))
+    axis.set_minor_formatter(LogFormatter(base=base, labelOnlyBase=False))
 
 
 def _label(row: pd.Series) -> str:
@@ -28,7 +40,7 @@ def throughput_vs_batch(runs: pd.DataFrame) -> Figure | None:
             line = line.sort_values("batch_size")
             ax.plot(line["batch_size"], line["samples_per_s"], "o-", label=f"{machine} {precision}")
         ax.set(title=f"{model} {mode}", xlabel="batch size per device", ylabel="samples/s")
-        ax.set_xscale("log", base=2)
+        _log_scale(ax, "x", base=2)
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -79,7 +91,7 @@ def _bars(frame: pd.DataFrame, xlabel: str) -> Figure:
     """Horizontal bars, one row per label, log scale (values span orders of magnitude)."""
     ax = frame.plot.barh(figsize=(10, max(3, 0.3 * len(frame) + 1.2)))
     ax.set(xlabel=xlabel, ylabel="")
-    ax.set_xscale("log")
+    _log_scale(ax, "x")
     ax.invert_yaxis()
     ax.figure.tight_layout()
     return ax.figure
@@ -196,7 +208,7 @@ def latency_against_rate(points: pd.DataFrame) -> Figure | None:
         if not bound.empty:
             ax.axhline(float(bound.iloc[0]), color="grey", linestyle="--", label="p99 bound")
         ax.set(title=model, xlabel="queries/s (Poisson arrivals)", ylabel="p99 latency (ms)")
-        ax.set_yscale("log")
+        _log_scale(ax, "y")
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

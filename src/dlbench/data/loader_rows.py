@@ -20,10 +20,10 @@ from dlbench.workloads import get_workload
 
 
 def loader_row(
-    spec: str, model: str, batch_size: int, shape, decode: str, r: LoaderResult
+    spec: str, model: str, batch_size: int, shape, decode: str, r: LoaderResult, min_time_s: float
 ) -> RowBuilder:
     """One worker count as a row's parts; throughput columns mean what they mean for a model
-    row."""
+    row, and the window is judged as a model row's is (results.verdict)."""
     workload = get_workload(model)
     image = workload.is_image
     settings = {
@@ -36,6 +36,7 @@ def loader_row(
     }
     window = {
         "steps": r.batches,
+        "min_time_s": min_time_s,
         "window_s": r.seconds,
         "warmup_s": r.warmup_s,
         "samples_per_s": r.samples_per_s,
@@ -83,8 +84,8 @@ def run_loader_sweep(
             prepare = OnDevice(pipeline, shape, device, torch.float32, torch.contiguous_format)
         result = measure_loader(pipeline, min_time_s, device, prepare)
         files = {"data_files": pipeline.files, "data_skipped": pipeline.skipped}
-        built = loader_row(spec, model, batch_size, shape, decode, result)
-        row = built.add("the data set", files).add("environment", env).columns()
+        built = loader_row(spec, model, batch_size, shape, decode, result, min_time_s)
+        row = built.add("the data set", files).add("environment", env).row()
         store.append(row)
         rows.append(row)
         print(
