@@ -18,17 +18,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.analysis.load import finished_rows, flag_column, latest, load_rows, split_invalid
+from dlbench.analysis.load import (
+    finished_rows,
+    flag_column,
+    latest,
+    load_published,
+    split_invalid,
+    with_releases,
+)
 from dlbench.analysis.machines import code_labels
 from dlbench.analysis.machines import same_code as one_code
 from dlbench.errors import UserError
-from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, canonical, machine, release
+from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, canonical, machine
 from dlbench.results.published import (
     PUBLISHED_KEY,
-    RELEASES,
-    is_reference,
-    published_files,
-    published_folder,
 )
 
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
@@ -259,15 +262,8 @@ def compare_with_published(
     major.minor), as against a baseline file; published configurations the candidate did not
     run are no one's failure. A configuration nothing was published for is `not published`,
     and the GPUs with no published row at all are named."""
-    files = published_files(folder or published_folder())
-    published = load_rows(files, "the published rows") if files else candidate.iloc[0:0]
-    published = published[[is_reference(r) for r in published.to_dict("records")]]
-    sides = [
-        rows.assign(
-            **{c: rows.get(v, pd.Series(dtype=object)).map(release) for v, c in RELEASES.items()}
-        )
-        for rows in (published, candidate)
-    ]
+    published = load_published(folder)
+    sides = [published, with_releases(candidate)]
     key = [k for k in PUBLISHED_KEY if k in sides[0].columns and k in sides[1].columns]
     if published.empty:
         raise UserError("CANDIDATE: no published rows to compare with (the folder holds none)")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.errors import UserError, one_line
-from dlbench.results.pairing import RUN_KEY, finished, machine
+from dlbench.results.pairing import RUN_KEY, finished, machine, release
+from dlbench.results.published import RELEASES, is_reference, published_files, published_folder
 from dlbench.results.schema import NUMBER_COLUMNS, TEXT_COLUMNS, is_true
 from dlbench.results.store import CsvStore, as_given, one_line_cell
 
@@ -56,6 +57,22 @@ def _numbers_as_numbers(frame: pd.DataFrame, path: Path, argument: str) -> None:
                 f"{argument}: {path}: {column} holds {value!r} (line {at + 2}), not a number"
             )
         frame[column] = parsed.where(finished, frame[column])
+
+
+def load_published(folder: Path | None = None) -> pd.DataFrame:
+    """The published rows that are references (results.published), read as any CSV is, each
+    with `torch_release` and `cuda_release`; an empty frame where the folder holds none."""
+    files = published_files(folder or published_folder())
+    rows = load_rows(files, "the published rows") if files else pd.DataFrame()
+    return with_releases(rows[[is_reference(r) for r in rows.to_dict("records")]])
+
+
+def with_releases(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their torch and CUDA releases (major.minor) as columns of their own."""
+    empty = pd.Series("", index=rows.index, dtype=object)
+    added = pd.DataFrame({c: rows.get(v, empty).map(release) for v, c in RELEASES.items()})
+    kept = rows.drop(columns=[c for c in added if c in rows])
+    return pd.concat([kept, added], axis=1).copy()  # consolidated: later columns add cleanly
 
 
 def require_columns(rows: pd.DataFrame, columns: tuple[str, ...], argument: str) -> None:

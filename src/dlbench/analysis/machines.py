@@ -94,11 +94,12 @@ def machine_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     pairs["within_noise"] = 100.0 * (pairs["speedup"] - 1).abs() <= pairs["noise_pct"]
     # one known commit on both sides; rows that name no commit may come from any code
     pairs["same_code"] = same_code(pairs["code"], pairs["code_baseline"])
-    pairs["workload"] = [_workload(r) for _, r in pairs.iterrows()]
+    pairs["workload"] = [workload_name(r) for _, r in pairs.iterrows()]
     return pairs.reset_index(drop=True)
 
 
-def _workload(row: pd.Series) -> str:
+def workload_name(row: pd.Series) -> str:
+    """The workload as one label: model, mode, precision, batch, image size and data."""
     size = ""
     if row.get("width") not in (None, "") and not pd.isna(row.get("width")):
         size = f" {float(row['width']):.0f}x{float(row['height']):.0f}"
@@ -161,7 +162,7 @@ def code_moves(runs: pd.DataFrame) -> pd.DataFrame:
         for code, median in medians.items():
             lines.append(
                 {
-                    "workload": _workload(first),
+                    "workload": workload_name(first),
                     "machine": first["machine"],
                     "code": code,
                     "rows": int(by_code.size()[code]),

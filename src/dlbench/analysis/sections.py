@@ -22,6 +22,7 @@ from dlbench.analysis.machines import (
 )
 from dlbench.analysis.pipeline import pipeline_table, saturation_notes
 from dlbench.analysis.power import power_points, recommend_power
+from dlbench.analysis.ranks import ranks_among_known_rows
 from dlbench.analysis.report_rows import (
     HOST_BOUND_NOTE,
     INVALID_COLUMNS,
@@ -328,6 +329,7 @@ SECTIONS: tuple[Callable[[ReportRows], Part | None], ...] = (
     serving_under_load,
     generation_against_bandwidth,
     fleet_check,
+    ranks_among_known_rows,
     input_pipeline,
     throughput_against_batch_size,
     energy_efficiency,

@@ -122,8 +122,10 @@ def compare(
         require_columns(frame, ("samples_per_s",), name)
     if len(files) == 1:
         if columns is not None:
-            raise UserError("--key: compares with a baseline file; the published rows pair on "
-                            "their own key (give BASELINE CANDIDATE)")  # fmt: skip
+            raise UserError(
+                "--key: compares with a baseline file; the published rows pair on their own key "
+                "(give BASELINE CANDIDATE)"
+            )
         result = compare_with_published(rows["CANDIDATE"], threshold, same_code)
     else:
         result = compare_runs(rows["BASELINE"], rows["CANDIDATE"], columns, threshold, same_code)
