@@ -125,6 +125,33 @@ def test_the_folder_comes_from_the_environment_or_the_package(tmp_path, monkeypa
     assert published.published_folder() == tmp_path
 
 
+def _as_the_engine_types_it(row: dict[str, str]) -> dict[str, object]:
+    """A CSV row with its values as a run holds them before they are written: numbers as int
+    or float (a power limit of 700.0 W), True and False as bools."""
+    typed: dict[str, object] = {}
+    for key, text in row.items():
+        if text in ("True", "False"):
+            typed[key] = text == "True"
+            continue
+        try:
+            number = float(text)
+        except ValueError:
+            typed[key] = text if text != "" else None
+            continue
+        typed[key] = int(number) if text.isdigit() else number
+    return typed
+
+
+def test_a_new_row_typed_as_the_engine_types_it_finds_its_published_rows():
+    """The run's own row holds numbers, the published CSV their text ("700.0"): an H100 run of
+    the default plan found nothing published for any of its rows until they compared alike."""
+    shipped = [r for r in published_rows(PACKAGED_DIR) if r["gpu_name"] == H100]
+    assert all(r["power_limit_w"] == "700.0" for r in shipped if r["model"] == "resnet50")
+    for row in shipped:
+        fresh = {**_as_the_engine_types_it(row), "run_id": "fresh"}
+        assert published_columns(fresh, PACKAGED_DIR), (row["model"], row["batch_size"])
+
+
 def test_a_shipped_row_measured_again_reads_one_within_its_band():
     """The package's own published rows, read as a run reads them: the H100's default plan
     is there, each row finds itself and its siblings (the 2-GPU host's FSDP rows too)."""

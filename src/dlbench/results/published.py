@@ -94,7 +94,18 @@ def releases(row: Mapping[str, object]) -> dict[str, str]:
 
 def _match(row: Mapping[str, object]) -> tuple[str, ...]:
     keyed = {**row, **releases(row)}
-    return (*(canonical(keyed.get(k)) for k in PUBLISHED_KEY), machine(row))
+    return (*(_as_key(keyed.get(k)) for k in PUBLISHED_KEY), machine(row))
+
+
+def _as_key(value: object) -> str:
+    """A key value as text that a run's own row (700.0, a float) and a published CSV ("700.0",
+    text) give alike; no key column holds a version."""
+    text = canonical(value)
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else text
 
 
 def matching_rows(row: Mapping[str, object], folder: Path | None = None) -> list[dict[str, str]]:
