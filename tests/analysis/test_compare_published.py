@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import csv
 
-from dlbench.analysis.compare import NOT_PUBLISHED, compare_with_published
+from dlbench.analysis.compare import NOT_PUBLISHED
 from dlbench.analysis.load import load_rows
+from dlbench.analysis.published import compare_with_published
 from dlbench.results.published import FOLDER_VARIABLE, PACKAGED_DIR
 from tests.analysis.rows import benchmark_row, write_rows
 from tests.conftest import cli_env, run_cli

@@ -1,8 +1,10 @@
-"""`dlbench serve` end to end on the CPU with a tiny timm model (real model, real clock): each
-scenario writes one `serve` row with its figures and references; bad flags are one line, exit
-2, and the CSV keeps its bytes."""
+"""`dlbench serve` end to end on the CPU with a tiny timm model (real model, MLPerf's real
+LoadGen, real clock): each scenario writes one `serve` row with what LoadGen said and its logs
+beside the CSV; bad flags are one line, exit 2, and the CSV keeps its bytes."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -11,6 +13,14 @@ from tests.conftest import refused
 
 TINY = ["--accelerator", "cpu", "--model", "timm:test_resnet", "--width", "32", "--height",
         "32", "--precision", "32", "--no-compile", "--max-batch", "4"]  # fmt: skip
+SHORT = ["--min-duration", "0.3", "--queries", "32"]
+
+
+def _served(dlbench, out, scenario, *extra):
+    args = ["serve", *TINY, "--scenario", scenario, *SHORT, *extra, "--output", out]
+    code, printed, err = dlbench(*args)
+    assert code == 0, err
+    return CsvStore(out).rows()[-1], printed
 
 
 @pytest.mark.parametrize(
@@ -18,26 +28,60 @@ TINY = ["--accelerator", "cpu", "--model", "timm:test_resnet", "--width", "32", 
     [
         ("single-stream", []),
         ("offline", []),
-        ("server", ["--qps", "40", "--min-duration", "0.2"]),
-        ("server", ["--find-qps", "--search-budget", "3", "--min-duration", "0.1"]),
+        ("server", ["--max-batch", "1", "--qps", "5000", "--min-duration", "0.2"]),
     ],
 )
-def test_each_scenario_writes_one_serve_row(dlbench, tmp_path, scenario, extra):
+def test_each_scenario_writes_one_serve_row_with_what_loadgen_said(
+    dlbench, tmp_path, scenario, extra
+):
+    """LoadGen drives each load: the row carries its result and reasons, its rates and
+    percentiles, and its logs lie beside the CSV under the row's run id. A rate far above what
+    one query at a time can answer is INVALID, the bound named."""
     out = tmp_path / "serve.csv"
-    args = ["serve", *TINY, "--scenario", scenario, "--queries", "16", *extra, "--output", out]
-    code, printed, err = dlbench(*args)
-    assert code == 0, err
-    [row] = CsvStore(out).rows()
+    row, printed = _served(dlbench, out, scenario, *extra)
     assert row["run_kind"] == "serve" and row["serve_scenario"] == scenario
-    assert int(row["serve_queries"]) >= 16 and float(row["latency_p99_ms"]) > 0
+    assert row["serve_loadgen"].startswith("mlcommons-loadgen ")
+    assert int(row["serve_queries"]) >= 32 and float(row["serve_latency_p99_ms"]) > 0
     assert float(row["serve_offline_samples_per_s"]) > 0 and float(row["serve_batch1_p50_ms"]) > 0
-    assert row["verdict"] in ("valid", "invalid") and "latency p50" in printed
-    if scenario == "server":
-        assert float(row["serve_qps_target"]) > 0 and row["serve_slo_met"] in ("True", "False")
-    if "--find-qps" in extra:
-        assert int(row["serve_points_tried"]) >= 1 and row["serve_points"]
-    if scenario == "offline":
-        assert float(row["serve_mean_batch"]) == pytest.approx(4.0)
+    summary = out.parent / row["serve_loadgen_log"]
+    assert summary.parent.name == row["run_id"] and summary.parent.parent.name == "serve.loadgen"
+    assert f"Result is : {row['serve_result']}" in summary.read_text()
+    assert (summary.parent / "mlperf_log_detail.txt").is_file()
+    assert float(row["serve_batch_ms"]) > 0 and "LoadGen's logs" in printed
+    if scenario == "server":  # 5,000 a second, one query at a time: the queue grows
+        assert row["serve_result"] == "INVALID" and "latency_bound" in row["serve_invalid_reasons"]
+        assert row["verdict"] == "invalid" and "latency_bound" in row["verdict_reasons"]
+        assert float(row["serve_scheduled_qps"]) > float(row["serve_achieved_qps"])
+    if scenario == "offline":  # one query of every sample: full batches (its VALID needs a
+        # reference rate a loaded CI host keeps while LoadGen runs, so it is not asked here)
+        assert float(row["serve_mean_batch"]) > 1 and int(row["serve_queries"]) >= 32
+
+
+@pytest.mark.e2e
+def test_a_server_at_a_low_rate_is_valid_and_a_search_finds_a_valid_rate(dlbench, tmp_path):
+    out = tmp_path / "serve.csv"
+    bound = ["--slo-p99-ms", "200", "--min-duration", "1.5"]  # a loaded CI host's CPU
+    row, _ = _served(dlbench, out, "server", "--qps", "500", *bound)
+    assert row["serve_result"] == "VALID" and row["verdict"] == "valid", row
+    assert row["serve_qps"] == "500.0" and row["serve_find_qps"] == "False"
+    row, printed = _served(dlbench, out, "server", "--find-qps", "--search-budget", "8", *bound)
+    assert int(row["serve_points_tried"]) >= 1 and row["serve_points"] and "found" in printed
+    assert row["serve_find_qps"] == "True" and row["serve_qps"] == ""
+    if row["serve_qps_found"]:
+        assert row["serve_result"] == "VALID"
+
+
+def test_a_load_that_would_outlast_an_hour_is_refused_before_anything_warms(dlbench, kept):
+    """--qps 0.001 (a slip for 1000) with 1,024 queries would run for twelve days."""
+    began = time.monotonic()
+    refused(dlbench("serve", "--accelerator", "cpu", "--scenario", "server", "--qps", "0.001",
+                    "--output", kept), "--qps 0.001 with --queries")  # fmt: skip
+    assert time.monotonic() - began < 10
+    for args, needle in (
+        (["--scenario", "offline", "--min-duration", "7200"], "--min-duration"),
+        (["--scenario", "server", "--qps", "10", "--mlperf-rules"], "--mlperf-rules"),
+    ):
+        refused(dlbench("serve", "--accelerator", "cpu", *args, "--output", kept), needle)
 
 
 @pytest.mark.parametrize(
@@ -78,11 +122,10 @@ def test_a_compiled_model_is_served_from_a_graph_per_bucket(dlbench, tmp_path):
 
     out = tmp_path / "serve.csv"
     args = [a for a in TINY if a != "--no-compile"]
-    code, _, err = dlbench("serve", *args, "--scenario", "offline", "--queries", "8",
-                           "--output", out)  # fmt: skip
+    code, _, err = dlbench("serve", *args, "--scenario", "offline", *SHORT, "--output", out)
     assert code == 0, err
     [row] = CsvStore(out).rows()
-    assert row["compile"] == "True" and float(row["serve_mean_batch"]) == pytest.approx(4.0)
+    assert row["compile"] == "True" and float(row["serve_mean_batch"]) > 3.5  # full batches
     assert counters["stats"]["unique_graphs"] >= 3  # buckets 1, 2 and 4
 
 
@@ -93,8 +136,8 @@ def test_the_report_shows_serving_and_draws_latency_against_rate(dlbench, tmp_pa
     from dlbench.analysis.serving import search_points
 
     out = tmp_path / "rows.csv"
-    args = ["serve", *TINY, "--scenario", "server", "--find-qps", "--search-budget", "2",
-            "--min-duration", "0.1", "--queries", "16", "--output", out]  # fmt: skip
+    args = ["serve", *TINY, "--scenario", "server", "--find-qps", "--search-budget", "3",
+            *SHORT, "--output", out]  # fmt: skip
     assert dlbench(*args)[0] == 0
     train = ["train", *TINY[:2], "--model", "timm:test_resnet", "--batch-size", "2",
              "--width", "32", "--height", "32", "--n-iters", "3", "--warmup-steps", "1",
@@ -109,29 +152,3 @@ def test_the_report_shows_serving_and_draws_latency_against_rate(dlbench, tmp_pa
     points = search_points(load_rows([out]))
     assert len(points) == int(served["serve_points_tried"]) and points["p99_ms"].gt(0).all()
     assert any("serving" in p.name for p in (tmp_path / "report").glob("*.png"))
-
-
-def test_every_serve_setting_is_an_option_with_its_default():
-    """The command hands its options to ServeSettings by name: an option missing, renamed or
-    defaulted otherwise would break a run or change what it measures without a word."""
-    import dataclasses
-
-    import typer.main
-
-    from dlbench.cli.app import app
-    from dlbench.serve.settings import ServeSettings
-
-    command = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
-    options = {p.name: p.default for p in command.params}
-    renamed = {"tags": "tag"}  # one --tag a column, repeated
-    for field in dataclasses.fields(ServeSettings):
-        name = renamed.get(field.name, field.name)
-        assert name in options, field.name
-        default = field.default
-        if field.name == "tags":
-            assert options[name] is None
-        elif field.name == "output":
-            assert options[name] == str(default)
-        else:
-            assert options[name] == default, field.name
-    assert set(options) == {renamed.get(f.name, f.name) for f in dataclasses.fields(ServeSettings)}

@@ -116,18 +116,29 @@ def test_a_serve_point_that_runs_out_of_time_leaves_a_serve_row_that_says_so(tmp
 
 
 def test_a_stored_row_counts_for_the_serve_point_it_measured_and_no_other():
+    """A row matches a point only where every setting the row records is the point's: another
+    batcher, rate, bound or minimum, a run uncompiled or without graphs is another point."""
     [server, single] = parse_plan(
         "serve:\n  - {model: resnet50, scenario: server, qps: 100, max_batch: 8}\n"
         "  - {model: resnet50, scenario: single-stream}\n"
     ).points()
-    row = {"run_kind": "serve", "model": "resnet50", "serve_scenario": "server",
-           "precision": "bf16-true", "serve_max_batch": "8", "serve_qps_target": "100.0",
-           "serve_batch_timeout_ms": "2.0", "serve_min_duration_s": "10.0"}  # fmt: skip
+    written = {k: "" if v is None else str(v) for k, v in server.settings.columns().items()}
+    row = {"run_kind": "serve", **written}  # as the CSV holds the row's cells
+    assert row["serve_slo_p99_ms"] == "15.0" and row["serve_qps"] == "100.0"
     assert server.matches(row) and not single.matches(row)
-    assert not server.matches({**row, "serve_max_batch": "16"})
-    assert not server.matches({**row, "serve_qps_target": "200.0"})
-    assert not server.matches({**row, "run_kind": "benchmark"})
-    assert not server.matches({**row, "repeat": "1"})  # a repeat's row is its own
+    for other in (
+        {"serve_max_batch": "16"},
+        {"serve_qps": "200.0"},
+        {"serve_slo_p99_ms": "20.0"},
+        {"compile": "False"},
+        {"cuda_graphs": "False"},
+        {"serve_min_duration_s": "5.0"},
+        {"serve_find_qps": "True"},
+        {"serve_mlperf_rules": "True"},
+        {"run_kind": "benchmark"},
+        {"repeat": "1"},  # a repeat's row is its own
+    ):
+        assert not server.matches({**row, **other}), other
 
 
 def test_each_serve_points_command_line_gives_the_command_its_settings(monkeypatch, tmp_path):

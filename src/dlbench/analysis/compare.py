@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -22,17 +21,13 @@ from dlbench.analysis.load import (
     finished_rows,
     flag_column,
     latest,
-    load_published,
     split_invalid,
-    with_releases,
 )
 from dlbench.analysis.machines import code_labels
 from dlbench.analysis.machines import same_code as one_code
 from dlbench.errors import UserError
-from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, canonical, machine
-from dlbench.results.published import (
-    PUBLISHED_KEY,
-)
+from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, canonical
+from dlbench.results.serve_columns import SERVE_KEY, serve_figure
 
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
 FAILED_STATUSES = ("oom", "error", "timeout", "interrupted")
@@ -122,10 +117,30 @@ def _only_noisy(runs: pd.DataFrame) -> pd.Series:
     return reasons.map(lambda text: bool(text) and set(text.split(";")) <= NOISE_REASONS)
 
 
+def comparable_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The finished rows a comparison reads: benchmark rows by their samples/s, serve rows by
+    their own figure (results.serve_columns.serve_figure) in its place, `lower_is_better` and
+    `figure` saying which."""
+    benchmark = finished_rows(rows).assign(lower_is_better=False, figure="samples/s")
+    served = finished_rows(rows, "serve")
+    if served.empty:
+        return benchmark
+    picks = {i: serve_figure(r) for i, r in zip(served.index, served.to_dict("records"))}
+    served = served.assign(
+        samples_per_s=[
+            pd.to_numeric(served.at[i, c], errors="coerce") for i, (c, _) in picks.items()
+        ],
+        lower_is_better=[lower for _, lower in picks.values()],
+        figure=[column.removeprefix("serve_") for column, _ in picks.values()],
+    )
+    return pd.concat([benchmark, served], ignore_index=True, sort=False)
+
+
 def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """One line per configuration: mean samples/s over its runs, their count and uncertainty,
-    whether any run was host-bound, and the latest run's environment."""
-    valid, invalid = split_invalid(finished_rows(rows))
+    """One line per configuration: mean figure over its runs (samples/s, or a serve row's),
+    their count and uncertainty, whether any run was host-bound, and the latest run's
+    environment."""
+    valid, invalid = split_invalid(comparable_rows(rows))
     noisy = invalid[_only_noisy(invalid)]
     runs = pd.concat([valid, noisy.assign(noisy=True)]) if not noisy.empty else valid
     for k in key:
@@ -144,6 +159,8 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
                 "uncertainty_pct": _uncertainty_pct(group),
                 "host_bound": bool(bound.any()),
                 "noisy": _reasons_of(group[noisy]),
+                "lower_is_better": bool(newest["lower_is_better"]),
+                "figure": newest["figure"],
                 **{c: newest[c] for c in ENVIRONMENT if c in group},
             }
         )
@@ -152,19 +169,21 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def _verdict(change_pct: float, band_pct: float, threshold_pct: float) -> str:
+def _verdict(change_pct: float, band_pct: float, threshold_pct: float, lower: bool) -> str:
+    """same, faster, slower or regression; `lower`: a latency, where a rise is the slowdown."""
     if abs(change_pct) <= band_pct:
         return "same"
-    if change_pct > 0:
+    worse = -change_pct if not lower else change_pct
+    if worse < 0:
         return "faster"
-    return "regression" if -change_pct > threshold_pct else "slower"
+    return "regression" if worse > threshold_pct else "slower"
 
 
 def _failure(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:
     """`failed (STATUS): error` when the candidate holds a failure row for this configuration
     (matched on the key fields the failure row has), `invalid (reasons)` when its rows were all
     invalid, else `missing`."""
-    _, invalid = split_invalid(finished_rows(candidate))
+    _, invalid = split_invalid(comparable_rows(candidate))
     for _, row in invalid.iloc[::-1].iterrows():
         if all(canonical(row.get(k)) == wanted[k] for k in key):
             return f"invalid ({canonical(row.get('verdict_reasons'))})"
@@ -181,8 +200,9 @@ def _failure(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:
 def resolve_key(baseline: pd.DataFrame, candidate: pd.DataFrame, key: list[str] | None):
     """The given key (every column must exist on both sides), or the default key's columns
     that both sides have."""
-    if key is None:
-        return [k for k in EXPERIMENT_KEY if k in baseline.columns and k in candidate.columns]
+    if key is None:  # a serve row's settings too, where the rows have them
+        default = (*EXPERIMENT_KEY, *SERVE_KEY)
+        return [k for k in default if k in baseline.columns and k in candidate.columns]
     for name, rows in (("baseline", baseline), ("candidate", candidate)):
         missing = [k for k in key if k not in rows.columns]
         if missing:
@@ -205,10 +225,10 @@ def compare_runs(
     code` and it neither passes nor fails the gate."""
     key = resolve_key(baseline, candidate, key)
     baseline, candidate = (rows.assign(code=code_labels(rows)) for rows in (baseline, candidate))
-    if finished_rows(baseline).empty:
-        raise UserError("BASELINE: holds no finished benchmark rows to compare against")
-    if finished_rows(candidate).empty and candidate[candidate["status"] != "ok"].empty:
-        raise UserError("CANDIDATE: holds no benchmark rows")
+    if comparable_rows(baseline).empty:
+        raise UserError("BASELINE: holds no finished benchmark or serve rows to compare against")
+    if comparable_rows(candidate).empty and candidate[candidate["status"] != "ok"].empty:
+        raise UserError("CANDIDATE: holds no benchmark or serve rows")
     base, cand = summarise(baseline, key), summarise(candidate, key)
     if base.empty:
         raise UserError(
@@ -241,7 +261,9 @@ def compare_runs(
             u = [r[f"uncertainty_pct_{side}"] for side in ("baseline", "candidate")]
             band = max(NOISE_FLOOR_PCT, sum(0.0 if pd.isna(x) else x for x in u))
             line.update(
-                change_pct=change, noise_pct=band, verdict=_verdict(change, band, threshold_pct)
+                change_pct=change,
+                noise_pct=band,
+                verdict=_verdict(change, band, threshold_pct, bool(r["lower_is_better_baseline"])),
             )
         line["note"] = _note(r)
         lines.append(line)
@@ -251,34 +273,14 @@ def compare_runs(
 NOT_PUBLISHED = "not published"  # against the published rows: none of this configuration
 
 
-def compare_with_published(
-    candidate: pd.DataFrame,
-    threshold_pct: float = GATE_THRESHOLD_PCT,
-    same_code: bool = False,
-    folder: Path | None = None,
-) -> Comparison:
-    """Every configuration of the candidate against the published rows of its GPU model and
-    configuration (results.published: the same experiment, power limit, torch and CUDA at
-    major.minor), as against a baseline file; published configurations the candidate did not
-    run are no one's failure. A configuration nothing was published for is `not published`,
-    and the GPUs with no published row at all are named."""
-    published = load_published(folder)
-    sides = [published, with_releases(candidate)]
-    key = [k for k in PUBLISHED_KEY if k in sides[0].columns and k in sides[1].columns]
-    if published.empty:
-        raise UserError("CANDIDATE: no published rows to compare with (the folder holds none)")
-    result = compare_runs(sides[0], sides[1], key, threshold_pct, same_code)
-    table = result.table[result.table["verdict"] != "missing"].copy()
-    table.loc[table["verdict"] == "new", "verdict"] = NOT_PUBLISHED
-    known = set(published.get("gpu_name", pd.Series(dtype=object)).dropna().astype(str))
-    measured = finished_rows(candidate).get("gpu_name", pd.Series(dtype=object))
-    unpublished = sorted({machine({"gpu_name": g}) for g in measured.fillna("")} - known)
-    return Comparison(table.reset_index(drop=True), key, threshold_pct, tuple(unpublished))
-
-
 def _note(joined_row: pd.Series) -> str:
-    """Host-bound runs and environment columns that differ, e.g. `torch 2.11 -> 2.14`."""
+    """What a serve pair compares (its figure), host-bound runs and environment columns that
+    differ, e.g. `torch 2.11 -> 2.14`."""
     notes = []
+    figure = joined_row.get("figure_baseline")
+    if isinstance(figure, str) and figure != "samples/s":
+        lower = bool(joined_row.get("lower_is_better_baseline"))
+        notes.append(f"{figure}" + (" (lower is better)" if lower else ""))
     for side in ("baseline", "candidate"):
         if joined_row.get(f"host_bound_{side}") is True:
             notes.append(f"{side} host-bound")

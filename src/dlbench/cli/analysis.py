@@ -96,15 +96,11 @@ def compare(
     import shutil
     import textwrap
 
-    from dlbench.analysis.compare import (
-        compare_runs,
-        compare_with_published,
-        display_table,
-        verdict_line,
-    )
+    from dlbench.analysis.compare import compare_runs, display_table, verdict_line
     from dlbench.analysis.compare_view import terminal_lines
     from dlbench.analysis.load import load_rows, require_columns
     from dlbench.analysis.markdown import markdown_table
+    from dlbench.analysis.published import compare_with_published
     from dlbench.console import show_frame
     from dlbench.errors import EXIT_FAILED, UserError, check_finite
 

@@ -1,6 +1,6 @@
-"""Command-line options made from RunConfig's settings, where each flag is declared once (its
-default, help and names): `run_options` gives a command every run flag, `field_option` one of
-them to a command that takes only a few."""
+"""Command-line options made from declared settings, where each flag is declared once (its
+default, help and names): `options_of` gives a command every setting of a table (RunConfig's
+with `run_options`, a serve run's), `field_option` one of them to a command that takes a few."""
 
 from __future__ import annotations
 
@@ -11,33 +11,38 @@ from typing import Annotated, Any
 
 import typer
 
-from dlbench.config import PANELS, SETTINGS, RunConfig
+from dlbench.config import SETTINGS, RunConfig, Setting
 
 
-def _cli_type(name: str) -> Any:
+def _cli_type(setting: Setting) -> Any:
     """The type typer parses a setting as: lists for the repeated flags (--ddp, --tag)."""
-    kind = SETTINGS[name].kind
-    if name == "tags" or typing.get_origin(kind) is tuple:
+    kind = setting.kind
+    if setting.key == "tags" or typing.get_origin(kind) is tuple:
         return list[str] | None
     return kind
 
 
-def _cli_default(name: str) -> Any:
-    default = SETTINGS[name].default
-    return None if isinstance(default, tuple) or name == "tags" else default
+def _cli_default(setting: Setting) -> Any:
+    default = setting.default
+    return None if isinstance(default, tuple) or setting.key == "tags" else default
 
 
-def field_option(name: str, help: str | None = None, kind: Any = None) -> Any:
+def field_option(
+    name: str, help: str | None = None, kind: Any = None, table: dict[str, Setting] = SETTINGS
+) -> Any:
     """`Annotated[type, typer.Option(...)]` for one setting: its declared names (a
     `--name/--no-name` pair for an optional boolean), its help unless `help` replaces it."""
-    setting = SETTINGS[name]
-    kind = kind or _cli_type(name)
+    setting = table[name]
+    kind = kind or _cli_type(setting)
     names = list(setting.flags)
     if not names and kind == (bool | None):
         names = [f"--{name.replace('_', '-')}/--no-{name.replace('_', '-')}"]
     elif not names and setting.switch:
         names = [f"--{name.replace('_', '-')}"]
-    option = typer.Option(*names, help=help or setting.help, rich_help_panel=setting.panel)
+    hidden = bool(setting.field.metadata.get("hidden"))
+    option = typer.Option(
+        *names, help=help or setting.help, rich_help_panel=setting.panel, hidden=hidden
+    )
     return Annotated[kind, option]
 
 
@@ -45,23 +50,34 @@ def run_options(
     exclude: Iterable[str] = (), replace: dict[str, tuple[Any, Any, str]] | None = None
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command every RunConfig setting as an option, but `exclude` (and `replace`d ones
-    with another type, default and help: `--batch-size auto`). The command receives them as one
-    dict, `flags` (key -> value as parsed), beside its own parameters."""
+    with another type, default and help: `--batch-size auto`)."""
+    return options_of(SETTINGS, exclude, replace)
+
+
+def options_of(
+    table: dict[str, Setting],
+    exclude: Iterable[str] = (),
+    replace: dict[str, tuple[Any, Any, str]] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command every setting of `table` as an option, but `exclude`d and `replace`d
+    ones. The command receives them as one dict, `flags` (key -> value as parsed), beside its
+    own parameters."""
     replace = replace or {}
-    names = [n for n in SETTINGS if n not in set(exclude)]
-    names.sort(key=lambda n: PANELS.index(SETTINGS[n].panel))  # --help's groups
+    names = [n for n in table if n not in set(exclude)]
+    panels = list(dict.fromkeys(s.panel for s in table.values()))
+    names.sort(key=lambda n: panels.index(table[n].panel))  # --help's groups
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(command).parameters.values() if p.name != "flags"]
         params = []
         for name in names:
-            kind, default, help = replace.get(name, (None, _cli_default(name), None))
+            kind, default, help = replace.get(name, (None, _cli_default(table[name]), None))
             params.append(
                 inspect.Parameter(
                     name,
                     inspect.Parameter.KEYWORD_ONLY,
                     default=default,
-                    annotation=field_option(name, help, kind),
+                    annotation=field_option(name, help, kind, table),
                 )
             )
 

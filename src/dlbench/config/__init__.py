@@ -5,7 +5,7 @@ files, rows and `RunConfig.of`."""
 from __future__ import annotations
 
 from dlbench.config.fields import CONFIG_KEY, DEFAULT_OUTPUT
-from dlbench.config.run_config import PANELS, SETTINGS, RunConfig, Setting
+from dlbench.config.run_config import PANELS, SETTINGS, RunConfig, Setting, declared_settings
 from dlbench.config.sections import check_count
 from dlbench.config.sources import DataSource, DdpSettings, resolved_strategy
 
@@ -19,5 +19,6 @@ __all__ = [
     "RunConfig",
     "Setting",
     "check_count",
+    "declared_settings",
     "resolved_strategy",
 ]

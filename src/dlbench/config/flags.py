@@ -1,5 +1,6 @@
 """A RunConfig as text and back: its command line (the processes a sweep or a batch-size search
-starts), its JSON (a sweep worker's points), and a plan's YAML values in each field's type."""
+starts), its JSON (a sweep worker's points), and a plan's YAML values in each field's type. The
+command line and the YAML typing take any table of declared settings (a serve run's too)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import types
 import typing
 from pathlib import Path
 
-from dlbench.config import SETTINGS, RunConfig
+from dlbench.config import SETTINGS, RunConfig, Setting
 from dlbench.config.tags import RowTags
 from dlbench.errors import UserError
 
@@ -17,21 +18,21 @@ from dlbench.errors import UserError
 SWEEP_OWNED = ("mode", "output", "run_id", "tags")
 
 
-def flag_name(key: str) -> str:
+def flag_name(key: str, table: dict[str, Setting] = SETTINGS) -> str:
     """The command-line flag of a setting: `--batch-size` for batch_size, `--workers` for
     data_workers (its first declared name)."""
-    flags = SETTINGS[key].flags if key in SETTINGS else ()
+    flags = table[key].flags if key in table else ()
     return flags[0] if flags else "--" + key.replace("_", "-")
 
 
-def flag_args(key: str, value: object) -> list[str]:
+def flag_args(key: str, value: object, table: dict[str, Setting] = SETTINGS) -> list[str]:
     """The command-line words that set one setting: `--batch-size 32`, `--no-compile`, a
     repeated `--ddp`, `--tag K=V` per tag column; nothing for None or an unset switch."""
-    flag = flag_name(key)
+    flag = flag_name(key, table)
     if value is None:
         return []
     if isinstance(value, bool):
-        if SETTINGS[key].switch:
+        if table[key].switch:
             return [flag] if value else []
         return [flag if value else "--no-" + flag[2:]]
     if isinstance(value, RowTags):
@@ -89,13 +90,20 @@ def config_from_json(data: dict[str, object]) -> RunConfig:
     return RunConfig.of(**values)
 
 
-def typed_value(name: str, value: object, where: str) -> object:
+def typed_value(
+    name: str,
+    value: object,
+    where: str,
+    table: dict[str, Setting] = SETTINGS,
+    owned: tuple[str, ...] = SWEEP_OWNED,
+) -> object:
     """A plan's value for setting `name` in the setting's type (YAML gives ints, strings, lists),
-    or a UserError naming where it came from, the field and what is allowed."""
-    if name not in SETTINGS or name in SWEEP_OWNED:
-        known = sorted(set(SETTINGS) - set(SWEEP_OWNED))
+    or a UserError naming where it came from, the field and what is allowed; `owned`: the
+    settings the sweep sets itself."""
+    if name not in table or name in owned:
+        known = sorted(set(table) - set(owned))
         raise UserError(f"{where}: unknown flag {name!r}; known: {', '.join(known)}")
-    kind = SETTINGS[name].kind
+    kind = table[name].kind
     union = typing.get_origin(kind) in (typing.Union, types.UnionType)
     options = [k for k in typing.get_args(kind) if k is not type(None)] if union else [kind]
     if value is None and union and type(None) in typing.get_args(kind):

@@ -31,6 +31,3 @@ CLOCK_MARGIN_PCT = 2.0
 # A rank that waits longer than this in a collective ends the run (--collective-timeout):
 # longer than any step or compilation a rank may run alone, far shorter than PyTorch's default.
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0
-# serve: the load generator's p99 lag (how late it issued a query while the server was idle)
-# over which a load measured the generator, not the server
-MAX_GENERATOR_LAG_MS = 1.0

@@ -84,6 +84,7 @@ class Setting:
     name: str
     field: dataclasses.Field
     kind: object  # the field's type, resolved
+    panel: str  # its group in `--help`: the title of the dataclass that declares it
 
     @property
     def help(self) -> str:
@@ -101,11 +102,6 @@ class Setting:
         return bool(self.field.metadata.get("switch"))
 
     @property
-    def panel(self) -> str:
-        """Its group in `--help`: the section's title."""
-        return SECTION_CLASSES[self.section].TITLE
-
-    @property
     def default(self) -> object:
         """The value when the flag is not given."""
         f = self.field
@@ -118,14 +114,24 @@ SECTION_CLASSES: dict[str, type] = {
 }
 
 
+def declared_settings(cls: type, section: str) -> dict[str, Setting]:
+    """The flags a dataclass of `option` fields declares (a RunConfig section, a serve run's
+    settings), by key; its TITLE is their group in `--help`."""
+    kinds = typing.get_type_hints(cls)
+    return {
+        (f.metadata.get("key") or f.name): Setting(
+            f.metadata.get("key") or f.name, section, f.name, f, kinds[f.name], cls.TITLE
+        )
+        for f in dataclasses.fields(cls)
+    }
+
+
 def _settings() -> dict[str, Setting]:
     found: dict[str, Setting] = {}
     for section, cls in SECTION_CLASSES.items():
-        kinds = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            key = f.metadata.get("key") or f.name
-            assert key not in found, key  # a key names one setting
-            found[key] = Setting(key, section, f.name, f, kinds[f.name])
+        declared = declared_settings(cls, section)
+        assert not set(declared) & set(found), set(declared) & set(found)  # a key, one setting
+        found.update(declared)
     return found
 
 

@@ -38,6 +38,17 @@ def canonical(value: object) -> str:
     return str(value)
 
 
+def key_text(value: object) -> str:
+    """A key value as text that a run's own row (700.0, a float; True, a bool) and a CSV's
+    cells ("700.0", "True") give alike; never for a version, whose "12.10" is not 12.1."""
+    text = canonical(value)
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else text
+
+
 def release(version: object) -> str:
     """A version at major.minor (`2.11.0+cu130` -> `2.11`, `13.0` -> `13.0`): what a published
     row's software must share with a new row's; empty where none is known."""

@@ -26,6 +26,7 @@ from dlbench.results.pairing import (
     GATE_THRESHOLD_PCT,
     canonical,
     finished,
+    key_text,
     machine,
     release,
 )
@@ -94,18 +95,7 @@ def releases(row: Mapping[str, object]) -> dict[str, str]:
 
 def _match(row: Mapping[str, object]) -> tuple[str, ...]:
     keyed = {**row, **releases(row)}
-    return (*(_as_key(keyed.get(k)) for k in PUBLISHED_KEY), machine(row))
-
-
-def _as_key(value: object) -> str:
-    """A key value as text that a run's own row (700.0, a float) and a published CSV ("700.0",
-    text) give alike; no key column holds a version."""
-    text = canonical(value)
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return str(int(number)) if number.is_integer() else text
+    return (*(key_text(keyed.get(k)) for k in PUBLISHED_KEY), machine(row))
 
 
 def matching_rows(row: Mapping[str, object], folder: Path | None = None) -> list[dict[str, str]]:

@@ -112,11 +112,10 @@ COLUMNS: dict[str, str] = {
     "batches_per_s": "steps per second (per rank)",
     "megapixels_per_s": "width x height x samples / window / 1e6",
     "tokens_per_s": "seq_len x samples / window (text)",
-    "latency_samples": "queries the percentiles are over (inference: steps; serve: queries)",
-    "latency_p50_ms": "median latency of one query (inference: one step, interpolated; serve: "
-    "from its scheduled arrival to its result on the host, nearest rank as MLPerf's LoadGen)",
-    "latency_p90_ms": "90th percentile latency of one query (as latency_p50_ms)",
-    "latency_p99_ms": "99th percentile latency of one query (inference: from >= 1,000 steps)",
+    "latency_samples": "inference: steps the latency percentiles are over",
+    "latency_p50_ms": "inference: median latency of one query (one step, interpolated)",
+    "latency_p90_ms": "inference: 90th percentile latency of one query (as latency_p50_ms)",
+    "latency_p99_ms": "inference: 99th percentile latency of one query (from >= 1,000 steps)",
     "step_time_mean_ms": "mean step time",
     "step_time_median_ms": "median step time (p50)",
     "step_time_p90_ms": "90th percentile step time",
@@ -188,7 +187,8 @@ COLUMNS: dict[str, str] = {
     "verdict_reasons": "why invalid, ;-separated: failed, short_window, few_steps, noisy, "
     "host_bound, input_bound, hardware_slowdown, other_processes, low_clock, "
     "energy_short_window, non_finite_loss, below_published; validate rows: repeats_disagree; "
-    "peak rows: above_datasheet, impossible_figure, below_datasheet, below_siblings",
+    "peak rows: above_datasheet, impossible_figure, below_datasheet, below_siblings; serve rows: "
+    "LoadGen's (latency_bound, early_stopping, min_duration, min_queries, loadgen_invalid)",
     "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
     "eager_fallback, fp8_uncompiled, above_published",
     "published_ratio": "samples_per_s over the median of the published rows of this GPU model "
@@ -296,7 +296,7 @@ TAG_COLUMNS = (
 # Columns that hold a number in every finished row (analysis divides them): by their unit's
 # suffix, and the counts and sizes.
 _NUMBER_SUFFIXES = ("_per_s", "_ms", "_s", "_pct", "_w", "_j", "_mb", "_kb", "_mhz", "_c")
-_NUMBER_SUFFIXES += ("_tflops",)
+_NUMBER_SUFFIXES += ("_tflops", "_qps", "_us")
 _NUMBER_NAMES = ("batch_size", "width", "height", "seq_len", "prompt_len", "new_tokens", "steps")
 _NUMBER_NAMES += ("warmup_steps", "world_size", "param_count", "flops_per_sample", "mfu")
 _NUMBER_NAMES += ("mfu_bf16", "fp8_linear_layers", "fp8_flops_per_sample", "fp8_flops_share")

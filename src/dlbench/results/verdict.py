@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from dlbench.config.limits import MAX_GENERATOR_LAG_MS, MIN_SPREAD_STEPS
+from dlbench.config.limits import MIN_SPREAD_STEPS
 from dlbench.errors import number_or_none
 from dlbench.results.published import ABOVE, BELOW, outside_band
 from dlbench.results.schema import is_true
@@ -81,9 +81,26 @@ REASONS = {
         " ({harness_ratios})",
         "a median would hide it: run validate again on a quiet GPU",
     ),
-    "generator_behind": (
-        "the load generator issued queries up to {serve_generator_lag_p99_ms:.2f} ms late (p99)",
-        "a quieter host, or a lower --qps: the load measured the generator, not the server",
+    "latency_bound": (
+        "LoadGen: the p99 latency ({serve_latency_p99_ms:.2f} ms) passed the bound "
+        "({serve_slo_p99_ms:g} ms)",
+        "a lower --qps (--find-qps finds the highest valid rate), or a faster server",
+    ),
+    "early_stopping": (
+        "LoadGen: its early-stopping estimate failed ({serve_early_stopping})",
+        "a longer load (--min-duration, --queries) or a lower --qps",
+    ),
+    "min_duration": (
+        "LoadGen: the load lasted under {serve_min_duration_s:g} s",
+        "offline: the server outran its expected rate; measure again",
+    ),
+    "min_queries": (
+        "LoadGen: under {serve_min_queries:.0f} queries answered",
+        "a longer --min-duration, or fewer --queries",
+    ),
+    "loadgen_invalid": (
+        "LoadGen called the load INVALID",
+        "read its summary log (serve_loadgen_log)",
     ),
     "below_published": (
         "it measured {published_ratio:.2f}x the median of the published rows of this GPU model "
@@ -151,8 +168,7 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
         reasons.append("non_finite_loss")
     if disagreeing_repeats(harness_ratios(row)):
         reasons.append("repeats_disagree")
-    if (number_or_none(row.get("serve_generator_lag_p99_ms")) or 0) > MAX_GENERATOR_LAG_MS:
-        reasons.append("generator_behind")
+    reasons += loadgen_reasons(row)
     outside = outside_band(row)
     if outside == BELOW:
         reasons.append(BELOW)
@@ -170,6 +186,14 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     ):
         notes.append("fp8_uncompiled")
     return reasons, notes
+
+
+def loadgen_reasons(row: dict) -> list[str]:
+    """A serve row LoadGen called INVALID: its reasons (each constraint it failed)."""
+    if row.get("serve_result") != "INVALID":
+        return []
+    given = [r for r in str(row.get("serve_invalid_reasons") or "").split(";") if r]
+    return given or ["loadgen_invalid"]
 
 
 def impossible_peak(row: dict) -> str:
@@ -277,6 +301,10 @@ def advice(row: dict) -> str:
         "attained_datasheet_share_max",
         "published_ratio",
         "published_band_pct",
+        "serve_latency_p99_ms",
+        "serve_slo_p99_ms",
+        "serve_min_duration_s",
+        "serve_min_queries",
     ):
         values[key] = number_or_none(row.get(key)) or 0.0
     values["min_spread_steps"] = MIN_SPREAD_STEPS

@@ -8,6 +8,8 @@ one launch, not one a kernel, as a serving stack's graph per batch size does."""
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
 
 import torch
@@ -126,6 +128,26 @@ class ModelServer:
         self.replays, self.fallback = capture_each(
             {size: forward(size) for size in self.buckets}, self.device, "a bucket"
         )
+
+    def offline_rate(self, min_s: float, clock: Callable[[], float] = time.perf_counter) -> float:
+        """Queries a second at the largest batch, over whole batches lasting at least `min_s`:
+        the server's own throughput (what LoadGen's offline query is sized for, and the upper
+        end of the server scenario's search)."""
+        size, batches, began = self.buckets[-1], 0, clock()
+        while (elapsed := clock() - began) < min_s or not batches:
+            self.run_batch(size)
+            batches += 1
+        return batches * size / elapsed
+
+    def batch1_median_ms(self, count: int, clock: Callable[[], float] = time.perf_counter) -> float:
+        """The median of `count` single queries' times through the server, in ms (what a
+        single stream expects)."""
+        times = []
+        for _ in range(count):
+            began = clock()
+            self.run_batch(1)
+            times.append(clock() - began)
+        return 1e3 * statistics.median(times)
 
     def columns(self) -> dict[str, object]:
         """The layout served, whether the buckets ran as graphs, and why not where capture

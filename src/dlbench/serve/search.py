@@ -1,11 +1,9 @@
-"""The server scenario's search: the highest rate a server answers while its 99th percentile
-stays within a bound (MLPerf's server scenario, vLLM's goodput), found by bisection.
+"""The server scenario's search: the highest rate at which LoadGen calls the server VALID (its p99
+within the bound, early stopping and the minimums met), found by bisection over LoadGen runs.
 
-A rate passes when the load's p99 latency meets the bound and the rate achieved is within
-ACHIEVED_MARGIN of the one asked for (a server that falls behind answers fewer queries a
-second than arrive: its queue, and its latencies, grow without end). The search starts from
-a bracket (a rate known to pass or nothing, and one not expected to: the offline throughput)
-and halves it until it is narrower than RESOLUTION of the upper end, or the time budget or
+The search starts where a server is expected to pass, FIRST_SHARE of its upper end (the model
+server's own offline throughput), then halves the bracket (a rate known to pass or nothing, and
+one known not to) until it is narrower than RESOLUTION of the upper end, or the time budget or
 MAX_POINTS is spent; the row says how many points it tried."""
 
 from __future__ import annotations
@@ -14,21 +12,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dlbench.serve.load import ServeResult
+from dlbench.serve.loadgen import LoadGenResult
 
-ACHIEVED_MARGIN = 0.01  # share of the target rate a passing load may fall short by
+FIRST_SHARE = 0.9  # the first rate tried, as a share of the upper end
 RESOLUTION = 0.02  # stop when the bracket is narrower than this share of its upper end
 MAX_POINTS = 14
 
 
 @dataclass(frozen=True)
 class Point:
-    """One rate tried: its load's p99 and achieved rate, and whether it passed."""
+    """One rate tried and what LoadGen said of it."""
 
     qps: float
-    p99_ms: float
-    achieved_qps: float
-    passed: bool
+    result: LoadGenResult
+
+    @property
+    def passed(self) -> bool:
+        return self.result.valid
 
 
 @dataclass
@@ -42,6 +42,11 @@ class Search:
         passed = [p for p in self.points if p.passed]
         return max(passed, key=lambda p: p.qps) if passed else None
 
+    @property
+    def reported(self) -> Point:
+        """The load the row reports: the best that passed, else the last tried."""
+        return self.best or self.points[-1]
+
     def columns(self) -> dict[str, object]:
         """The row's search columns."""
         best = self.best
@@ -49,39 +54,31 @@ class Search:
             "serve_qps_found": best.qps if best else None,
             "serve_points_tried": len(self.points),
             "serve_points": " ".join(
-                f"{p.qps:.1f}:{p.p99_ms:.3f}:{'ok' if p.passed else 'over'}" for p in self.points
+                f"{p.qps:.1f}:{p.result.p99_ms:.3f}:{'ok' if p.passed else 'over'}"
+                for p in self.points
             ),
         }
 
 
-def passes(result: ServeResult, qps: float, slo_p99_ms: float) -> bool:
-    """The bound met at the rate asked for."""
-    kept_up = result.achieved_qps >= (1 - ACHIEVED_MARGIN) * qps
-    return kept_up and result.percentile_ms(99) <= slo_p99_ms
-
-
 def find_qps(
-    load: Callable[[float], ServeResult],
-    slo_p99_ms: float,
+    load: Callable[[float], LoadGenResult],
     high_qps: float,
     budget_s: float,
     now: Callable[[], float] = time.monotonic,
 ) -> Search:
-    """Bisect (0, high_qps] for the highest rate whose load passes, within `budget_s`."""
+    """Bisect (0, high_qps] for the highest rate LoadGen calls VALID, within `budget_s`."""
     search = Search()
     began = now()
     low, high = 0.0, high_qps
-    qps = high_qps
+    qps = FIRST_SHARE * high_qps
     while len(search.points) < MAX_POINTS and now() - began < budget_s:
-        result = load(qps)
-        passed = passes(result, qps, slo_p99_ms)
-        point = Point(qps, result.percentile_ms(99), result.achieved_qps, passed)
+        point = Point(qps, load(qps))
         search.points.append(point)
         if point.passed:
             low = qps
         else:
             high = qps
-        if low > 0 and (high - low) < RESOLUTION * high:
+        if low > 0 and (high - low) < RESOLUTION * high_qps:
             break
         qps = (low + high) / 2 if low > 0 else high / 2
     return search

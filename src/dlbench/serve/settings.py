@@ -1,54 +1,76 @@
-"""What a serve run is given (`ServeSettings`), with its defaults and the checks of every value
-and combination, stated once for the two places a serve run comes from: the `dlbench serve`
-command line and a sweep plan's `serve` entries."""
+"""What a serve run is given (`ServeSettings`): each setting declared once, as RunConfig's flags
+are (its default, help and names: `dlbench serve`'s options, a plan's `serve` entries and the
+command line a sweep writes are all made from it), with the checks of every value and
+combination, and the columns that say in a row what was served."""
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import typing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from dlbench.config.fields import ACCELERATORS, DEFAULT_OUTPUT, PRECISIONS
+from dlbench.config import declared_settings
+from dlbench.config.fields import ACCELERATORS, DEFAULT_OUTPUT, PRECISIONS, option
+from dlbench.config.flags import flag_args, typed_value
 from dlbench.config.sections import check_count
 from dlbench.errors import UserError, check_finite, check_seconds, invalid
 from dlbench.results.tags import parse_tags
 
-SCENARIOS = ("single-stream", "server", "offline")
+SCENARIOS = ("single-stream", "server", "offline")  # MLPerf's, as LoadGen runs them
 # what a load may ask for: more is a typo, and a rate times a duration is a list of arrivals
 MAX_QPS = 1e6
 MAX_QUERIES = 10**7
 MAX_SERVE_BATCH = 4096
 MAX_SLO_MS = 60_000.0
+MAX_LOAD_S = 3600.0  # a load that would last longer is refused before anything warms up
+# MLPerf Inference's own minimums (--mlperf-rules): the duration, and the queries by scenario
+MLPERF_MIN_DURATION_S = 600.0
+MLPERF_MIN_QUERIES = {"single-stream": 1024, "server": 270_336, "offline": 1}
+# MLPerf Inference's p99 bounds for the server scenario: ResNet-50's for vision models, BERT's
+# for text (vit and the others have none of their own)
+SLO_P99_MS = {"vision": 15.0, "segmentation": 15.0, "text": 130.0}
+_RULES = ", ".join(f"{k} {v:,}" for k, v in MLPERF_MIN_QUERIES.items())
 
 
 @dataclass(frozen=True)
 class ServeSettings:
     """Everything a serve run is given; `checked()` refuses what cannot run, by flag."""
 
-    model: str = "resnet50"
-    scenario: str = "server"
-    qps: float | None = None
-    find_qps: bool = False
-    max_batch: int = 64
-    batch_timeout_ms: float = 2.0
-    slo_p99_ms: float | None = None
-    queries: int = 1024
-    min_duration: float = 10.0
-    search_budget: float = 240.0
-    precision: str = "bf16-true"
-    accelerator: str = "auto"
-    compile: bool = True
-    cuda_graphs: bool = True
-    channels_last: bool = True
-    width: int | None = None
-    height: int | None = None
-    seq_len: int = 128
-    seed: int = 0
-    output: Path = Path(DEFAULT_OUTPUT)
-    run_id: str | None = None  # a sweep's, so that it finds the row its point wrote
-    tags: tuple[str, ...] = ()  # KEY=VALUE columns (a sweep's name, a repeat)
+    TITLE: ClassVar[str] = "Serve"
+
+    model: str = option("resnet50", "Workload name (dlbench models).")
+    scenario: str = option("server", "MLPerf's scenario: single-stream, server or offline.")
+    qps: float | None = option(None, "Server: the rate LoadGen schedules, queries a second.")
+    find_qps: bool = option(
+        False, "Server: search the highest rate LoadGen calls VALID.", switch=True
+    )
+    max_batch: int = option(64, "The batcher's largest batch.")
+    batch_timeout_ms: float = option(2.0, "How long the batcher holds its oldest query.")
+    slo_p99_ms: float | None = option(
+        None, "Server: the p99 bound (default MLPerf's: 15 vision, 130 text)."
+    )
+    queries: int = option(1024, "Least queries a load answers (LoadGen's min_query_count).")
+    min_duration: float = option(10.0, "Least seconds a load lasts (LoadGen's min_duration).")
+    mlperf_rules: bool = option(
+        False,
+        f"MLPerf's own minimums: {MLPERF_MIN_DURATION_S:g} s, and queries by scenario "
+        f"({_RULES}); replaces --min-duration and --queries.",
+        switch=True,
+    )
+    coalesce: bool = option(True, "Server: LoadGen hands over queries due together at once.")
+    search_budget: float = option(240.0, "Seconds --find-qps may spend.")
+    precision: str = option("bf16-true", "32, bf16-true, 16-true, bf16-mixed ...")
+    accelerator: str = option("auto", "auto, gpu or cpu.")
+    compile: bool = option(True, "torch.compile the model (each bucket).")
+    cuda_graphs: bool = option(True, "Replay each bucket as a CUDA graph (on a GPU).")
+    channels_last: bool = option(True, "Image models in channels_last, as inference rows run.")
+    width: int | None = option(None, "Image width.")
+    height: int | None = option(None, "Image height.")
+    seq_len: int = option(128, "Text: tokens a query.")
+    seed: int = option(0, "LoadGen's and the inputs' seed.")
+    output: Path = option(Path(DEFAULT_OUTPUT), "CSV to append the row to.")
+    run_id: str | None = option(None, "Run id for the row (sweeps set it).")
+    tags: tuple[str, ...] = option((), "KEY=VALUE recorded as a column.", "--tag")
 
     def checked(self) -> ServeSettings:
         """These settings, or a UserError naming the first flag that cannot be."""
@@ -69,12 +91,26 @@ class ServeSettings:
         check_seconds("--search-budget", self.search_budget)
         self.tag_columns()
         self._check_combination()
+        self._check_length()
         return self
 
     def tag_columns(self) -> dict[str, str]:
         """`tags` as the row's columns; a UserError for one that is no KEY=VALUE, is given twice
         or names a column the row writes."""
         return parse_tags(list(self.tags))
+
+    def bound_ms(self) -> float:
+        """The server scenario's p99 bound: as given, else MLPerf's for the model's kind."""
+        from dlbench.workloads import get_workload
+
+        family = get_workload(self.model).family
+        return self.slo_p99_ms or SLO_P99_MS.get(family, SLO_P99_MS["vision"])
+
+    def minimums(self) -> tuple[float, int]:
+        """The least seconds and queries a load lasts: MLPerf's with --mlperf-rules."""
+        if self.mlperf_rules:
+            return MLPERF_MIN_DURATION_S, MLPERF_MIN_QUERIES[self.scenario]
+        return self.min_duration, self.queries
 
     def _check_combination(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -95,28 +131,60 @@ class ServeSettings:
         if self.precision == "fp8":
             raise invalid("--precision", self.precision, "not served yet; use bf16-true")
 
+    def _check_length(self) -> None:
+        """A load that would outlast MAX_LOAD_S, refused before anything warms up: the least
+        duration, or (server, at a rate given) the least queries at that rate."""
+        seconds, queries = self.minimums()
+        given = "--mlperf-rules" if self.mlperf_rules else "--min-duration"
+        if seconds > MAX_LOAD_S:
+            raise UserError(
+                f"{given}: a load of at least {seconds:g} s; at most {MAX_LOAD_S:g} s a load"
+            )
+        if self.qps is not None and queries / self.qps > MAX_LOAD_S:
+            count = "--mlperf-rules" if self.mlperf_rules else "--queries"
+            raise UserError(
+                f"--qps {self.qps:g} with {count} ({queries:,} queries): the load would last "
+                f"{queries / self.qps / 3600:,.1f} hours; at most {MAX_LOAD_S:g} s (a higher "
+                "--qps, or fewer --queries)"
+            )
+
+    def columns(self) -> dict[str, object]:
+        """What the row says was served, one column a setting that decides the measurement (a
+        sweep's point matches a row on them all)."""
+        seconds, queries = self.minimums()
+        server = self.scenario == "server"
+        return {
+            "model": self.model,
+            "precision": self.precision,
+            "batch_size": self.max_batch,
+            "compile": self.compile,
+            "cuda_graphs": self.cuda_graphs,
+            "seed": self.seed,
+            "serve_scenario": self.scenario,
+            "serve_max_batch": self.max_batch,
+            "serve_batch_timeout_ms": self.batch_timeout_ms,
+            "serve_slo_p99_ms": self.bound_ms() if server else None,
+            "serve_qps": self.qps,
+            "serve_find_qps": self.find_qps,
+            "serve_coalesce": self.coalesce if server else None,
+            "serve_mlperf_rules": self.mlperf_rules,
+            "serve_min_duration_s": seconds,
+            "serve_min_queries": queries,
+        }
+
     def cli_args(self) -> list[str]:
         """The `dlbench serve` command line of these settings (flags at their default left out)."""
         args = ["serve"]
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            named = field.name in ("model", "scenario")  # what a reader looks for first
-            if (value == field.default and not named) or value is None:
-                continue
-            flag = "--" + field.name.replace("_", "-")
-            if isinstance(value, bool):
-                args.append(flag if value else "--no-" + flag[2:])
-            elif isinstance(value, tuple):
-                args += [word for item in value for word in ("--tag", item)]
-            else:
-                args += [flag, str(value)]
+        for key, setting in SERVE_SETTINGS.items():
+            value = getattr(self, key)
+            if value != setting.default or key in ("model", "scenario"):  # read first
+                args += flag_args(key, value, SERVE_SETTINGS)
         return args
 
 
-# what a plan's entry may set: the sweep sets the rest (its CSV, the row's id and tags)
-SETTABLE = tuple(
-    f.name for f in dataclasses.fields(ServeSettings) if f.name not in ("output", "run_id", "tags")
-)
+SERVE_SETTINGS = declared_settings(ServeSettings, "serve")
+# what a plan's entry may not set: the sweep sets them (its CSV, the row's id and tags)
+SWEEP_OWNED = ("output", "run_id", "tags")
 
 
 def _in_range(flag: str, value: float | None, above: float, most: float) -> None:
@@ -131,39 +199,15 @@ def _in_range(flag: str, value: float | None, above: float, most: float) -> None
 
 def settings_from_plan(entry: object, where: str) -> ServeSettings:
     """A plan's `serve` entry (a mapping of `dlbench serve` flags, underscores for dashes) as
-    checked settings, or a UserError naming `where` and the flag."""
+    checked settings, each value in its declared type; a UserError naming `where` and the flag."""
     if not isinstance(entry, dict):
         raise UserError(f"{where}: must be a mapping of serve flags, e.g. {{model: resnet50}}")
-    unknown = sorted(set(map(str, entry)) - set(SETTABLE) - {"tags"})
-    if unknown:
-        raise UserError(f"{where}: unknown flag {unknown[0]!r}; known: {', '.join(SETTABLE)}")
-    kinds = typing.get_type_hints(ServeSettings)
-    values = {k: _typed(k, v, _base(kinds[k]), where) for k, v in entry.items() if k != "tags"}
+    values = {
+        str(k): typed_value(str(k), v, where, SERVE_SETTINGS, SWEEP_OWNED)
+        for k, v in entry.items()
+        if k != "tags"
+    }
     try:
         return ServeSettings(**values).checked()
     except UserError as exc:
         raise UserError(f"{where}: {exc}") from None
-
-
-def _base(kind: object) -> type:
-    """A setting's type without its None (`float | None` -> float)."""
-    options = [k for k in typing.get_args(kind) if k is not type(None)]
-    return options[0] if options else kind  # type: ignore[return-value]
-
-
-_WANTED = {bool: "true or false", int: "an integer", float: "a number", str: "a name"}
-
-
-def _typed(key: str, value: object, kind: type, where: str) -> object:
-    """A YAML value as the setting's type: a whole number for an integer, any number for a
-    float, a name as text (YAML reads `precision: 32` as a number); a UserError otherwise."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is bool and isinstance(value, bool):
-        return value
-    if kind is float and number:
-        return float(value)  # type: ignore[arg-type]
-    if kind is int and number and math.isfinite(value) and float(value).is_integer():  # type: ignore[arg-type]
-        return int(value)  # type: ignore[arg-type]
-    if kind is str and (number or isinstance(value, str)):
-        return str(value)
-    raise UserError(f"{where}: {key}: invalid value {value!r}; expected {_WANTED[kind]}")

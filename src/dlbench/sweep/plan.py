@@ -20,7 +20,8 @@ from dlbench.config import CONFIG_KEY, RunConfig, resolved_strategy
 from dlbench.config.fields import fp8_recipes
 from dlbench.config.flags import config_args
 from dlbench.config.tags import RowTags
-from dlbench.errors import UserError, number_or_none
+from dlbench.errors import UserError
+from dlbench.results.pairing import key_text
 from dlbench.serve.settings import ServeSettings
 
 if TYPE_CHECKING:
@@ -128,15 +129,8 @@ class ServePoint:
 
     @property
     def flags(self) -> dict[str, object]:
-        """What a failed point's row says it was."""
-        s = self.settings
-        return {
-            "model": s.model,
-            "precision": s.precision,
-            "batch_size": s.max_batch,
-            "serve_scenario": s.scenario,
-            "run_kind": "serve",
-        }
+        """What a failed point's row says it was: every setting that decides what is served."""
+        return {**self.settings.columns(), "run_kind": "serve"}
 
     @property
     def label(self) -> str:
@@ -164,26 +158,13 @@ class ServePoint:
         return launcher.run_alone(args, timeout_s)
 
     def matches(self, row: dict[str, str]) -> bool:
-        """Whether a stored row served this point: a serve row of its model, scenario, batcher,
-        bound and load, with its tags."""
-        s = self.settings
+        """Whether a stored row served this point: a serve row measured with every setting the
+        point's (ServeSettings.columns: model, batcher, bound, rate, minimums, compile ...),
+        with its tags."""
         if row.get("run_kind") != "serve":
             return False
-        wanted = {
-            "model": s.model,
-            "serve_scenario": s.scenario,
-            "precision": s.precision,
-            "serve_max_batch": s.max_batch,
-            "serve_batch_timeout_ms": s.batch_timeout_ms,
-            "serve_min_duration_s": s.min_duration,
-            "serve_slo_p99_ms": s.slo_p99_ms,
-            "serve_qps_target": None if s.find_qps else s.qps,
-        }
-        for key, value in wanted.items():
-            cell = row.get(key, "")
-            if value is None or cell == "":
-                continue
-            if (cell if isinstance(value, str) else number_or_none(cell)) != value:
+        for key, value in self.settings.columns().items():
+            if key_text(row.get(key, "")) != key_text(value):
                 return False
         tags = self.all_tags
         return all(row.get(k, "") == tags.get(k, "") for k in (*DISTINGUISHING_TAGS, *tags))
