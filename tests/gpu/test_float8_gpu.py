@@ -11,6 +11,7 @@ import torch
 from torch.nn import functional as F
 
 from dlbench.config import RunConfig
+from dlbench.config.fp8_recipes import recipe_named
 from dlbench.engine.acceleration.float8 import quantize_for_inference
 from dlbench.run import execute
 from dlbench.workloads import InputShape, get_workload
@@ -28,8 +29,8 @@ def test_batch1_decode_reads_float8_weights_and_agrees_with_torch_on_them(recipe
     with torch.device("cuda"):
         hf = get_workload("llm_125m").build(InputShape(0, 0, 64)).to(torch.bfloat16).eval()
     native = NativeLlama.from_transformers(hf).eval()
-    layers = quantize_for_inference(native, recipe)
-    head = recipe.endswith("_with_head")
+    layers = quantize_for_inference(native, recipe_named(recipe))
+    head = recipe_named(recipe).with_head
     assert len(layers.names) == 4 * len(native.layers) + head
     data, scale = float8_weight(native.layers[0].wqkv.weight)
     assert data.dtype == torch.float8_e4m3fn and scale.shape == (data.shape[0],)

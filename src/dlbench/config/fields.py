@@ -8,20 +8,6 @@ from pathlib import Path
 
 MODES = ("train", "infer")
 PRECISIONS = ("32", "tf32", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "fp8")
-# torchao's float8 training recipes (the first the default); `tensorwise_with_head` trains the
-# output head in float8 too (torchtitan keeps it out by default, and lets a user put it in)
-FP8_TRAINING_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp", "tensorwise_with_head")
-# inference: float8 weights scaled per row, activations quantized as they arrive; `_with_head`
-# quantizes the output head too (servers keep it in bf16 by default; decode reads it per token)
-FP8_INFERENCE_RECIPES = ("rowwise_dynamic", "rowwise_dynamic_with_head")
-FP8_RECIPES = FP8_TRAINING_RECIPES + FP8_INFERENCE_RECIPES
-
-
-def fp8_recipes(mode: str) -> tuple[str, ...]:
-    """The recipes `--precision fp8` takes in `mode`, its default first."""
-    return FP8_TRAINING_RECIPES if mode == "train" else FP8_INFERENCE_RECIPES
-
-
 ACCELERATORS = ("auto", "gpu", "cpu")
 OPTIMIZERS = ("sgd", "adamw", "adam")
 DATA_LOCATIONS = ("device", "host")

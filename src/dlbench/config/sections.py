@@ -18,14 +18,13 @@ from dlbench.config.fields import (
     DATA_LOCATIONS,
     DEFAULT_OUTPUT,
     DEFAULT_SAMPLE_INTERVAL_S,
-    FP8_RECIPES,
-    FP8_TRAINING_RECIPES,
     LLM_IMPLS,
     MODES,
     OPTIMIZERS,
     PRECISIONS,
     option,
 )
+from dlbench.config.fp8_recipes import recipe_named, recipe_names
 from dlbench.config.limits import (
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_MIN_TIME_S,
@@ -86,7 +85,7 @@ class AccelerationConfig:
     TITLE: ClassVar[str] = "Precision and compilation"
 
     precision: str = option("32", "32, tf32, 16-mixed, bf16-mixed, 16-true, bf16-true, fp8.")
-    fp8_recipe: str | None = option(None, f"fp8's recipe (default: {FP8_TRAINING_RECIPES[0]}).")
+    fp8_recipe: str | None = option(None, f"fp8's recipe (default: {recipe_names('train')[0]}).")
     channels_last: bool = option(True, "channels_last layout for image models.")
     compile: bool | None = option(
         None, "torch.compile model and loss (GPU default: generation, batch 1)."
@@ -104,7 +103,7 @@ class AccelerationConfig:
     def __post_init__(self) -> None:
         check_choice("--precision", self.precision, PRECISIONS)
         if self.fp8_recipe is not None:
-            check_choice("--fp8-recipe", self.fp8_recipe, FP8_RECIPES)
+            recipe_named(self.fp8_recipe)  # one of them, else a UserError naming the flag
             if self.precision != "fp8":
                 raise invalid("--fp8-recipe", self.fp8_recipe, "only with --precision fp8")
         check_choice("--cudnn-search", self.cudnn_search, CUDNN_SEARCH_CHOICES)

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import torch
 
 from dlbench.config import DdpSettings, RunConfig, resolved_strategy
-from dlbench.config.fields import fp8_recipes
 from dlbench.config.flags import flag_name
+from dlbench.config.fp8_recipes import Fp8Recipe, resolve_recipe
 from dlbench.console import stderr
 from dlbench.data.loader_workers import default_workers
 from dlbench.data.pipeline import check_data
-from dlbench.engine.acceleration.float8 import require_fp8_linears
+from dlbench.engine.acceleration.float8 import recipe_linears, require_fp8_linears
 from dlbench.engine.acceleration.graphs import can_capture
 from dlbench.engine.acceleration.precision import PrecisionPlan, plan_precision
 from dlbench.engine.distribution.devices import DevicePlan, plan_devices
@@ -74,13 +74,18 @@ def make_plan(config: RunConfig) -> Plan:
     where = config.devices
     devices = plan_devices(where.accelerator, where.per_node, where.num_nodes)
     ignored = ignored_flags(config, workload)
-    resolved = _resolve_defaults(config, workload, devices)
+    fp8 = None  # the recipe, resolved once here (the mode's default where none is named)
+    if config.acceleration.precision == "fp8":
+        fp8 = resolve_recipe(config.acceleration.fp8_recipe, config.workload.mode)
+    resolved = _resolve_defaults(config, workload, devices, fp8)
     work, acceleration = resolved.workload, resolved.acceleration
     shape = workload.shape(work.width, work.height, work.seq_len)
-    precision = plan_precision(acceleration.precision, devices.device_type, work.mode)
-    if precision.float8:  # before anything starts: a CNN's only Linear is its head
+    precision = plan_precision(acceleration.precision, devices.device_type, work.mode, fp8)
+    if precision.fp8:  # refused before anything starts, on the meta device: a CNN (its only
+        # Linear is its head), and a recipe with the head where FP8 cannot take the head
         model, _ = build_model(workload, shape, work.llm_impl, torch.device("meta"))
         require_fp8_linears(model, workload.name)
+        recipe_linears(model, precision.fp8)
     ddp = DdpSettings.parse(resolved.devices.ddp)
     sharding = None
     if resolved.devices.strategy == "fsdp":
@@ -123,7 +128,9 @@ def ignored_flags(config: RunConfig, workload: Workload) -> list[str]:
     ]
 
 
-def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan) -> RunConfig:
+def _resolve_defaults(
+    config: RunConfig, workload: Workload, devices: DevicePlan, fp8: Fp8Recipe | None
+) -> RunConfig:
     """Fill the defaults that depend on the workload and the device: the optimizer its family
     trains with; for LLM generation on a GPU, compiled steps replayed as CUDA graphs and the
     real context length (prompt + new tokens) as seq_len; a latency point compiled."""
@@ -157,8 +164,8 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
         raise invalid("--llm-impl", work.llm_impl, f"{workload.name} is no LLM workload")
     if workload.native is not None and work.llm_impl is None:
         changes["llm_impl"] = "native"
-    if acceleration.precision == "fp8":
-        changes.update(_fp8_defaults(config, on_gpu))
+    if fp8 is not None:
+        changes.update(_fp8_defaults(config, fp8, on_gpu))
     if acceleration.compile is None and "compile" not in changes:
         # a latency point runs compiled until measured otherwise
         latency = is_latency_point(scenario, work.batch_size, devices)
@@ -178,15 +185,10 @@ def _resolve_defaults(config: RunConfig, workload: Workload, devices: DevicePlan
     return config.replace(**changes)
 
 
-def _fp8_defaults(config: RunConfig, on_gpu: bool) -> dict[str, object]:
-    """fp8's recipe for the mode (its default where none is named), checked; and
-    compiled unless --no-compile (FP8 pays only where its casts fuse into the matmuls'
-    neighbours)."""
-    mode, recipe = config.workload.mode, config.acceleration.fp8_recipe
-    recipes = fp8_recipes(mode)
-    if recipe is not None and recipe not in recipes:
-        raise invalid("--fp8-recipe", recipe, f"{mode}: {', '.join(recipes)}")
-    changes: dict[str, object] = {"fp8_recipe": recipe or recipes[0]}
+def _fp8_defaults(config: RunConfig, fp8: Fp8Recipe, on_gpu: bool) -> dict[str, object]:
+    """fp8's recipe as resolved, named in the row; and compiled unless --no-compile (FP8 pays
+    only where its casts fuse into the matmuls' neighbours)."""
+    changes: dict[str, object] = {"fp8_recipe": fp8.name}
     if config.acceleration.compile is None:
         changes["compile"] = on_gpu
     return changes

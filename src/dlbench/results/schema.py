@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from dlbench.config.fp8_recipes import recipes_help
 from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
 from dlbench.errors import invalid
 from dlbench.results.efficiency_columns import EFFICIENCY_COLUMNS
@@ -38,9 +39,7 @@ COLUMNS: dict[str, str] = {
     "sample_unit": "what one sample is: image or sequence",
     "precision": "32, tf32, 16-mixed, bf16-mixed, 16-true, bf16-true or fp8 (Linear layers in "
     "float8 through torchao, the rest bf16-mixed in training, bf16-true in inference)",
-    "fp8_recipe": "fp8: torchao's float8 training recipe (tensorwise, rowwise, "
-    "rowwise_with_gw_hp) or inference's rowwise_dynamic (float8 weights with a scale per row, "
-    "activations quantized per row as they arrive); _with_head: the output head too",
+    "fp8_recipe": f"fp8: the recipe that ran: {recipes_help()}",
     "batch_size": "samples per step per device",
     "width": "image width in pixels",
     "height": "image height in pixels",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dlbench.config import CONFIG_KEY, RunConfig, resolved_strategy
-from dlbench.config.fields import fp8_recipes
 from dlbench.config.flags import config_args
+from dlbench.config.fp8_recipes import resolve_recipe
 from dlbench.config.tags import RowTags
 from dlbench.errors import UserError
 from dlbench.results.pairing import key_text
@@ -106,7 +106,7 @@ class SweepPoint:
         processes = int(wanted.get("devices", 1)) * int(wanted.get("num_nodes", 1))
         wanted["strategy"] = resolved_strategy(str(wanted.get("strategy", "auto")), processes)
         if wanted.get("precision") == "fp8":  # no recipe named: the mode's default ran
-            wanted.setdefault("fp8_recipe", fp8_recipes(self.mode)[0])
+            wanted["fp8_recipe"] = resolve_recipe(wanted.get("fp8_recipe"), self.mode).name
         for key in CONFIG_KEY:
             if key in wanted and row.get(key, "") != "" and row[key] != str(wanted[key]):
                 return False  # an empty value: the key does not apply (seq_len of an image model)

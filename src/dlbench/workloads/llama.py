@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from dlbench.workloads.llm_loss import Hidden
+from dlbench.workloads.llm_loss import Hidden, LogitsInLoss
 
 
 class RMSNorm(nn.Module):
@@ -207,7 +207,7 @@ def _rope_frequencies(rotary: nn.Module, config) -> torch.Tensor:
     return rotary.inv_freq.detach().float().cpu()
 
 
-class NativeLlama(nn.Module):
+class NativeLlama(nn.Module, LogitsInLoss):
     """Llama-style decoder; `from_transformers` loads a LlamaForCausalLM's weights into it."""
 
     def __init__(self, config) -> None:
@@ -231,7 +231,6 @@ class NativeLlama(nn.Module):
         self.cache: KVCache | None = None
         self.max_len = 0
         self.decode_kernels = True  # batch-1 decode's attention by the Triton kernel
-        self.head_float8 = False  # the training loss's GEMMs in float8 (engine's FP8 recipes)
 
     @classmethod
     def from_transformers(cls, hf) -> NativeLlama:

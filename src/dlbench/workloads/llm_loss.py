@@ -16,6 +16,14 @@ FLOAT8_MULTIPLE = 16  # a scaled matmul's inner dimension: the tokens of a chunk
 AMAX_FLOOR = 1e-12  # an all-zero tensor's scale stays finite (torchao's EPS)
 
 
+class LogitsInLoss:
+    """A model whose training loss forms the logits from its output head's weight (the native
+    LLM: its forward hands the loss `Hidden`), so its head layer is never called: an FP8 recipe
+    with the head runs the loss's GEMMs in float8 by setting `head_float8`."""
+
+    head_float8: bool = False
+
+
 class Hidden(NamedTuple):
     """The last layer's normalised output and the output weight: the training loss forms the
     logits from these chunk by chunk (in float8 where `float8`)."""

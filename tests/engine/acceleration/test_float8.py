@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from dlbench.config import RunConfig
+from dlbench.config.fp8_recipes import recipe_named
 from dlbench.engine.acceleration.float8 import (
     Float8Layers,
     apply_float8,
@@ -21,7 +22,7 @@ from dlbench.engine.acceleration.float8 import (
     fp8_sharded_recipe,
     quantize_for_inference,
     require_fp8_linears,
-    rows_aligned,
+    step_tokens_aligned,
 )
 from dlbench.engine.scenarios.session import build_model
 from dlbench.errors import UserError
@@ -97,22 +98,22 @@ def test_the_native_llms_projections_convert_and_carry_their_share_of_the_flops(
     the step's three GEMMs, against the model's analytic count."""
     workload, shape = _tiny_llm()
     model, _ = build_model(workload, shape, "native", torch.device("cpu"))
-    layers = convert_for_training(model, "tensorwise", sharded=False)
+    layers = convert_for_training(model, recipe_named("tensorwise"), sharded=False)
     assert len(layers.names) == 8 and not any("output" in n for n in layers.names)
     from torchao.float8.float8_linear import Float8Linear
 
     assert all(isinstance(model.get_submodule(n), Float8Linear) for n in layers.names)
     meta, _ = build_model(workload, shape, "native", META)
     ids = torch.zeros(2, 64, dtype=torch.long, device=META)
-    columns = fp8_columns(layers, "train", meta, ids)
+    columns = fp8_columns(layers, meta, ids)
     hidden, inter, kv = 64, 128, 2 * 16  # llm_tiny: 4 heads of 16, 2 kv heads
     per_token = 2 * 2 * (hidden * (hidden + 2 * kv) + hidden * hidden + hidden * 2 * inter
                          + inter * hidden)  # fmt: skip
     assert columns == {"fp8_linear_layers": 8, "fp8_flops_per_sample": 3 * 64 * per_token}
     total = workload.analytic_flops(shape, "train").per_sample
     assert 0.3 < columns["fp8_flops_per_sample"] / total < 1.0  # a tiny vocabulary head
-    keeps_gw = Float8Layers(layers.names, "rowwise_with_gw_hp")
-    assert fp8_columns(keeps_gw, "train", meta, ids)["fp8_flops_per_sample"] == 2 * 64 * per_token
+    keeps_gw = Float8Layers(layers.names, recipe_named("rowwise_with_gw_hp"))
+    assert fp8_columns(keeps_gw, meta, ids)["fp8_flops_per_sample"] == 2 * 64 * per_token
 
 
 def _tiny_tied_llm() -> nn.Module:
@@ -134,7 +135,7 @@ def test_training_with_the_head_puts_the_native_llms_loss_in_float8_and_counts_i
     Sharded, the body's weights are all-gathered in float8 and their scales precomputed."""
     for sharded in (False, True):
         model = _tiny_tied_llm()
-        layers = convert_for_training(model, "tensorwise_with_head", sharded=sharded)
+        layers = convert_for_training(model, recipe_named("tensorwise_with_head"), sharded=sharded)
         assert len(layers.names) == 9 and layers.loss_head == "output" and model.head_float8
         assert type(model.output) is nn.Linear and model.output.weight is model.embed.weight
         body = model.get_submodule(layers.names[0])
@@ -144,9 +145,9 @@ def test_training_with_the_head_puts_the_native_llms_loss_in_float8_and_counts_i
     outputs = model(ids)
     assert outputs.float8 and outputs.head is model.embed.weight
     meta, on_meta = _tiny_tied_llm().to(META), ids.to(META)
-    body_only = Float8Layers(layers.names[:-1], "tensorwise")
-    body_only = fp8_columns(body_only, "train", meta, on_meta)
-    columns = fp8_columns(layers, "train", meta, on_meta)
+    body_only = Float8Layers(layers.names[:-1], recipe_named("tensorwise"))
+    body_only = fp8_columns(body_only, meta, on_meta)
+    columns = fp8_columns(layers, meta, on_meta)
     head_gemms = 3 * 2 * 64 * 64 * 1024  # three GEMMs of 2 x hidden x vocabulary a token
     assert columns["fp8_flops_per_sample"] == body_only["fp8_flops_per_sample"] + head_gemms
 
@@ -160,7 +161,7 @@ def test_a_with_head_recipe_whose_head_fp8_cannot_take_is_refused_naming_the_fla
     convert = convert_for_training if recipe.startswith("tensorwise") else quantize_for_inference
     args = (False,) if convert is convert_for_training else ()
     with pytest.raises(UserError, match=r"--fp8-recipe.*64 x 1000.*multiples of 16"):
-        convert(model, recipe, *args)
+        convert(model, recipe_named(recipe), *args)
     assert not any(type(m).__name__ == "Float8Linear" for m in model.modules())
 
 
@@ -183,7 +184,7 @@ def test_training_with_the_head_converts_a_head_the_model_calls_and_keeps_its_ti
             return self.head(self.body(self.embed(ids)))
 
     model = Tied()
-    layers = convert_for_training(model, "tensorwise_with_head", sharded=True)
+    layers = convert_for_training(model, recipe_named("tensorwise_with_head"), sharded=True)
     assert layers.names == ("body", "head") and not layers.loss_head
     assert isinstance(model.head, Float8Linear) and model.head.weight is model.embed.weight
     assert not model.head.config.enable_fsdp_float8_all_gather
@@ -206,8 +207,8 @@ def test_rows_not_a_multiple_of_16_are_padded_for_the_weight_gradient(model, bat
     workload = get_workload(model)
     shape = workload.shape(64, 64, seq_len or 128)
     linears = nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 16))
-    aligned = rows_aligned(workload, shape, batch)
-    layers = apply_float8(linears, True, "train", "tensorwise", sharded=False, aligned=aligned)
+    aligned = step_tokens_aligned(workload, shape, batch)
+    layers = apply_float8(linears, recipe_named("tensorwise"), sharded=False, aligned=aligned)
     assert len(layers.names) == 2
     assert linears[0].config.pad_inner_dim is pads
 
@@ -222,14 +223,14 @@ def test_quantizing_for_inference_leaves_the_compilers_settings_as_they_were():
     model = nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 16)).to(torch.bfloat16)
     with inductor.patch(coordinate_descent_tuning=False):
         with contextlib.suppress(AssertionError):  # no FP8 on the CPU
-            quantize_for_inference(model)
+            quantize_for_inference(model, recipe_named("rowwise_dynamic"))
         assert inductor.coordinate_descent_tuning is False
 
 
 def test_a_converted_native_llm_trains_a_step_through_its_fp8_layers():
     workload, shape = _tiny_llm()
     model, loss_fn = build_model(workload, shape, "native", torch.device("cpu"))
-    convert_for_training(model, "tensorwise", sharded=False)
+    convert_for_training(model, recipe_named("tensorwise"), sharded=False)
     calls = []
     for name, module in model.named_modules():
         if type(module).__name__ == "Float8Linear":
@@ -272,3 +273,24 @@ def test_fp8_rows_compile_unless_told_not_and_then_say_so():
     row = {"status": "ok", "precision": "fp8", "compile": False}
     assert verdict_columns(row)["verdict_notes"] == "fp8_uncompiled"
     assert verdict_columns({**row, "compile": True})["verdict_notes"] == ""
+
+
+def test_a_head_fp8_cannot_take_is_refused_by_the_plan_before_anything_is_measured(
+    monkeypatch, tmp_path, capsys
+):
+    """The refusal comes from the plan, on the meta model, as every user error does: one
+    line naming --fp8-recipe, exit 2, no CSV, no measurement begun (the device check is faked:
+    this machine has no FP8 tensor cores)."""
+    import dlbench.run
+    from dlbench.engine.acceleration import precision
+
+    monkeypatch.setattr(precision, "check_fp8_device", lambda device_type: None)
+    began = []
+    monkeypatch.setattr(dlbench.run, "run_benchmark", lambda *a, **k: began.append(a))
+    out = tmp_path / "rows.csv"
+    config = RunConfig.of(model="llm_tiny", accelerator="cpu", precision="fp8",
+                          fp8_recipe="tensorwise_with_head", output=out)  # fmt: skip
+    assert dlbench.run.guarded(lambda: dlbench.run.execute(config)) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--fp8-recipe" in error and "64 x 1000" in error
+    assert not out.exists() and began == []

@@ -20,16 +20,13 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from dlbench.config.fields import fp8_recipes
+from dlbench.config.fp8_recipes import Fp8Recipe
 from dlbench.errors import invalid
 from dlbench.workloads import InputShape, Workload
+from dlbench.workloads.llm_loss import LogitsInLoss
 
 MIN_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (8.9), Hopper (9.0) and newer
 DIMENSION_MULTIPLE = 16  # torch._scaled_mm takes dimensions that are multiples of 16
-# the GEMMs of one Linear layer's training step that a recipe runs in FP8: forward, the input's
-# gradient and the weight's (rowwise_with_gw_hp keeps the weight's gradient in bf16)
-FP8_GEMMS = {"tensorwise": 3, "rowwise": 3, "rowwise_with_gw_hp": 2}
-WITH_HEAD = "_with_head"  # a recipe that takes the output head into float8 too
 
 
 @dataclass(frozen=True)
@@ -37,12 +34,8 @@ class Float8Layers:
     """The Linear layers that run in FP8 (their names in the model) and under which recipe."""
 
     names: tuple[str, ...]
-    recipe: str
+    recipe: Fp8Recipe
     loss_head: str = ""  # a head whose logits the training loss forms, in float8 (native LLMs)
-
-    def fp8_gemms(self, mode: str) -> int:
-        """Of a layer's GEMMs per sample (three in training, one in inference), those in FP8."""
-        return FP8_GEMMS[base_recipe(self.recipe)] if mode == "train" else 1
 
 
 def check_fp8_device(device_type: str) -> None:
@@ -86,35 +79,36 @@ def output_head(model: nn.Module) -> nn.Module | None:
     return None
 
 
-def fp8_linears(model: nn.Module, with_head: bool = False) -> list[str]:
-    """The names of the Linear layers FP8 takes: both dimensions multiples of 16, not the
-    output head (nor a layer sharing its weight) unless `with_head`."""
-    head = None if with_head else output_head(model)
+def _fp8_sized(layer: nn.Linear) -> bool:
+    return layer.in_features % DIMENSION_MULTIPLE == layer.out_features % DIMENSION_MULTIPLE == 0
+
+
+def fp8_takes(model: nn.Module) -> list[tuple[str, bool]]:
+    """Each Linear layer FP8 can take (both dimensions multiples of 16), in the model's order,
+    and whether it is the output head (or shares its weight): one walk of the layers."""
+    head = output_head(model)
     kept = {id(p) for p in head.parameters()} if head is not None else set()
     return [
-        name
+        (name, module is head or id(module.weight) in kept)
         for name, module in model.named_modules()
-        if isinstance(module, nn.Linear)
-        and module is not head
-        and id(module.weight) not in kept
-        and module.in_features % DIMENSION_MULTIPLE == 0
-        and module.out_features % DIMENSION_MULTIPLE == 0
+        if isinstance(module, nn.Linear) and _fp8_sized(module)
     ]
 
 
-def base_recipe(recipe: str) -> str:
-    """torchao's recipe under a `_with_head` name (which only widens the layers it takes)."""
-    return recipe.removesuffix(WITH_HEAD)
+def fp8_linears(model: nn.Module, with_head: bool = False) -> list[str]:
+    """The names of the Linear layers FP8 takes: not the output head unless `with_head`."""
+    return [name for name, is_head in fp8_takes(model) if with_head or not is_head]
 
 
-def recipe_linears(model: nn.Module, recipe: str) -> tuple[list[str], str]:
+def recipe_linears(model: nn.Module, recipe: Fp8Recipe) -> tuple[list[str], str]:
     """The layers `fp8_linears` names, and the output head's name where `recipe` takes it
-    too ("" otherwise); a `_with_head` recipe whose model has no head FP8 can take is refused
+    too ("" otherwise); a recipe with the head whose model has no head FP8 can take is refused
     (its rows would say the head ran in float8)."""
-    body = fp8_linears(model)
-    if not recipe.endswith(WITH_HEAD):
+    taken = fp8_takes(model)
+    body = [name for name, is_head in taken if not is_head]
+    if not recipe.with_head:
         return body, ""
-    head = next((n for n in fp8_linears(model, with_head=True) if n not in body), "")
+    head = next((name for name, is_head in taken if is_head), "")
     if not head:
         found = output_head(model)
         linear = isinstance(found, nn.Linear)
@@ -123,7 +117,7 @@ def recipe_linears(model: nn.Module, recipe: str) -> tuple[list[str], str]:
             "--fp8-recipe",
             recipe,
             f"this model's output head{size} cannot run in FP8 (dimensions multiples of "
-            f"{DIMENSION_MULTIPLE}): use {base_recipe(recipe)}",
+            f"{DIMENSION_MULTIPLE}): use {recipe.torchao}",
         )
     return body, head
 
@@ -142,9 +136,9 @@ def require_fp8_linears(model: nn.Module, name: str) -> list[str]:
     return found
 
 
-def rows_aligned(workload: Workload, shape: InputShape, batch_size: int) -> bool:
-    """Whether the rows every Linear layer sees in a step (batch x tokens) are sure to be a
-    multiple of 16, the weight gradient's inner dimension in its scaled matmul. A vision
+def step_tokens_aligned(workload: Workload, shape: InputShape, batch_size: int) -> bool:
+    """Whether the tokens every Linear layer sees in a step (batch x tokens a sample) are sure
+    to be a multiple of 16, the weight gradient's inner dimension in its scaled matmul. A vision
     model's tokens per image are not known here (an image's shape carries an unused seq_len):
     only a batch that is a multiple makes sure."""
     tokens = workload.tokens_per_sample(shape) or 1
@@ -152,13 +146,13 @@ def rows_aligned(workload: Workload, shape: InputShape, batch_size: int) -> bool
 
 
 def convert_for_training(
-    model: nn.Module, recipe: str, sharded: bool, aligned: bool = True
+    model: nn.Module, recipe: Fp8Recipe, sharded: bool, aligned: bool = True
 ) -> Float8Layers:
     """Swap the layers `fp8_linears` names for torchao's Float8Linear under `recipe`; sharded
-    (FSDP) with tensorwise scaling, their weights are all-gathered in float8. Rows not
-    `aligned` (`rows_aligned`) are padded with zeros to a multiple of 16 inside the matmul.
-    Under `tensorwise_with_head` the output head trains in float8 too: where the model's loss
-    forms the logits from the head's weight (`head_float8`: the native LLM), that loss runs
+    (FSDP) with tensorwise scaling, their weights are all-gathered in float8. Tokens not
+    `aligned` (`step_tokens_aligned`) are padded with zeros to a multiple of 16 inside the
+    matmul. A recipe with the head trains the output head in float8 too: where the model's
+    loss forms the logits from the head's weight (LogitsInLoss: the native LLM), that loss runs
     its GEMMs in float8; elsewhere the head becomes a Float8Linear whose weight is gathered in
     bf16 (a float8 all-gather gives the layer a parameter of its own, and a head tied to the
     token table would lose the tie)."""
@@ -166,14 +160,13 @@ def convert_for_training(
 
     body, head = recipe_linears(model, recipe)
     names = tuple(sorted([*body, head] if head else body))
-    config = Float8LinearConfig.from_recipe_name(base_recipe(recipe))
+    config = Float8LinearConfig.from_recipe_name(recipe.torchao)
     if not aligned:
         config = replace(config, pad_inner_dim=True)
-    tensorwise = base_recipe(recipe) == "tensorwise"
-    gathered = replace(config, enable_fsdp_float8_all_gather=sharded and tensorwise)
+    gathered = replace(config, enable_fsdp_float8_all_gather=float8_all_gather(recipe, sharded))
     wanted = set(body)
     convert_to_float8_training(model, module_filter_fn=lambda _, f: f in wanted, config=gathered)
-    if head and hasattr(model, "head_float8"):  # its loss forms the logits (llm_loss), not it
+    if head and isinstance(model, LogitsInLoss):  # its loss forms the logits, not the head
         model.head_float8 = True
         return Float8Layers(names, recipe, loss_head=head)
     if head:
@@ -181,9 +174,9 @@ def convert_for_training(
     return Float8Layers(names, recipe)
 
 
-def quantize_for_inference(model: nn.Module, recipe: str = fp8_recipes("infer")[0]) -> Float8Layers:
+def quantize_for_inference(model: nn.Module, recipe: Fp8Recipe) -> Float8Layers:
     """Quantize the weights of the layers `fp8_linears` names to float8 with a scale per output
-    row (the output head's too under `rowwise_dynamic_with_head`: a head that shares the token
+    row (the output head's too under a recipe with the head: a head that shares the token
     table's weight gets a float8 copy of its own, the table stays for the lookup); their
     activations are quantized per row as they arrive."""
     from torchao.quantization import (
@@ -204,21 +197,16 @@ def quantize_for_inference(model: nn.Module, recipe: str = fp8_recipes("infer")[
 
 
 def apply_float8(
-    model: nn.Module,
-    float8: bool,
-    mode: str,
-    recipe: str | None,
-    sharded: bool,
-    aligned: bool = True,
+    model: nn.Module, recipe: Fp8Recipe | None, sharded: bool, aligned: bool = True
 ) -> Float8Layers | None:
-    """The model's Linear layers in float8 for `mode` (None where the precision is not fp8):
-    converted for training under `recipe` (`aligned`: see `convert_for_training`), quantized
-    for inference."""
-    if not float8:
+    """The model's Linear layers in float8 under the plan's `recipe` (None where the precision
+    is not fp8): converted for training (`aligned`: see `convert_for_training`), quantized for
+    inference, as the recipe's mode says."""
+    if recipe is None:
         return None
-    if mode == "train":
-        return convert_for_training(model, recipe or fp8_recipes(mode)[0], sharded, aligned)
-    return quantize_for_inference(model, recipe or fp8_recipes(mode)[0])
+    if recipe.mode == "train":
+        return convert_for_training(model, recipe, sharded, aligned)
+    return quantize_for_inference(model, recipe)
 
 
 def precompute_scales(model: nn.Module) -> None:
@@ -229,7 +217,7 @@ def precompute_scales(model: nn.Module) -> None:
     precompute_float8_dynamic_scale_for_fsdp(model)
 
 
-def fp8_columns(layers: Float8Layers, mode: str, meta_model, inputs) -> dict[str, object]:
+def fp8_columns(layers: Float8Layers, meta_model, inputs) -> dict[str, object]:
     """The row's word on FP8: how many Linear layers ran in it, and the FLOPs per sample they
     carry (`meta_model` the same model on the meta device, `inputs` a batch there; MFU divides
     this share by the FP8 peak, results.efficiency)."""
@@ -242,10 +230,16 @@ def fp8_columns(layers: Float8Layers, mode: str, meta_model, inputs) -> dict[str
         per_sample += 2 * tokens * head.in_features * head.out_features
     return {
         "fp8_linear_layers": len(layers.names),
-        "fp8_flops_per_sample": per_sample * layers.fp8_gemms(mode),
+        "fp8_flops_per_sample": per_sample * layers.recipe.fp8_gemms,
     }
 
 
+def float8_all_gather(recipe: Fp8Recipe, sharded: bool) -> bool:
+    """Whether FSDP all-gathers the weights in float8, their scales precomputed after each
+    step: sharded, under a recipe of one scale a weight."""
+    return sharded and recipe.float8_all_gather
+
+
 def fp8_sharded_recipe(layers: Float8Layers | None, sharded: bool) -> bool:
-    """Whether the weights' scales are precomputed after each step (FSDP, tensorwise)."""
-    return layers is not None and sharded and base_recipe(layers.recipe) == "tensorwise"
+    """Whether the weights' scales are precomputed after each step (`float8_all_gather`)."""
+    return layers is not None and float8_all_gather(layers.recipe, sharded)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from dlbench.config.fp8_recipes import Fp8Recipe
 from dlbench.engine.acceleration.float8 import check_fp8_device
 from dlbench.errors import invalid
 
@@ -30,11 +31,12 @@ class PrecisionPlan:
     lightning: str
     allow_tf32: bool
     base: str = ""  # the precision everything but fp8's Linear layers runs in ("": `name`)
+    fp8: Fp8Recipe | None = None  # fp8: the recipe the plan resolved
 
     @property
     def float8(self) -> bool:
         """Whether the Linear layers run in float8."""
-        return self.name == "fp8"
+        return self.fp8 is not None
 
     @property
     def base_name(self) -> str:
@@ -69,13 +71,17 @@ class PrecisionPlan:
 FP8_BASE = {"train": "bf16-mixed", "infer": "bf16-true"}
 
 
-def plan_precision(name: str, device_type: str, mode: str = "train") -> PrecisionPlan:
+def plan_precision(
+    name: str, device_type: str, mode: str = "train", fp8: Fp8Recipe | None = None
+) -> PrecisionPlan:
     """Resolve `--precision` for a device type ('cuda' or 'cpu') and mode, or raise a
-    UserError."""
+    UserError; fp8 runs under `fp8`, the recipe the plan resolved."""
     if name == "fp8":
+        if fp8 is None:
+            raise ValueError("fp8 needs the recipe the plan resolved")
         check_fp8_device(device_type)
         base = FP8_BASE[mode]
-        return PrecisionPlan(name=name, lightning=_LIGHTNING[base], allow_tf32=False, base=base)
+        return PrecisionPlan(name, _LIGHTNING[base], allow_tf32=False, base=base, fp8=fp8)
     allowed_cpu = "on the CPU use 32, bf16-mixed or bf16-true"
     if device_type == "cpu":
         if name in ("16-mixed", "16-true", "tf32"):

@@ -16,7 +16,7 @@ from dlbench.engine.acceleration.float8 import (
     apply_float8,
     fp8_sharded_recipe,
     precompute_scales,
-    rows_aligned,
+    step_tokens_aligned,
 )
 from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
 from dlbench.engine.distribution.sharding import ShardingPlan, materialize, shard_model
@@ -60,11 +60,9 @@ class BareLoop:
         model = model.to(dtype=precision.param_dtype, memory_format=fmt)
         self.float8 = apply_float8(  # torchao's own calls, as a user of it writes them
             model,
-            precision.float8,
-            config.workload.mode,
-            config.acceleration.fp8_recipe,
+            precision.fp8,
             sharding is not None,
-            rows_aligned(workload, shape, config.workload.batch_size),
+            step_tokens_aligned(workload, shape, config.workload.batch_size),
         )
         self.precompute = fp8_sharded_recipe(self.float8, sharding is not None)
         if config.workload.mode != "train":

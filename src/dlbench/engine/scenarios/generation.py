@@ -132,9 +132,7 @@ def open_generator(
         del model
     else:
         decoder = HfDecoder(model, shape.seq_len)
-    float8 = apply_float8(
-        decoder.model, precision.float8, "infer", config.acceleration.fp8_recipe, sharded=False
-    )
+    float8 = apply_float8(decoder.model, precision.fp8, sharded=False)
     gen = torch.Generator().manual_seed(config.measurement.seed)
     vocab = workload.vocab_size
     prompts = torch.randint(

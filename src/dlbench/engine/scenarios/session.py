@@ -19,7 +19,7 @@ from dlbench.engine.acceleration.float8 import (
     apply_float8,
     fp8_sharded_recipe,
     precompute_scales,
-    rows_aligned,
+    step_tokens_aligned,
 )
 from dlbench.engine.acceleration.graphs import GraphedStep, graphed_step
 from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_weights
@@ -198,11 +198,9 @@ def open_session(
     convolutions = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     float8 = apply_float8(
         model,
-        precision.float8,
-        config.workload.mode,
-        config.acceleration.fp8_recipe,
+        precision.fp8,
         sharded,
-        rows_aligned(workload, shape, config.workload.batch_size),
+        step_tokens_aligned(workload, shape, config.workload.batch_size),
     )
     if config.workload.mode != "train":
         hold_autocast_weights(model, precision)

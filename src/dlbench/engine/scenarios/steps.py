@@ -147,4 +147,4 @@ def fp8_parts(plan: Planned, layers) -> dict[str, object]:
         plan.workload, plan.shape, plan.config.workload.llm_impl, torch.device("meta")
     )
     batch = plan.workload.make_batch(COUNT_BATCH, plan.shape, torch.Generator().manual_seed(0))
-    return fp8_columns(layers, plan.config.workload.mode, model, batch.inputs.to("meta"))
+    return fp8_columns(layers, model, batch.inputs.to("meta"))
