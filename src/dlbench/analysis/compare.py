@@ -120,7 +120,8 @@ def _only_noisy(runs: pd.DataFrame) -> pd.Series:
 def comparable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The finished rows a comparison reads: benchmark rows by their samples/s, serve rows by
     their own figure (results.serve_columns.serve_figure) in its place, `lower_is_better` and
-    `figure` saying which."""
+    `figure` saying which; a serve row measured before LoadGen drove serve has no such figure
+    and is left out."""
     benchmark = finished_rows(rows).assign(lower_is_better=False, figure="samples/s")
     served = finished_rows(rows, "serve")
     if served.empty:
@@ -128,11 +129,13 @@ def comparable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     picks = {i: serve_figure(r) for i, r in zip(served.index, served.to_dict("records"))}
     served = served.assign(
         samples_per_s=[
-            pd.to_numeric(served.at[i, c], errors="coerce") for i, (c, _) in picks.items()
+            pd.to_numeric(served.at[i, c], errors="coerce") if c in served else math.nan
+            for i, (c, _) in picks.items()
         ],
         lower_is_better=[lower for _, lower in picks.values()],
         figure=[column.removeprefix("serve_") for column, _ in picks.values()],
     )
+    served = served[served["samples_per_s"].notna()]
     return pd.concat([benchmark, served], ignore_index=True, sort=False)
 
 
@@ -226,7 +229,10 @@ def compare_runs(
     key = resolve_key(baseline, candidate, key)
     baseline, candidate = (rows.assign(code=code_labels(rows)) for rows in (baseline, candidate))
     if comparable_rows(baseline).empty:
-        raise UserError("BASELINE: holds no finished benchmark or serve rows to compare against")
+        raise UserError(
+            "BASELINE: holds no finished benchmark or serve rows to compare against (serve rows "
+            "from before LoadGen drove serve have none of the figures compared)"
+        )
     if comparable_rows(candidate).empty and candidate[candidate["status"] != "ok"].empty:
         raise UserError("CANDIDATE: holds no benchmark or serve rows")
     base, cand = summarise(baseline, key), summarise(candidate, key)

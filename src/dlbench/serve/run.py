@@ -21,7 +21,7 @@ from dlbench.results.store import CsvStore
 from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.loadgen import Load, LoadGenResult, keep_logs, loadgen, loadgen_version, run_load
 from dlbench.serve.model_server import ModelServer
-from dlbench.serve.search import RESOLUTION, find_qps
+from dlbench.serve.search import find_qps
 from dlbench.serve.settings import ServeSettings
 from dlbench.workloads import get_workload
 
@@ -120,7 +120,6 @@ def _scenario_load(
     high = float(references["serve_offline_samples_per_s"])
     search = find_qps(load, high, s.search_budget)
     parts.add("the search", search.columns())
-    parts.add("the search's resolution", {"throughput_interval_pct": 100 * RESOLUTION})
     reported = search.reported
     return reported.result, splits[reported.qps], parts
 
