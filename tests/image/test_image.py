@@ -115,6 +115,32 @@ def test_a_two_point_sweep_and_a_report_run_in_the_image(results):
     _owned_by_user(results)
 
 
+def test_the_image_ships_the_published_rows_the_launch_shapes_and_loadgen(results):
+    """What a run reads beside its code travels in the package: the published rows every row is
+    held against, the GEMV's launch-shape tables; and dlbench serve runs under MLPerf's LoadGen,
+    its logs beside the CSV, with no network."""
+    check = (
+        "from dlbench.results.published import PACKAGED_DIR, published_files;"
+        "from dlbench.workloads.launch_shapes import PACKAGED;"
+        "print(len(published_files(PACKAGED_DIR)), len(list(PACKAGED.glob('*.json'))))"
+    )
+    out = subprocess.run(
+        ["podman", "run", "--rm", "--pull=never", "--network", "none", "--entrypoint",
+         "python3", IMAGE, "-c", check], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    files, tables = map(int, out.stdout.split())
+    assert files >= 20 and tables >= 2, out.stderr
+    serve = ["serve", "--accelerator", "cpu", "--model", "mobilenet_v3", "--width", "64",
+             "--height", "64", "--precision", "32", "--no-compile", "--max-batch", "2",
+             "--scenario", "single-stream", "--min-duration", "0.3", "--queries", "16"]  # fmt: skip
+    out = podman_run(results, *serve)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [row] = _rows(results / "benchmark.csv")
+    assert row["serve_loadgen"].startswith("mlcommons-loadgen ")
+    assert (results / row["serve_loadgen_log"]).is_file()
+    _owned_by_user(results)
+
+
 def test_the_image_holds_no_output_and_no_root_owned_files_where_runs_write():
     out = subprocess.run(
         ["podman", "run", "--rm", "--pull=never", "--network", "none", "--entrypoint", "find",
