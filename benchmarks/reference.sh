@@ -27,7 +27,10 @@
 # rate whose p99 meets MLPerf's bound (--find-qps), and resnet50 single stream.
 # Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [multi] [docs]
 #   (the seven single-GPU parts by default)
-#   DLBENCH (default: python3 -m dlbench, from this tree)   REFERENCE_DIR (src/dlbench/published: the rows every run is held against)
+#   DLBENCH (default: python3 -m dlbench, from this tree)
+#   REFERENCE_DIR (default results/reference): where the parts are written. Not the published
+#   rows' own folder (src/dlbench/published), which every new row is held against: a part
+#   written there would be held against itself as it grew. Copy a finished part there.
 #   JPEG_DIR (where the JPEG set is made; default /tmp/dlbench-jpeg)
 #   DRY_RUN=1: print each dlbench command instead of running it (tests/test_reference_script.py
 #   parses every one with dlbench's own options)
@@ -35,7 +38,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=${PYTHONPATH:-src} PYTHONUNBUFFERED=1
 read -r -a DLBENCH <<< "${DLBENCH:-python3 -m dlbench}"
-OUT=${REFERENCE_DIR:-src/dlbench/published}
+OUT=${REFERENCE_DIR:-results/reference}
 JPEG_DIR=${JPEG_DIR:-/tmp/dlbench-jpeg}
 DRY_RUN=${DRY_RUN:-0}
 PARTS=(peak default decode jpeg validate fp8 serve multi docs)

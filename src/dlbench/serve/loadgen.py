@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from dlbench.errors import UserError
+from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.sut import SystemUnderTest
 
 LOADGEN_SCENARIOS = {"single-stream": "SingleStream", "server": "Server", "offline": "Offline"}
@@ -35,7 +37,7 @@ KEPT_LOGS = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 OFFLINE_MARGIN = 1.1  # offline: queries for this much longer than the least duration (MLPerf's)
 
 
-def loadgen():
+def loadgen() -> ModuleType:
     """The `mlperf_loadgen` module, or a UserError saying how to get it."""
     try:
         import mlperf_loadgen
@@ -137,7 +139,7 @@ def result_of(entries: dict[str, object], scenario: str, log_dir: Path) -> LoadG
     )
 
 
-def loadgen_settings(lg, load: Load):
+def loadgen_settings(lg: ModuleType, load: Load) -> object:
     """LoadGen's settings for one load, in its performance mode."""
     settings = lg.TestSettings()
     settings.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIOS[load.scenario])
@@ -158,7 +160,11 @@ def loadgen_settings(lg, load: Load):
 
 
 def run_load(
-    run_batch, policy, load: Load, samples: int, log_dir: Path
+    run_batch: Callable[[int], None],
+    policy: BatchPolicy,
+    load: Load,
+    samples: int,
+    log_dir: Path,
 ) -> tuple[LoadGenResult, dict[str, float | None]]:
     """One LoadGen test of the model server (`run_batch`, through the batcher's `policy`) over
     `samples` query samples; its result, and where the queries' time went (serve.sut.Split)."""
