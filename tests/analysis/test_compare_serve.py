@@ -86,19 +86,27 @@ def test_a_planted_serve_slowdown_fails_the_gate(tmp_path, index, change, verdic
 def test_two_real_serve_csvs_compare_and_a_planted_drop_exits_1(dlbench, tmp_path):
     from tests.serve.test_serve_command import SHORT, TINY
 
-    out = tmp_path / "serve.csv"
-    args = ["serve", *TINY, "--scenario", "offline", *SHORT, "--output", out]
+    served = tmp_path / "serve.csv"
+    args = ["serve", *TINY, "--scenario", "offline", *SHORT, "--output", served]
     assert dlbench(*args)[0] == 0
-    assert run_cli("compare", str(out), str(out)).returncode == 0
-    with open(out, newline="") as handle:
+    with open(served, newline="") as handle:
         rows = list(csv.DictReader(handle))
-    rows[0]["serve_achieved_qps"] = str(float(rows[0]["serve_achieved_qps"]) * 0.7)
-    dropped = tmp_path / "dropped.csv"
-    with open(dropped, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    out = run_cli("compare", str(out), str(dropped))
+
+    def written(name: str, scale: float):
+        """The real row, judged valid (LoadGen may call a loaded CI host's load INVALID), its
+        offline rate scaled."""
+        path = tmp_path / name
+        with open(path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            rate = float(rows[0]["serve_achieved_qps"]) * scale
+            writer.writerow({**rows[0], "verdict": "valid", "verdict_reasons": "",
+                             "serve_achieved_qps": str(rate)})  # fmt: skip
+        return path
+
+    base = written("base.csv", 1.0)
+    assert run_cli("compare", str(base), str(written("same.csv", 1.0))).returncode == 0
+    out = run_cli("compare", str(base), str(written("dropped.csv", 0.7)))
     assert out.returncode == 1 and "1 regression(s)" in out.stdout
 
 
