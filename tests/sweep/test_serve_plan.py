@@ -17,14 +17,14 @@ TINY = ("accelerator: cpu, model: 'timm:test_resnet', width: 32, height: 32, pre
         "compile: false, max_batch: 4, queries: 16")  # fmt: skip
 
 
-def test_the_packaged_serve_plan_serves_three_models_and_one_stream():
+def test_the_packaged_serve_plan_serves_three_models_and_resnet50_in_every_scenario():
     points = load_plan("serve").points()
     assert all(isinstance(p, ServePoint) for p in points)
     runs = [(p.settings.model, p.settings.scenario, p.settings.find_qps) for p in points]
-    assert runs == [("resnet50", "server", True), ("vit", "server", True),
-                    ("distilbert", "server", True),
-                    ("resnet50", "single-stream", False)]  # fmt: skip
-    assert [p.settings.search_budget for p in points[:3]] == [240.0, 120, 120]
+    assert runs == [("resnet50", "server", True), ("resnet50", "single-stream", False),
+                    ("resnet50", "offline", False), ("vit", "server", True),
+                    ("distilbert", "server", True)]  # fmt: skip
+    assert [p.settings.search_budget for p in points if p.settings.find_qps] == [240.0, 120, 120]
     assert points[0].cli_args()[:5] == ["serve", "--model", "resnet50", "--scenario", "server"]
 
 
