@@ -50,13 +50,16 @@ def test_a_point_far_below_its_published_row_is_measured_again_and_named(
     monkeypatch.setenv(FOLDER_VARIABLE, str(tmp_path / "published"))
     rows_csv = tmp_path / "rows.csv"
     assert run_command(["sweep", str(plan), "--output", str(rows_csv)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     low, again = read_rows(rows_csv)
     assert float(low["published_ratio"]) < 0.5
     assert low["published_source"] == f"default-cpu.csv@{measured['dlbench_commit'][:7]}"
     assert low["verdict"] == "invalid" and "below_published" in low["verdict_reasons"]
     assert again["recheck_of"] == low["run_id"] and again["sweep"] == "held"
     assert "held against the published rows: 0 of 1 row(s) within their band, 1 below" in out
+    ratio = f"{float(low['published_ratio']):.3f}"
+    assert f"{ratio}x published" in err  # its point's own line, as it finishes
+    assert f" {ratio} │\n" in out  # and the summary's table, its last column
     # the second is as far below, or lies elsewhere on this CPU's noise: it says which
     assert "measured again in a fresh worker" in out and "agrees with " in out
 

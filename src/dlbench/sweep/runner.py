@@ -47,6 +47,7 @@ class PointOutcome:
     seconds: float = 0.0
     window_s: float | None = None
     figure: str = ""  # the throughput with its unit
+    published_ratio: float | None = None  # the row over its published rows (None: none)
 
 
 @dataclass
@@ -252,24 +253,29 @@ class SweepRunner:
             figure = f"{float(row['serve_achieved_qps']):,.1f} queries/s"
         elif status == "ok" and row.get("samples_per_s"):
             figure = f"{float(row['samples_per_s']):,.1f} {row.get('sample_unit', 'sample')}s/s"
-        outcome = PointOutcome(point.label, status, time.monotonic() - began, window, figure)
+        ratio = float(row["published_ratio"]) if row.get("published_ratio") else None
+        outcome = PointOutcome(point.label, status, time.monotonic() - began, window, figure, ratio)
         return outcome, found
 
 
 def _result_line(done: PointOutcome, index: int) -> str:
     """One line per finished point above the progress bar: what it measured, what it cost."""
     figure = f" {done.figure}" if done.figure else ""
+    if done.published_ratio is not None:  # each point's line says where it stands
+        figure += f", {done.published_ratio:.3f}x published"
     return f"  {index:3d}. {done.label}: {done.status}{figure} ({done.seconds:.0f} s)"
 
 
 def summary_table(outcome: SweepOutcome) -> Table:
-    """Status, wall time and the time outside the measured window, per point, and totals."""
+    """Status, wall time, the time outside the measured window and the row over its published
+    rows, per point, and totals."""
     table = Table(title="sweep summary")
-    for column in ("point", "status", "seconds", "outside window (s)"):
+    for column in ("point", "status", "seconds", "outside window (s)", "x published"):
         table.add_column(column, justify="left" if column in ("point", "status") else "right")
     for p in outcome.points:
         outside = "" if p.window_s is None else f"{p.seconds - p.window_s:.1f}"
-        table.add_row(p.label, p.status, f"{p.seconds:.1f}" if p.seconds else "", outside)
+        ratio = "" if p.published_ratio is None else f"{p.published_ratio:.3f}"
+        table.add_row(p.label, p.status, f"{p.seconds:.1f}" if p.seconds else "", outside, ratio)
     totals = ", ".join(f"{k}: {v}" for k, v in sorted(outcome.counts().items()))
     table.caption = f"{totals}; {outcome.seconds:.0f} s in all"
     return table
