@@ -39,7 +39,11 @@ POINT = ["model", "mode", "batch_size", "precision"]
 
 
 def _rows(path: Path) -> pd.DataFrame:
+    """A part's finished rows, one a point, in the plan's order: the plan's own row (a sweep's
+    recheck of a point, `recheck_of`, is a second look that the part keeps beside it)."""
     rows = load_rows([path])
+    if "recheck_of" in rows:
+        rows = rows[rows["recheck_of"].isna()]
     rows = rows[rows["status"] == "ok"].drop_duplicates(POINT, keep="last")
     return rows.assign(verdict_label=verdict_labels(rows), code=code_labels(rows))
 

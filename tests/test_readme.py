@@ -76,6 +76,25 @@ def test_reference_table_numbers_come_from_the_committed_csvs():
     assert "| llm_1b | train | 4 | token |" in fp8
 
 
+def test_the_front_page_shows_each_points_own_row_not_a_recheck_of_it(tmp_path):
+    """A sweep that measured a point again keeps both rows; the table shows the plan's row,
+    where the plan put it."""
+    import pandas as pd
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from readme_table import table
+
+    from tests.analysis.rows import write_rows
+
+    rows = pd.read_csv(PACKAGED_DIR / "default-pt2.11-cu13.0-h200.csv", dtype=str)
+    first, second = rows.head(2).to_dict("records")
+    again = {**first, "run_id": "again", "samples_per_s": "1.0", "recheck_of": first["run_id"]}
+    write_rows(tmp_path / "part.csv", [first, second, again])
+    lines = [line for line in table([tmp_path / "part.csv"]).splitlines() if line.startswith("| ")]
+    assert len(lines) == 3  # the header and the two points
+    assert f"{float(first['samples_per_s']):,.1f}" in lines[1] and "| 1.0 |" not in lines[1]
+
+
 def test_the_sharding_table_is_the_generators_output_for_the_committed_csvs():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from multi_table import fsdp_table
