@@ -10,7 +10,7 @@ import pandas as pd
 
 from dlbench.analysis.load import load_published, with_releases
 from dlbench.analysis.machines import code_labels, workload_name
-from dlbench.analysis.report_rows import Part, ReportRows, Section
+from dlbench.analysis.report_rows import Part, ReportRows, Section, named_line
 from dlbench.results.pairing import GATE_THRESHOLD_PCT, canonical
 from dlbench.results.published import PUBLISHED_KEY
 
@@ -78,8 +78,7 @@ def ranks_among_known_rows(r: ReportRows) -> Part | None:
     table = rank_table(r.runs, load_published())
     if table.empty:
         return None
-    named = low_in_several(table)
-    verdict = "Named: " + "; ".join(named) + "." if named else "No GPU or host is named."
+    verdict = named_line(low_in_several(table), "No GPU or host is named.")
     return (
         Section(
             "Ranks among every row of the same GPU and configuration",

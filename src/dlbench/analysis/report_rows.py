@@ -73,6 +73,11 @@ class Section:
 Part = tuple[Section, Figure | None]
 
 
+def named_line(named: list[str], nobody: str) -> str:
+    """A check's last line: what it names, or `nobody` where it names none."""
+    return "Named: " + "; ".join(named) + "." if named else nobody
+
+
 @dataclass
 class ReportRows:
     """The rows every section reads: all of them (`rows`, failures included), the finished

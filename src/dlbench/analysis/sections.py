@@ -32,6 +32,7 @@ from dlbench.analysis.report_rows import (
     ReportRows,
     Section,
     environment_notes,
+    named_line,
 )
 from dlbench.analysis.roofline import decode_table
 from dlbench.analysis.scaling import scaling_table
@@ -213,8 +214,7 @@ def fleet_part(rows: pd.DataFrame) -> Part | None:
     table = fleet_table(rows)
     if table.empty:
         return None
-    named = named_gpus(table)
-    verdict = "Named: " + "; ".join(named) + "." if named else "No GPU is named."
+    verdict = named_line(named_gpus(table), "No GPU is named.")
     return (
         Section(
             "Fleet check: measured peaks",
