@@ -22,7 +22,7 @@ from rich.table import Table
 
 from dlbench.config.tags import ISOLATIONS
 from dlbench.console import stderr
-from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
+from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError, number_or_none
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import failure_row, new_run_id
 from dlbench.results.store import CsvStore, held
@@ -253,7 +253,7 @@ class SweepRunner:
             figure = f"{float(row['serve_achieved_qps']):,.1f} queries/s"
         elif status == "ok" and row.get("samples_per_s"):
             figure = f"{float(row['samples_per_s']):,.1f} {row.get('sample_unit', 'sample')}s/s"
-        ratio = float(row["published_ratio"]) if row.get("published_ratio") else None
+        ratio = number_or_none(row.get("published_ratio"))  # read as HeldRow reads it
         outcome = PointOutcome(point.label, status, time.monotonic() - began, window, figure, ratio)
         return outcome, found
 
