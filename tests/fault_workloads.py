@@ -95,3 +95,54 @@ register_workload(
         analytic_flops=lambda shape, mode: None,
     )
 )
+
+
+class WatchAloneModel(nn.Module):
+    """Takes 20 ms a step; whenever its process holds the GPU's turn (a sweep that prepares points
+    ahead), looks at every other worker of the sweep and appends to DLBENCH_ALONE_LOG how many
+    were held still (/proc state T) and how many ran. Its build keeps the host busy for
+    DLBENCH_ALONE_BUILD_S (default 1.5), as a compilation would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        end = time.monotonic() + float(os.environ.get("DLBENCH_ALONE_BUILD_S", "1.5"))
+        while time.monotonic() < end:
+            pass
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from dlbench import gpu_turn
+        from dlbench.telemetry.isolation import _SWEEP_PROCESSES
+
+        time.sleep(0.02)
+        log = os.environ.get("DLBENCH_ALONE_LOG")
+        if log and gpu_turn._state.held:
+            states = [_process_state(pid) for pid in _SWEEP_PROCESSES]
+            stopped = sum(s == "T" for s in states)
+            running = sum(s not in ("T", "", "Z", "X") for s in states)
+            with open(log, "a") as f:
+                f.write(f"{os.getpid()} stopped={stopped} running={running}\n")
+        return self.fc(x)
+
+
+def _process_state(pid: int) -> str:
+    """The kernel's one-letter state of a process ('' when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+register_workload(
+    Workload(
+        name="watch_alone",
+        summary="test workload that checks the sweep's other workers are still while it measures",
+        family="text",
+        sample_unit="sequence",
+        build=lambda shape: WatchAloneModel(),
+        make_batch=_batch,
+        loss=cross_entropy,
+        analytic_flops=lambda shape, mode: None,
+    )
+)

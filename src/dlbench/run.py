@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from rich.markup import escape
 
+from dlbench import gpu_turn
 from dlbench.config import RunConfig
 from dlbench.console import show_result, stderr
 from dlbench.engine.acceleration.compile_cache import open_caches
@@ -20,6 +21,8 @@ from dlbench.engine.benchmark import run_benchmark
 from dlbench.engine.distribution.lost_ranks import RankLost
 from dlbench.engine.plan import make_plan
 from dlbench.engine.rows import measurement_row, per_rank_rows
+from dlbench.engine.timing.carried import carried_columns
+from dlbench.engine.timing.profiled_pass import profiler_teardown
 from dlbench.errors import (
     EXIT_INVALID,
     EXIT_OK,
@@ -126,6 +129,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     if auto_batch:
         config = config.replace(tags=config.output.tags.with_facts(batch_size_mode="auto"))
     plan = make_plan(config)
+    profiler_teardown()  # set for the whole process, so that `cuda_env` names it
     env = collect_environment(plan.devices.device_type)
     cache = open_caches(config, env)
     fabric = search = None
@@ -156,6 +160,8 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
         return EXIT_OK
     parts = measurement.parts
     parts.add("the command's start", {"startup_s": startup_s})
+    parts.add("the sweep's turns", gpu_turn.wait_columns())
+    parts.add("what the process carried", carried_columns())
     parts.add("the caches", {"cache_dir": str(cache or "")})
     parts.add("the compile choice", choice.finish(measurement.loop.stats.median_s, cache))
     if search is not None:

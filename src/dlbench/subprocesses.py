@@ -56,10 +56,13 @@ def last_line_of(text: str) -> str:
 
 
 def stop_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the child's whole process group, then SIGKILL whatever is left."""
+    """SIGTERM the child's whole process group, then SIGKILL whatever is left. A group a
+    sweep held still (SIGSTOP) is woken after the SIGTERM, so that it hears it."""
     for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
         try:
             os.killpg(proc.pid, sig)
+            if sig == signal.SIGTERM:
+                os.killpg(proc.pid, signal.SIGCONT)
         except ProcessLookupError:
             return
         try:

@@ -19,6 +19,7 @@ BASE = {
     "plugins",
     "provenance",
     "caches",
+    "gpu_turn",
 }
 # What each part may import (besides itself and BASE).
 ALLOWED: dict[str, set[str]] = {

@@ -454,9 +454,9 @@ def test_a_worker_imports_what_its_points_will_before_the_first_arrives(monkeypa
 
     calls = []
     monkeypatch.setattr(worker, "_preload", lambda: calls.append("preload"))
-    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # no point at all
-    worker.serve()
-    assert calls == ["preload"]
+    monkeypatch.setattr(worker, "send", lambda fd, message: calls.append(message))
+    worker.serve(io.BytesIO(b""), answers=-1)  # no point at all
+    assert calls == ["preload", {"ready": True}]
     monkeypatch.undo()
     gc.unfreeze()
     try:
@@ -472,25 +472,23 @@ def test_a_worker_frees_a_points_memory_before_it_answers(monkeypatch):
     garbage, compiled code, cached GPU blocks) belongs to it, not to the next point's seconds."""
     import io
     import json
-    import sys
 
     from dlbench.sweep import worker
 
     events = []
 
-    class Answers(io.StringIO):
-        def write(self, text: str) -> int:
+    def answer(fd: int, message: dict) -> None:
+        if "code" in message:
             events.append("answer")
-            return super().write(text)
 
     config = json.dumps({"config": {}, "auto_batch": False})
     monkeypatch.setattr(worker, "_preload", lambda: None)
     monkeypatch.setattr(worker, "config_from_json", lambda c: c)
     monkeypatch.setattr(worker, "_run_in_process", lambda c, a: (events.append("run"), (0, ""))[1])
+    monkeypatch.setattr(worker, "note_point_start", lambda: None)
     monkeypatch.setattr(worker, "_release_memory", lambda: events.append("release"))
-    monkeypatch.setattr(sys, "stdin", io.StringIO(f"{config}\n{config}\n"))
-    monkeypatch.setattr(sys, "stdout", Answers())
-    worker.serve()
+    monkeypatch.setattr(worker, "send", answer)
+    worker.serve(io.BytesIO(f"{config}\n{config}\n".encode()), answers=-1)
     assert events == ["run", "release", "answer"] * 2
 
 
@@ -521,24 +519,25 @@ def test_a_worker_frees_a_points_garbage_and_freezes_only_what_survives():
 def test_a_multi_process_point_runs_with_no_idle_worker_beside_it(monkeypatch):
     """The worker of earlier one-device points holds a CUDA context on GPU 0: a DDP point (its
     ranks in processes of their own) runs only once it is closed, or GPU 0's rank finds it."""
-    from dlbench.config import RunConfig
     from dlbench.subprocesses import ChildResult
-    from dlbench.sweep import worker
+    from dlbench.sweep import launcher as launchers
 
     closed, launched = [], []
-    launcher = worker.Launcher("worker")
-    monkeypatch.setattr(launcher.worker, "close", lambda: closed.append(True))
+    launcher = launchers.Launcher(lambda: closed.append(True))
     monkeypatch.setattr(
-        worker, "run_child", lambda args, t: launched.append(args) or ChildResult(0, "")
+        launchers, "run_child", lambda args, t: launched.append(args) or ChildResult(0, "")
     )
-    launcher.run(RunConfig.of(accelerator="cpu", devices="2"), False, 10.0)
+    point = parse_plan("models: [timm:test_resnet]\nfixed: {accelerator: cpu, devices: 2}\n")
+    [point] = point.points()
+    assert launchers.needs_own_process(point.config())
+    point.launch(launcher, 10.0, Path("rows.csv"), "run", {})
     assert closed == [True] and launched
 
 
 def test_a_plan_refused_after_the_worker_started_leaves_no_worker_behind(
     dlbench, kept, tmp_path, monkeypatch
 ):
-    from dlbench.sweep import worker as worker_module
+    from dlbench.sweep import launcher as worker_module
     from tests.conftest import refused
 
     started = []
@@ -553,7 +552,7 @@ def test_a_plan_refused_after_the_worker_started_leaves_no_worker_behind(
 
 
 def test_a_worker_started_early_runs_the_points(monkeypatch, tmp_path):
-    from dlbench.sweep import worker as worker_module
+    from dlbench.sweep import launcher as worker_module
 
     started = []
     real = worker_module.Worker.start

@@ -31,8 +31,19 @@ RecheckOption = Annotated[
     bool,
     typer.Option(
         "--recheck/--no-recheck",
-        help="Measure once more, in a fresh worker, each point whose row lies outside the band "
-        "around the published rows of its GPU and configuration (both rows stay).",
+        help="Measure once more, in another worker than the first row's, each point whose row "
+        "lies outside the band around the published rows of its GPU and configuration (both "
+        "rows stay).",
+    ),
+]
+AheadOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--prepare-ahead/--no-prepare-ahead",
+        help="Build, compile and warm up the next points in other workers while one is "
+        "measured (each measurement alone: the others held still); default: on a GPU that "
+        "takes several processes.",
+        show_default=False,
     ),
 ]
 
@@ -66,14 +77,15 @@ def sweep(
     isolation: Isolation = "worker",
     resume: Resume = True,
     recheck: RecheckOption = True,
+    prepare_ahead: AheadOption = None,
 ) -> None:
     from rich.console import Console
 
+    from dlbench.sweep.launcher import Worker
     from dlbench.sweep.plan import parse_shard, shard_points
     from dlbench.sweep.plan_file import load_plan
     from dlbench.sweep.recheck import summary_lines
-    from dlbench.sweep.runner import SweepRunner, finish, summary_table
-    from dlbench.sweep.worker import Worker
+    from dlbench.sweep.runner import SweepRunner, finish, summary_table, time_line
 
     # the worker's imports and CUDA start overlap this process's reading of the plan
     early = Worker().start() if isolation == "worker" and not dry_run else None
@@ -105,6 +117,7 @@ def sweep(
             resume,
             early,
             recheck,
+            prepare_ahead,
         )
         _warn_of_an_unusable_cache_variable()
     except BaseException:
@@ -114,7 +127,7 @@ def sweep(
     outcome = runner.run()
     console = Console(width=max(Console().width, 120), highlight=False)
     console.print(summary_table(outcome))
-    for line in summary_lines(outcome.held, outcome.rechecks):
+    for line in [*summary_lines(outcome.held, outcome.rechecks), time_line(outcome)]:
         console.print(line, markup=False, soft_wrap=True)
     raise typer.Exit(finish(outcome))
 

@@ -21,7 +21,7 @@ COUNTER_LEAD_S = 0.25
 MIN_SPREAD_STEPS = 10
 # Fixed warm-up before the check for settled steps: the first step builds (cuDNN's plans, the
 # allocator's pools), the second makes the optimizer's state; on a GPU the warm-up then goes on
-# until steps settle (engine.timing.loop.STEADY_PCT): more only costs
+# until steps settle (engine.timing.warmup.STEADY_PCT): more only costs
 # (docs/decisions.md#warmup-default).
 DEFAULT_WARMUP_STEPS = 3
 # A clock this close under its base is no low clock: on Hopper the base NVML reports is the

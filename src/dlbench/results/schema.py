@@ -152,6 +152,12 @@ COLUMNS: dict[str, str] = {
     "setup_s": "Fabric, CUDA start and telemetry (before the model exists)",
     "build_s": "model, optimizer and synthetic batches built on the device",
     "warmup_s": "wall time of warm-up (includes compilation and autotuning)",
+    "carried_state": "sweep workers: what the process carried into this point from its earlier "
+    "ones (threads left running, torch's global switches, a profiler left attached, CUDA "
+    "graphs kept alive), against its state before its first point; empty: nothing",
+    "turn_wait_s": "sweeps that prepare points ahead: seconds this point's process was held "
+    "still, or waited for the GPU's turn, while other points were measured (inside its set-up, "
+    "build, warm-up and capture times)",
     "compile_cache": "hit: every compiled graph came from the cache that outlives runs "
     "(--cache-dir), so warm-up compiled nothing; miss: all compiled here; partial; empty: "
     "nothing compiled",
@@ -171,7 +177,7 @@ COLUMNS: dict[str, str] = {
     "profile_s": "the profiled pass after the window (gpu_busy_pct, attention_backend)",
     "first_step_s": "wall time of the first step (time to first step)",
     "warmup_steady": "on a GPU, warm-up ran on until two short chunks of steps agreed per step "
-    "(engine.timing.loop.STEADY_PCT); False: they had not within MAX_STEADY_WARMUP_S and the "
+    "(engine.timing.warmup.STEADY_PCT); False: they had not within MAX_STEADY_WARMUP_S and the "
     "window began anyway; empty: not checked (CPU)",
     "param_count": "model parameters",
     "peak_memory_allocated_mb": "peak memory allocated by tensors on a GPU (the largest over "
@@ -269,7 +275,8 @@ COLUMNS: dict[str, str] = {
     "nccl": "environment: NCCL version torch was built with",
     "nccl_env": "environment: NCCL_* variables set for the run (they change collectives)",
     "cuda_env": "environment: variables set for the run that change how CUDA queues work or "
-    "keeps memory (dlbench sets CUDA_DEVICE_MAX_CONNECTIONS=32 unless given)",
+    "keeps memory, or whether a profiler stays attached (dlbench sets "
+    "CUDA_DEVICE_MAX_CONNECTIONS=32 and, on CUDA 12.6 or newer, TEARDOWN_CUPTI=1 unless given)",
     "lightning": "environment: Lightning version",
     "timm": "environment: timm version",
     "transformers": "environment: transformers version",

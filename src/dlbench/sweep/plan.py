@@ -27,7 +27,8 @@ from dlbench.serve.settings import ServeSettings
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from dlbench.sweep.worker import ChildResult, Launcher
+    from dlbench.subprocesses import ChildResult
+    from dlbench.sweep.launcher import Launcher
 
 MAX_POINTS = 10_000  # a grid larger than this runs for weeks: a typo, or several plans
 AXES = ("models", "modes", "batch_sizes", "precisions", "resolutions", "devices", "power_limits")
@@ -84,10 +85,11 @@ class SweepPoint:
     def launch(
         self, launcher: Launcher, timeout_s: float, output: Path, run_id: str, tags: dict[str, str]
     ) -> ChildResult:
-        """Run the point through the sweep's worker (or a process of its own where it needs
-        one), its row in `output` under `run_id` with `tags` as columns."""
-        config = self.config(output=output, run_id=run_id, tags=RowTags(tags))
-        return launcher.run(config, self.auto_batch, timeout_s)
+        """Run the point in a process of its own (DDP ranks, a batch-size search, `--isolation
+        process`; the sweep's workers run the others: sweep.pipeline), its row in `output`
+        under `run_id` with `tags` as columns."""
+        config = self.config(output=output, run_id=run_id, tags=RowTags.of(tags))
+        return launcher.run_alone(config_args(config, self.auto_batch), timeout_s)
 
     def matches(self, row: dict[str, str]) -> bool:
         """Whether a stored row measured this point: a benchmark row, on the fields the point

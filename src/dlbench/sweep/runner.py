@@ -22,11 +22,16 @@ from rich.table import Table
 
 from dlbench.config.tags import ISOLATIONS
 from dlbench.console import stderr
-from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError, number_or_none
+from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
-from dlbench.results.row import failure_row, new_run_id
+from dlbench.results.row import failure_row
 from dlbench.results.store import CsvStore, held
 from dlbench.signals import Interrupted
+from dlbench.subprocesses import ChildResult
+from dlbench.sweep.ahead import gpu_room, workers_for
+from dlbench.sweep.execution import PointRun, SweepExecution
+from dlbench.sweep.launcher import Worker
+from dlbench.sweep.pipeline import MemoryBudget, Pipeline
 from dlbench.sweep.plan import (
     ServePoint,
     SweepPlan,
@@ -35,7 +40,7 @@ from dlbench.sweep.plan import (
 )
 from dlbench.sweep.power import PowerLimiter
 from dlbench.sweep.recheck import HeldRow, Recheck
-from dlbench.sweep.worker import Launcher, Worker
+from dlbench.sweep.timing import TimeSplit
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class SweepOutcome:
     seconds: float = 0.0
     held: list[HeldRow] = field(default_factory=list)
     rechecks: list[Recheck] = field(default_factory=list)
+    split: TimeSplit | None = None  # where the wall time went
 
     def counts(self) -> Counter:
         return Counter(p.status for p in self.points)
@@ -87,12 +93,14 @@ class SweepRunner:
         resume: bool = True,
         worker: Worker | None = None,
         recheck: bool = True,
+        ahead: bool | None = None,
     ) -> None:
         if isolation not in ISOLATIONS:
             raise UserError(f"--isolation: invalid value {isolation!r}; {' or '.join(ISOLATIONS)}")
         self.isolation = isolation
         self.resume = resume
         self.recheck = recheck
+        self.ahead = ahead  # prepare points ahead (None: where the GPU allows)
         self.worker = worker  # one started early (Worker.start), or None
         self.plan, self.store = plan, CsvStore(output)
         self.points = shard_points(plan.points(), *shard)
@@ -123,26 +131,21 @@ class SweepRunner:
         columns = {"mode": point.mode, **point.flags, "run_id": run_id, **tags}
         self.store.append(failure_row(columns, status, error, self.env))
 
-    def _run_point(self, point: Point, launcher: Launcher, run_id: str, tags: dict) -> str:
-        tags = {**point.all_tags, "sweep": self.plan.name, **tags}
-        try:
-            result = point.launch(launcher, self.plan.timeout_s, self.store.path, run_id, tags)
-        except Interrupted as exc:
-            self._fail(point, run_id, tags, "interrupted", str(exc))
-            raise
+    def _status(self, point: Point, run: PointRun, result: ChildResult) -> str:
+        """The point's status from how its process ended; a row for it where it wrote none."""
         if result.timed_out:
-            self._fail(point, run_id, tags, "timeout", result.last_line)
+            self._fail(point, run.run_id, run.tags, "timeout", result.last_line)
             return "timeout"
         if result.returncode == EXIT_OK:
             return "ok"
         if result.returncode == EXIT_OOM:
             return "oom"
-        self._fail(point, run_id, tags, "error", result.last_line)
+        self._fail(point, run.run_id, run.tags, "error", result.last_line)
         return "error"
 
     def run(self, console: Console | None = None) -> SweepOutcome:
-        """All points in order under the sweep's lock on the CSV, with a progress bar; power
-        limits restored however it ends."""
+        """All points under the sweep's lock on the CSV, with a progress bar; power limits
+        restored however it ends."""
         self.store.check_writable()
         lock = FileLock(self.store.beside(".sweep.lock"), timeout=0)
         busy = f"another sweep is writing {self.store.path}; wait for it or choose another --output"
@@ -150,21 +153,50 @@ class SweepRunner:
             return self._run_points(console or Console(stderr=True))
 
     def _run_points(self, console: Console) -> SweepOutcome:
-        outcome = SweepOutcome()
+        outcome = SweepOutcome(points=[PointOutcome(p.label, "skipped") for p in self.points])
         limiter = None
         if self.allow_power_changes and any(p.power_limit_w for p in self.points):
             gpus = max(int(p.flags.get("devices", "1")) for p in self.points)
             limiter = PowerLimiter(gpus, settle_s=self.settle_s)
+        rows = self.store.rows() if self.resume else []  # read once for the count
+        todo = [i for i, p in enumerate(self.points) if not self._done(p, rows)]
+        self._say_resumed(console, rows, len(self.points) - len(todo))
+        room = gpu_room()
+        workers, compiler = workers_for(self.ahead, room, limiter is not None)
+        pipeline = Pipeline(
+            workers,
+            compiler,
+            MemoryBudget(room.total_mb if room else None),
+            self.plan.timeout_s,
+            self.worker,
+        )
+        sweep = SweepExecution(self, outcome, pipeline, limiter, room.name if room else "")
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeRemainingColumn(),
         )
-        launcher = Launcher(self.isolation, self.worker)
-        started = time.monotonic()
-        rows = self.store.rows() if self.resume else []  # read once for the count
-        done = sum(self._done(p, rows) for p in self.points)
+        try:
+            with Progress(*columns, console=console, transient=False) as progress:
+                sweep.progress = progress
+                sweep.task = progress.add_task(f"sweep {self.plan.name}", total=len(self.points))
+                progress.advance(sweep.task, len(self.points) - len(todo))
+                sweep.run(todo)
+            pipeline.close()
+            self._hold_against_published(outcome)
+        except Interrupted as exc:
+            sweep.interrupted(str(exc))
+            raise
+        finally:
+            pipeline.close()
+            if limiter:
+                limiter.__exit__(None, None, None)
+            outcome.seconds = time.monotonic() - pipeline.started
+            outcome.split = sweep.split()
+        return outcome
+
+    def _say_resumed(self, console: Console, rows: list[dict[str, str]], done: int) -> None:
         if done:
             console.print(
                 f"resuming: {done} of {len(self.points)} point(s) already have an ok row in "
@@ -176,89 +208,33 @@ class SweepRunner:
                 f"{other} ok row(s) in {self.store.path} were measured by other dlbench code "
                 "and are not resumed from: their points run again"
             )
-        try:
-            with Progress(*columns, console=console, transient=False) as progress:
-                task = progress.add_task(f"sweep {self.plan.name}", total=len(self.points))
-                for point in self.points:
-                    progress.update(task, description=point.label)
-                    if self._done(point):
-                        outcome.points.append(PointOutcome(point.label, "skipped"))
-                    else:
-                        if limiter:
-                            limiter.apply(point.power_limit_w)
-                        done, _ = self._timed_point(point, launcher)
-                        outcome.points.append(done)
-                        progress.console.print(_result_line(done, len(outcome.points)))
-                    progress.advance(task)
-            launcher.close()
-            self._hold_against_published(outcome, console, limiter)
-        finally:
-            launcher.close()
-            if limiter:
-                limiter.__exit__(None, None, None)
-            outcome.seconds = time.monotonic() - started
-        return outcome
 
-    def _hold_against_published(
-        self, outcome: SweepOutcome, console: Console, limiter: PowerLimiter | None
-    ) -> None:
-        """Each point's latest row of this code against the published rows; a point outside
-        its band measured once more in a fresh worker (unless rechecked already)."""
+    def _hold_against_published(self, outcome: SweepOutcome) -> None:
+        """Each point's latest row of this code against the published rows (a point resumed
+        from an earlier run too)."""
         rows = self.store.rows()
-        rechecked = {r.get("recheck_of"): r for r in rows if r.get("recheck_of")}
+        measured = {h.label for h in outcome.held}
         for point in self.points:
-            mine = [
-                r
-                for r in rows
-                if r.get("status") == "ok"
-                and self._same_code(r)
-                and point.matches(r)
-                and not r.get("recheck_of")
-            ]
-            if not mine or mine[-1].get("run_kind", "benchmark") != "benchmark":
+            if point.label in measured:
                 continue
-            held = HeldRow.of(point.label, mine[-1])
-            outcome.held.append(held)
-            if not held.outside:
-                continue
-            second = rechecked.get(held.run_id)
-            if second is None and self.recheck:
-                console.print(f"  measuring again (outside its published band): {point.label}")
-                if limiter:
-                    limiter.apply(point.power_limit_w)
-                launcher = Launcher(self.isolation)  # a fresh worker: nothing of the first run
-                try:
-                    _, second = self._timed_point(point, launcher, {"recheck_of": held.run_id})
-                finally:
-                    launcher.close()
-            if second is not None or self.recheck:
-                ok = second is not None and second.get("status") == "ok"
-                outcome.rechecks.append(
-                    Recheck(held, HeldRow.of(point.label, second) if ok else None)
-                )
+            mine = self.latest_row(point, rows)
+            if mine is not None and mine.get("run_kind", "benchmark") == "benchmark":
+                outcome.held.append(HeldRow.of(point.label, mine))
 
-    def _timed_point(
-        self, point: Point, launcher: Launcher, tags: dict | None = None
-    ) -> tuple[PointOutcome, dict[str, str] | None]:
-        """Run one point; its status, wall time from here and its measured window, and its
-        row (None where none was written)."""
-        run_id = new_run_id()
-        began = time.monotonic()
-        status = self._run_point(point, launcher, run_id, tags or {})
-        found = next((r for r in self.store.rows() if r.get("run_id") == run_id), None)
-        row = found or {}
-        window = float(row["wall_window_s"]) if row.get("wall_window_s") else None
-        figure = ""
-        if status == "ok" and row.get("serve_achieved_qps"):
-            figure = f"{float(row['serve_achieved_qps']):,.1f} queries/s"
-        elif status == "ok" and row.get("samples_per_s"):
-            figure = f"{float(row['samples_per_s']):,.1f} {row.get('sample_unit', 'sample')}s/s"
-        ratio = number_or_none(row.get("published_ratio"))  # read as HeldRow reads it
-        outcome = PointOutcome(point.label, status, time.monotonic() - began, window, figure, ratio)
-        return outcome, found
+    def latest_row(self, point: Point, rows: list[dict[str, str]]) -> dict[str, str] | None:
+        """The point's latest ok row of this code, not a recheck's."""
+        mine = [
+            r
+            for r in rows
+            if r.get("status") == "ok"
+            and self._same_code(r)
+            and point.matches(r)
+            and not r.get("recheck_of")
+        ]
+        return mine[-1] if mine else None
 
 
-def _result_line(done: PointOutcome, index: int) -> str:
+def result_line(done: PointOutcome, index: int) -> str:
     """One line per finished point above the progress bar: what it measured, what it cost."""
     figure = f" {done.figure}" if done.figure else ""
     if done.published_ratio is not None:  # each point's line says where it stands
@@ -279,6 +255,11 @@ def summary_table(outcome: SweepOutcome) -> Table:
     totals = ", ".join(f"{k}: {v}" for k, v in sorted(outcome.counts().items()))
     table.caption = f"{totals}; {outcome.seconds:.0f} s in all"
     return table
+
+
+def time_line(outcome: SweepOutcome) -> str:
+    """Where the sweep's wall time went (sweep.timing), one line."""
+    return outcome.split.line(outcome.seconds) if outcome.split else ""
 
 
 def finish(outcome: SweepOutcome) -> int:

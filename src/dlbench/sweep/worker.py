@@ -1,16 +1,23 @@
-"""Worker mode: one `dlbench` process runs sweep points back to back, replaced after any failure.
+"""A sweep worker: one `dlbench` process that runs sweep points back to back, replaced after any
+failure (the sweep's side: sweep.launcher).
 
 Each point costs a fresh process far more time outside its window (imports, CUDA start, cuDNN's
 first autotune) than the window itself (docs/decisions.md#worker-mode). A worker pays the imports
 and the CUDA start once. A point is a RunConfig and goes through `run.execute`, as a command line
 does after parsing, so rows are the same; only `isolation` says `worker`. Whatever goes wrong in a
 point (OOM, error, a crash, a timeout) ends the worker: the next point starts in a new process with
-a clean allocator. Points that start processes of their own (DDP ranks re-run their command line)
-and `--isolation process` run `dlbench` with the config's command line instead.
+a clean allocator.
 
-Protocol: the parent writes one JSON line {"config": {...}, "auto_batch": bool} to the worker's
-stdin; the worker answers one JSON line {"code": N, "last": "..."} on its stdout and prints
-everything else on stderr (the parent keeps that in a log)."""
+A sweep that prepares points ahead runs several workers and grants the GPU's turn
+(dlbench.gpu_turn) to one at a time: this worker asks for it over its pipes and says how much GPU
+work it may have queued (until when, in a shared 8-byte file the sweep reads when it holds this
+worker still). A
+`prepare` task compiles a point ahead and stops where it would be measured, leaving its graphs
+and kernels in the cache for the worker that measures it.
+
+Protocol: sweep.messages. The worker reads tasks and grants on stdin and answers on what was its
+stdout; everything else it (or a library below it) prints goes to stderr, which the sweep keeps
+in a log."""
 
 from __future__ import annotations
 
@@ -18,45 +25,131 @@ import contextlib
 import gc
 import io
 import json
-import selectors
-import subprocess
+import mmap
+import os
+import struct
 import sys
-import tempfile
+import time
 
+from dlbench import gpu_turn
 from dlbench.config import RunConfig
-from dlbench.config.flags import config_args, config_from_json, config_to_json
-from dlbench.signals import Interrupted
+from dlbench.config.flags import config_from_json
+from dlbench.engine.timing.carried import note_point_start, restore_after_point
+from dlbench.engine.timing.profiled_pass import profiler_teardown
 from dlbench.startup import mark_command_start
-from dlbench.subprocesses import ChildResult, child_environment, last_line_of, run_child, stop_group
+from dlbench.subprocesses import last_line_of
+from dlbench.sweep.messages import PREPARE_TASK, send
+from dlbench.telemetry.isolation import add_job_processes
 
 # What every point of a sweep imports (torch and Lightning Fabric; timm for the vision models):
 # imported as the worker starts, while its parent still reads and checks the plan.
 PRELOADED = ("torch", "lightning.fabric", "timm")
+# The file a worker declares its queued GPU work in (seconds, a native double), named by the sweep
+PENDING_FILE_VARIABLE = "DLBENCH_TURN_FILE"
 
 
-def serve() -> None:
-    """The worker's side: run each point given on stdin, answer on stdout, until stdin ends."""
-    _preload()
-    answers = sys.stdout
-    for line in sys.stdin:
-        point = json.loads(line)
-        code, last = _run_in_process(config_from_json(point["config"]), point["auto_batch"])
-        if code == 0:  # before the answer: the point's teardown is its own time, not the next's
-            _release_memory()
-        answers.write(json.dumps({"code": code, "last": last}) + "\n")
-        answers.flush()
+class WorkerTurn:
+    """This worker's line to the sweep's turns (gpu_turn.TurnClient)."""
+
+    def __init__(self, tasks: io.BufferedReader, answers: int, pending_file: str | None) -> None:
+        self.tasks, self.answers = tasks, answers
+        self.prepare_only = False
+        self.waited_s = 0.0
+        self._pending = _open_pending(pending_file)
+
+    def ask(self, kind: str) -> None:
+        if self.prepare_only and kind == gpu_turn.MEASURE:
+            raise gpu_turn.PreparedOnly(kind)
+        send(self.answers, {"ask": kind})
+        message = _read(self.tasks)
+        if not message.get("granted"):
+            raise RuntimeError(f"sweep protocol: a grant expected, got {message}")
+        self.waited_s = float(message.get("waited_s", 0.0))
+        add_job_processes(message.get("job_pids", ()))  # a worker replaced meanwhile
+
+    def done(self) -> None:
+        send(self.answers, {"done": True})
+
+    def pending(self, seconds: float) -> None:
+        """Until when the GPU may still run what this process queued (0: nothing queued), on
+        the clock every process of the host shares."""
+        if self._pending is not None:
+            until = time.monotonic() + seconds if seconds > 0 else 0.0
+            struct.pack_into("d", self._pending, 0, until)
+
+
+def _open_pending(path: str | None) -> mmap.mmap | None:
+    if not path:
+        return None
+    with open(path, "r+b") as f:
+        return mmap.mmap(f.fileno(), 8)
+
+
+def _read(tasks: io.BufferedReader) -> dict:
+    """The next message from the sweep ({} once stdin ends)."""
+    line = tasks.readline()
+    return json.loads(line) if line.strip() else {}
+
+
+def serve(tasks: io.BufferedReader | None = None, answers: int | None = None) -> None:
+    """The worker's side: run each task given on stdin, answer on stdout, until stdin ends
+    (`tasks` and `answers`: other ends, for a test)."""
+    if answers is None:  # the answers' own pipe; stray prints (C libraries') go to the log
+        answers = os.dup(sys.stdout.fileno())
+        sys.stdout.flush()
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    tasks = tasks or sys.stdin.buffer
+    turn = WorkerTurn(tasks, answers, os.environ.get(PENDING_FILE_VARIABLE))
+    gpu_turn.use(turn)
+    try:
+        _preload()
+        gpu_turn.install_compile_hooks()
+        send(answers, {"ready": True})
+        _serve_tasks(tasks, answers, turn)
+    finally:
+        gpu_turn.use(None)
+
+
+def _serve_tasks(tasks: io.BufferedReader, answers: int, turn: WorkerTurn) -> None:
+    while task := _read(tasks):
+        add_job_processes(task.get("job_pids", ()))
+        turn.prepare_only, turn.waited_s = task.get("task") == PREPARE_TASK, 0.0
+        config = config_from_json(task["config"])
+        code, last = run_point(config, bool(task.get("auto_batch")))
+        send(answers, {"code": code, "last": last})
         if code != 0:
             return  # the parent starts a new worker for the next point
 
 
+def run_point(config: RunConfig, auto_batch: bool) -> tuple[int, str]:
+    """One point as a worker runs it: from the state the process had before its first point
+    (what it carries is noted for the row, torch's switches set back after it), its teardown
+    done before it answers (a point's teardown is its own time, not the next's)."""
+    profiler_teardown()  # for every point alike, before the first is noted
+    note_point_start()
+    gpu_turn.pending(gpu_turn.UNKNOWN_PENDING_S)
+    code, last = _run_in_process(config, auto_batch)
+    gpu_turn.release()  # whatever the task held (an error mid-window)
+    restore_after_point()
+    if code == 0:
+        _release_memory()
+    gpu_turn.pending(0.0)
+    return code, last
+
+
 def _run_in_process(config: RunConfig, auto_batch: bool) -> tuple[int, str]:
-    """One point in this process; its exit code and last printed line."""
+    """One point in this process; its exit code and last printed line (a point compiled ahead
+    ends where it would be measured: 0, `prepared`)."""
     from dlbench.run import execute, guarded
 
     mark_command_start(fresh_process=False)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        code = guarded(lambda: execute(config, auto_batch))
+        try:
+            code = guarded(lambda: execute(config, auto_batch))
+        except gpu_turn.PreparedOnly:
+            code = 0
+            print("prepared: compiled and warmed, not measured")
     sys.stderr.write(printed.getvalue())
     return code, last_line_of(printed.getvalue())
 
@@ -89,117 +182,6 @@ def _release_memory() -> None:
     gc.collect()
     gc.freeze()
     if torch.cuda.is_available():
+        torch.cuda.synchronize()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-
-
-class Worker:
-    """The parent's side: a worker process kept across points, replaced after any failure."""
-
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
-        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open while the worker lives)
-
-    def start(self) -> Worker:
-        """Start the process now, before the first point: its imports and CUDA's start then
-        overlap the parent's own (reading and checking the plan)."""
-        self.proc = self.proc or self._start()
-        return self
-
-    def _start(self) -> subprocess.Popen:
-        return subprocess.Popen(
-            [sys.executable, "-m", "dlbench", "sweep-worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            start_new_session=True,
-            env=child_environment(),
-        )
-
-    def run(self, config: RunConfig, auto_batch: bool, timeout_s: float) -> ChildResult:
-        """Run one point; any result but success ends this worker."""
-        self.proc = self.proc or self._start()
-        self.log.seek(0)
-        self.log.truncate()
-        point = {"config": config_to_json(config), "auto_batch": auto_batch}
-        try:
-            self.proc.stdin.write(json.dumps(point) + "\n")
-            self.proc.stdin.flush()
-            answer = _read_line(self.proc, timeout_s)
-        except Interrupted:
-            self.close()
-            raise
-        except BrokenPipeError:
-            answer = ""
-        if answer is None:
-            self.close()
-            return ChildResult(None, f"timed out after {timeout_s:g} s", timed_out=True)
-        if not answer:
-            return self._died()
-        result = json.loads(answer)
-        if result["code"] != 0:
-            self.close()
-        return ChildResult(result["code"], result["last"][:500])
-
-    def _died(self) -> ChildResult:
-        """The worker ended without answering (killed, crashed): its exit and last line."""
-        code = self.proc.wait()
-        self.log.seek(0)
-        last = last_line_of(self.log.read())
-        self.proc = None
-        if code < 0:
-            import signal
-
-            last = f"killed by {signal.Signals(-code).name}" + (f"; {last}" if last else "")
-        return ChildResult(code, last[:500])
-
-    def close(self) -> None:
-        """Stop the worker and everything it started."""
-        if self.proc is not None:
-            stop_group(self.proc)
-            self.proc = None
-
-
-def _read_line(proc: subprocess.Popen, timeout_s: float) -> str | None:
-    """The worker's next answer line; None on timeout, '' when it ended without one."""
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        if not selector.select(timeout_s):
-            return None
-    return proc.stdout.readline()
-
-
-def needs_own_process(config: RunConfig) -> bool:
-    """Points that launch several processes (DDP ranks re-run their own command line) cannot
-    share a worker."""
-    return config.devices.per_node != "1" or config.devices.num_nodes > 1
-
-
-class Launcher:
-    """Runs sweep points in workers (isolation='worker') or each in its own process."""
-
-    def __init__(self, isolation: str, worker: Worker | None = None) -> None:
-        self.isolation = isolation
-        self.worker = (worker or Worker()) if isolation == "worker" else None
-        if worker is not None and self.worker is None:
-            worker.close()
-
-    def run(self, config: RunConfig, auto_batch: bool, timeout_s: float) -> ChildResult:
-        """Run one point in the worker, or in a process of its own."""
-        if self.worker is None or needs_own_process(config):
-            tagged = config.replace(tags=config.output.tags.with_facts(isolation="process"))
-            return self.run_alone(config_args(tagged, auto_batch), timeout_s)
-        tagged = config.replace(tags=config.output.tags.with_facts(isolation="worker"))
-        return self.worker.run(tagged, auto_batch, timeout_s)
-
-    def run_alone(self, args: list[str], timeout_s: float) -> ChildResult:
-        """`dlbench ARGS` in a process of its own, the worker stopped first (its context would
-        sit on the GPU beside the point's)."""
-        if self.worker is not None:
-            self.worker.close()
-        return run_child(args, timeout_s)
-
-    def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()

@@ -211,9 +211,9 @@ def test_warmup_runs_on_until_the_steps_settle_and_the_row_says_so():
 
 
 def test_a_point_that_never_settles_is_measured_after_the_bound_and_says_so(monkeypatch):
-    import dlbench.engine.timing.loop as loop
+    import dlbench.engine.timing.warmup as warmup
 
-    monkeypatch.setattr(loop, "MAX_STEADY_WARMUP_S", 0.5)
+    monkeypatch.setattr(warmup, "MAX_STEADY_WARMUP_S", 0.5)
 
     settings = LoopSettings(2, 5, steady_pct=1.0)  # every step longer: no two chunks agree
     result = planted(settings, lambda i: 0.001 * (1 + i / 50))

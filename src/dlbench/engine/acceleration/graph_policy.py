@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dlbench import gpu_turn
 from dlbench.console import stderr
 from dlbench.engine.acceleration.graphs import GraphedStep
 from dlbench.engine.timing.loop import LoopResult, LoopSettings
@@ -99,10 +100,14 @@ def prepare_step(session, settings: LoopSettings, cuda_graphs: bool):
     began = time.perf_counter()
     for i in range(settings.warmup_steps):
         raise_if_interrupted()
+        gpu_turn.pending(gpu_turn.UNKNOWN_PENDING_S)
         session.step(i)
+        if gpu_turn.active():  # at most one step left queued where the sweep holds us still
+            synchronize(session.device)
     synchronize(session.device)
     captured = session.graphed()
-    graphed, checked = faster_of(session, captured, settings.warmup_steps)
+    with gpu_turn.alone(gpu_turn.CHOICE):  # a choice by timing: made as it would be alone
+        graphed, checked = faster_of(session, captured, settings.warmup_steps)
     synchronize(session.device)
     warm = GraphWarmup(
         time.perf_counter() - began,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from dlbench import gpu_turn
 from dlbench.engine.acceleration.cudnn_search import plan_cudnn_search
 from dlbench.engine.acceleration.float8 import fp8_columns
 from dlbench.engine.acceleration.graph_policy import prepare_step
@@ -62,7 +63,7 @@ class StepScenario:
         observer = WindowObservers([o for o in (session.feed, monitor) if o is not None])
         parts = RowBuilder()
         try:
-            with session.context():
+            with session.context(), gpu_turn.region():
                 settings = loop_settings(
                     config, session.device.type, counted_energy(monitor, agree)
                 )

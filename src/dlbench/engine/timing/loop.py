@@ -21,19 +21,21 @@ from typing import Protocol
 
 import torch
 
+from dlbench import gpu_turn
 from dlbench.config import RunConfig
+from dlbench.engine.timing.carried import note_window_start
 from dlbench.engine.timing.timer import DeviceTimer, synchronize
+from dlbench.engine.timing.warmup import (
+    MIN_TIME_OVERSHOOT,
+    STEADY_PCT,
+    fixed_warmup,
+    warm_until_steady,
+)
 from dlbench.results.stats import MAX_NOISE_PCT, Noise, StepStats
 from dlbench.signals import raise_if_interrupted
 
 # Elementwise maximum over all ranks of a few numbers; identity for a single process.
 Agreement = Callable[[list[float]], list[float]]
-MIN_TIME_OVERSHOOT = 1.05  # size the last chunk a little past --min-time rather than short of it
-# Warm-up until steady: chunks of about STEADY_CHUNK_S until two in a row run their steps within
-# STEADY_PCT of each other, for at most MAX_STEADY_WARMUP_S after the fixed warm-up.
-STEADY_PCT = 2.0
-STEADY_CHUNK_S = 0.15
-MAX_STEADY_WARMUP_S = 10.0
 
 
 class WindowObserver(Protocol):
@@ -184,17 +186,15 @@ def run_measured_loop(
     """Warm up, then time chunks of steps until `next_chunk_steps` says stop."""
     nvtx = settings.nvtx and device.type == "cuda"
     started = clock()
-    first_step_s = None
     with _nvtx("dlbench.warmup", nvtx):
-        for i in range(settings.warmup_steps):
-            raise_if_interrupted()
-            step(i)
-            if i == 0:
-                synchronize(device)
-                first_step_s = clock() - started
+        first_step_s = fixed_warmup(step, device, settings.warmup_steps, clock)
         synchronize(device)
         busy_since = started + (first_step_s or 0.0)
-        warmed, steady = _warm_for(
+        if gpu_turn.active():  # the rest runs alone; the GPU stepped for us from here on
+            gpu_turn.pending(0.0)
+            gpu_turn.hold(gpu_turn.MEASURE)
+            busy_since = clock()
+        warmed, steady = warm_until_steady(
             step, device, settings, settings.warmup_steps, busy_since, agree, clock
         )
     warmup_s = clock() - started
@@ -202,6 +202,7 @@ def run_measured_loop(
     window = _Window(times=[])
     next_step, chunk, noise_met = warmed, settings.n_iters, None
     with _no_garbage_collection():
+        note_window_start()
         if observer:
             observer.begin_window()
         # Every rank starts the window at once: a rank that got here first (its collection, its
@@ -233,52 +234,6 @@ def run_measured_loop(
         warmed // settings.steps_per_unit,
         steady,
     )
-
-
-def _warm_for(
-    step: Callable[[int], None],
-    device: torch.device,
-    settings: LoopSettings,
-    done: int,
-    busy_since: float,
-    agree: Agreement,
-    clock: Callable[[], float] = time.perf_counter,
-) -> tuple[int, bool | None]:
-    """More warm-up until the device has stepped for `min_warmup_s` since the first step and,
-    with `steady_pct`, until two chunks in a row agree per step (for at most
-    MAX_STEADY_WARMUP_S). Every rank takes the same decision from agreed numbers, in whole
-    units. Returns the warm-up steps run in all, and whether the steps settled."""
-    unit = settings.steps_per_unit
-    checking = settings.steady_pct is not None
-    if not checking and settings.min_warmup_s <= 0:
-        return done, None
-    began, previous, steady = clock(), None, not checking
-    while True:
-        now = clock()
-        elapsed, unsettled, checked = agree([now - busy_since, float(not steady), now - began])
-        steady = not unsettled
-        if elapsed >= settings.min_warmup_s and steady:
-            break
-        if checking and checked >= MAX_STEADY_WARMUP_S:
-            break
-        so_far = max(done - 1, 1) / elapsed if elapsed > 0 else 0.0
-        rate = 1.0 / previous if previous else so_far  # steps a second
-        wanted = (settings.min_warmup_s - elapsed) * MIN_TIME_OVERSHOOT
-        if checking:
-            wanted = STEADY_CHUNK_S
-        extra = math.ceil(max(wanted * rate, 1) / unit) * unit
-        chunk_began = clock()
-        for i in range(done, done + extra):
-            raise_if_interrupted()
-            step(i)
-        synchronize(device)
-        per_step = (clock() - chunk_began) / extra
-        done += extra
-        if checking:
-            limit = settings.steady_pct or 0.0
-            steady = previous is not None and abs(per_step / previous - 1) * 100 <= limit
-            previous = per_step
-    return done, (steady if checking else None)
 
 
 def _time_chunk(

@@ -1,0 +1,188 @@
+"""One sweep's run: its points handed to the pipeline of workers (sweep.pipeline) in plan order,
+the points that need a process of their own run alone between them, each row held against the
+published rows as it lands and, where it lies outside its band, measured once more in another
+worker than the first row's; and where the sweep's wall time went."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlbench.config.tags import RowTags
+from dlbench.errors import number_or_none
+from dlbench.results.row import new_run_id
+from dlbench.subprocesses import ChildResult
+from dlbench.sweep.ahead import compiles, memory_estimate
+from dlbench.sweep.launcher import Launcher, needs_own_process
+from dlbench.sweep.messages import PREPARE_TASK
+from dlbench.sweep.pipeline import Ended, Pipeline, Task
+from dlbench.sweep.plan import ServePoint, SweepPoint
+from dlbench.sweep.recheck import HeldRow, Recheck
+from dlbench.sweep.timing import TimeSplit
+
+
+@dataclass
+class PointRun:
+    """One run of a point: its plan position, row id and tags; `first` names the row a recheck
+    measures again."""
+
+    index: int
+    run_id: str
+    tags: dict[str, str]
+    first: HeldRow | None = None
+
+
+class SweepExecution:
+    """The points of one sweep through a pipeline; outcomes into `outcome` as they end."""
+
+    def __init__(self, runner, outcome, pipeline: Pipeline, limiter, gpu_name: str) -> None:
+        self.runner, self.outcome, self.pipeline = runner, outcome, pipeline
+        self.limiter, self.gpu_name = limiter, gpu_name
+        self.points = runner.points
+        self.runs: dict[object, PointRun] = {}
+        self.progress = self.task = None
+        self.split_parts = TimeSplit(started=pipeline.started)
+
+    def run(self, todo: list[int]) -> None:
+        """Every point in `todo` (plan positions), then the rechecks of resumed rows."""
+        queue = list(todo)
+        while queue or self.pipeline.busy:
+            while queue and self._goes_in_pipeline(self.points[queue[0]]):
+                if self.limiter is not None and self.pipeline.busy:
+                    break  # one power limit at a time: the GPU-wide setting is the point's
+                self._submit(queue.pop(0))
+            alone = queue and not self._goes_in_pipeline(self.points[queue[0]])
+            if alone and not self.pipeline.busy:
+                self._run_alone(queue.pop(0))
+                continue
+            for ended in self.pipeline.wait():
+                self._ended(ended)
+        self._recheck_resumed()
+        while self.pipeline.busy:
+            for ended in self.pipeline.wait():
+                self._ended(ended)
+
+    def _goes_in_pipeline(self, point) -> bool:
+        """Whether the point runs in a worker: a one-device benchmark point (not a serve point,
+        not DDP, not a batch-size search, whose probes need the GPU's memory to themselves)."""
+        if isinstance(point, ServePoint) or self.runner.isolation == "process":
+            return False
+        return not point.auto_batch and not needs_own_process(point.config())
+
+    def _tags(self, point, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return {**point.all_tags, "sweep": self.runner.plan.name, **(extra or {})}
+
+    def _submit(self, index: int, first: HeldRow | None = None, avoid=None) -> None:
+        point: SweepPoint = self.points[index]
+        if self.limiter is not None:
+            self.limiter.apply(point.power_limit_w)
+        extra = {"recheck_of": first.run_id} if first else {}
+        run = PointRun(index, new_run_id(), self._tags(point, extra), first)
+        tags = RowTags(run.tags).with_facts(isolation="worker")
+        config = point.config(output=self.runner.store.path, run_id=run.run_id, tags=tags)
+        estimate = memory_estimate(point.matches, self.gpu_name) if self.gpu_name else None
+        key = (index, run.run_id)
+        self.runs[key] = run
+        task = Task(key, config, point.auto_batch, memory_mb=estimate, avoid=avoid)
+        self.pipeline.submit(task)
+        if first is None and compiles(config):
+            ahead = config.replace(telemetry=False, run_id=new_run_id())
+            self.pipeline.compile_ahead(Task(key, ahead, kind=PREPARE_TASK, memory_mb=estimate))
+
+    def _run_alone(self, index: int) -> None:
+        """A point in a process of its own, the workers stopped first."""
+        point = self.points[index]
+        if self.limiter is not None:
+            self.limiter.apply(point.power_limit_w)
+        tags = self._tags(point)
+        if isinstance(point, SweepPoint):
+            tags["isolation"] = "process"
+        run = PointRun(index, new_run_id(), tags)
+        self.runs[("alone", run.run_id)] = run  # a row for it if a signal stops the sweep
+        began = self.split_parts.clock()
+        launcher, output = Launcher(self.pipeline.close), self.runner.store.path
+        result = point.launch(launcher, self.runner.plan.timeout_s, output, run.run_id, tags)
+        del self.runs[("alone", run.run_id)]
+        seconds = self.split_parts.clock() - began
+        self.split_parts.tasks.append((began, began + seconds, "alone"))
+        self._record(point, run, result, seconds)
+
+    def _ended(self, ended: Ended) -> None:
+        task = ended.task
+        span = (task.started, task.started + ended.seconds)
+        if task.kind == PREPARE_TASK:
+            self.split_parts.tasks.append((*span, "prepare"))
+            self.split_parts.prepared += ended.result.returncode == 0
+            return
+        run = self.runs.pop(task.key)
+        self.split_parts.tasks.append((*span, "recheck" if run.first else "measure"))
+        row = self._record(self.points[run.index], run, ended.result, ended.seconds)
+        if run.first is not None:
+            return
+        if row is not None and row.get("status") == "ok":
+            held = HeldRow.of(self.points[run.index].label, row)
+            self.outcome.held.append(held)
+            if held.outside and self.runner.recheck:
+                self._say(f"  measuring again (outside its published band): {held.label}")
+                self._submit(run.index, first=held, avoid=task.worker)
+
+    def _record(self, point, run: PointRun, result: ChildResult, seconds: float):
+        """The point's status and row; its line above the progress bar, or its recheck."""
+        from dlbench.sweep.runner import PointOutcome, result_line
+
+        status = self.runner._status(point, run, result)
+        found = next((r for r in self.runner.store.rows() if r.get("run_id") == run.run_id), None)
+        row = found or {}
+        window = number_or_none(row.get("wall_window_s"))
+        self.split_parts.windows += window or 0.0
+        if run.first is not None:
+            self.split_parts.recheck_windows += window or 0.0
+            ok = found is not None and status == "ok"
+            second = HeldRow.of(point.label, row) if ok else None
+            self.outcome.rechecks.append(Recheck(run.first, second))
+            return found
+        figure = ""
+        if status == "ok" and row.get("serve_achieved_qps"):
+            figure = f"{float(row['serve_achieved_qps']):,.1f} queries/s"
+        elif status == "ok" and row.get("samples_per_s"):
+            figure = f"{float(row['samples_per_s']):,.1f} {row.get('sample_unit', 'sample')}s/s"
+        ratio = number_or_none(row.get("published_ratio"))  # read as HeldRow reads it
+        done = PointOutcome(point.label, status, seconds, window, figure, ratio)
+        self.outcome.points[run.index] = done
+        if self.progress is not None:
+            self.progress.console.print(result_line(done, run.index + 1))
+            self.progress.advance(self.task)
+        return found
+
+    def _recheck_resumed(self) -> None:
+        """A resumed point whose row lies outside its band and was never rechecked: measured
+        again now (a sweep cut short before its recheck)."""
+        if not self.runner.recheck:
+            return
+        rows = self.runner.store.rows()
+        rechecked = {r.get("recheck_of") for r in rows if r.get("recheck_of")}
+        measured = {h.label for h in self.outcome.held}
+        for index, point in enumerate(self.points):
+            if point.label in measured or not self._goes_in_pipeline(point):
+                continue
+            row = self.runner.latest_row(point, rows)
+            if row is None or row.get("run_kind", "benchmark") != "benchmark":
+                continue
+            held = HeldRow.of(point.label, row)
+            self.outcome.held.append(held)
+            if held.outside and held.run_id not in rechecked:
+                self._say(f"  measuring again (outside its published band): {held.label}")
+                self._submit(index, first=held)
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(line)
+
+    def interrupted(self, why: str) -> None:
+        """Rows for the points in flight when a signal stopped the sweep."""
+        for run in self.runs.values():
+            self.runner._fail(self.points[run.index], run.run_id, run.tags, "interrupted", why)
+
+    def split(self) -> TimeSplit:
+        """Where the sweep's wall time went (sweep.timing)."""
+        self.split_parts.first_ready = self.pipeline.first_ready
+        return self.split_parts

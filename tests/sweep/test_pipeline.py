@@ -1,0 +1,148 @@
+"""Points prepared ahead: what fits beside what, where the wall time went, and real workers on the
+CPU (each measurement alone, the others held still; a point compiled ahead found in the cache)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlbench.config import RunConfig
+from dlbench.sweep.ahead import AHEAD_WORKERS, GpuRoom, workers_for
+from dlbench.sweep.pipeline import CONTEXT_MB, MEMORY_SHARE, MemoryBudget, Pipeline, Task
+from dlbench.sweep.timing import TimeSplit, covered
+from tests.conftest import read_rows, run_cli
+
+
+def _task(memory_mb):
+    return Task(key=memory_mb, config=RunConfig(), memory_mb=memory_mb)
+
+
+def test_two_points_share_the_gpu_only_where_both_are_known_to_fit():
+    budget = MemoryBudget(total_mb=80_000)
+    alone = [_task(70_000)]
+    assert budget.fits(_task(70_000), [])  # nothing beside it: always
+    assert not budget.fits(_task(20_000), alone)
+    room = MEMORY_SHARE * 80_000 - 2 * CONTEXT_MB
+    assert budget.fits(_task(room / 2), [_task(room / 2)])
+    assert not budget.fits(_task(None), [_task(1)])  # unknown size: nothing beside it
+    assert not budget.fits(_task(1), [_task(None)])
+    assert MemoryBudget(None).fits(_task(None), [_task(1)])  # no GPU: no memory to share
+
+
+def test_points_are_prepared_ahead_on_a_gpu_that_takes_several_processes():
+    shared, exclusive = GpuRoom("H200", 143_000, True), GpuRoom("H200", 143_000, False)
+    assert workers_for(None, shared, False) == (AHEAD_WORKERS, True)
+    assert workers_for(None, None, False) == (1, False)  # the CPU: one after another
+    assert workers_for(None, exclusive, False) == (1, False)
+    assert workers_for(None, shared, True) == (1, False)  # power limits are GPU-wide
+    assert workers_for(False, shared, False) == (1, False)
+    assert workers_for(True, None, False) == (AHEAD_WORKERS, True)
+
+
+def test_the_wall_time_split_adds_up_and_says_what_ran_beside():
+    split = TimeSplit(started=0.0, first_ready=5.0, windows=12.0, recheck_windows=2.0)
+    split.tasks = [
+        (0, 40, "measure"),
+        (20, 60, "measure"),
+        (10, 30, "prepare"),
+        (60, 70, "recheck"),
+    ]
+    parts = split.parts(80.0)
+    assert parts["worker starts"] == 5.0
+    assert parts["rechecks"] == pytest.approx(8.0)  # 10 s after the points, less its window
+    assert parts["warm-up and compile"] == pytest.approx(60 - 10 - 5)
+    assert parts["windows"] == 12.0
+    beside = parts.pop("beside")
+    assert beside == pytest.approx(110 - covered([(0, 40), (20, 60), (10, 30), (60, 70)]))
+    assert sum(parts.values()) == pytest.approx(80.0)
+    line = split.line(80.0)
+    assert line.startswith("wall 80.0 s: windows 12.0 s, warm-up and compile 45.0 s (")
+    assert "rechecks 8.0 s" in line and "everything else" in line
+
+
+ALONE_PLAN = """
+name: alone
+timeout_s: 120
+fixed: {accelerator: cpu, n_iters: 30, warmup_steps: 2}
+runs:
+  - models: [watch_alone]
+    modes: [train, infer]
+    batch_sizes: [2, 4]
+"""
+
+
+@pytest.mark.e2e
+def test_while_one_point_measures_every_other_worker_is_held_still(tmp_path):
+    """Two workers prepare and measure in turn: each check made while a point held the turn
+    found the other worker stopped, never running; both rows are valid and say how long their
+    point waited."""
+    plan = tmp_path / "alone.yaml"
+    plan.write_text(ALONE_PLAN)
+    log = tmp_path / "alone.log"
+    env = {"DLBENCH_ALONE_LOG": str(log)}
+    from tests.sweep.test_sweep import env_with
+
+    out = run_cli(
+        "sweep", plan, "--prepare-ahead", "--output", tmp_path / "rows.csv",
+        env=env_with(**env), timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = read_rows(tmp_path / "rows.csv")
+    assert [r["status"] for r in rows] == ["ok"] * 4
+    assert all(r["turn_wait_s"] != "" for r in rows)
+    assert any(float(r["turn_wait_s"]) > 0.5 for r in rows)  # held while another measured
+    checks = log.read_text().split("\n")[:-1]
+    assert len(checks) >= 4 * 30
+    assert all("running=0" in line for line in checks)
+    assert sum("stopped=0" not in line for line in checks) >= len(checks) // 2
+    assert "wall " in out.stdout and "worker starts" in out.stdout
+
+
+COMPILED = dict(
+    model="timm:test_resnet", mode="infer", batch_size=2, width=32, height=32,
+    accelerator="cpu", compile=True, n_iters=20, warmup_steps=2,
+)  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_a_point_compiled_ahead_is_found_in_the_cache_and_measures_what_it_would_in_place(
+    tmp_path, monkeypatch
+):
+    """The compiler compiles a point while a worker runs another; the worker that measures it
+    then compiles nothing (compile_cache hit), and its row matches the point compiled in place
+    in a cold cache."""
+    from tests.sweep.test_sweep import env_with
+
+    for key, value in env_with().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("DLBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    output = tmp_path / "rows.csv"
+    slow = RunConfig.of(model="steady", accelerator="cpu", batch_size=2, n_iters=200,
+                        output=output, run_id="slow")  # fmt: skip
+    ahead = RunConfig.of(**COMPILED, output=output, run_id="ahead")
+    pipeline = Pipeline(workers=1, compiler=True)
+    try:
+        pipeline.submit(Task("slow", slow))
+        pipeline.submit(Task("ahead", ahead))
+        pipeline.compile_ahead(Task("ahead", ahead.replace(telemetry=False), kind="prepare"))
+        ended = pipeline.drain()
+    finally:
+        pipeline.close()
+    assert {(e.task.kind, e.result.returncode) for e in ended} == {
+        ("measure", 0),
+        ("prepare", 0),
+    }
+    monkeypatch.setenv("DLBENCH_CACHE_DIR", str(tmp_path / "cold"))
+    in_place = Pipeline(workers=1)
+    try:
+        in_place.submit(Task("cold", ahead.replace(run_id="cold")))
+        [cold] = in_place.drain()
+    finally:
+        in_place.close()
+    assert cold.result.returncode == 0
+    rows = {r["run_id"]: r for r in read_rows(output)}
+    assert rows["ahead"]["compile_cache"] == "hit" and rows["cold"]["compile_cache"] == "miss"
+    assert float(rows["ahead"]["warmup_s"]) < float(rows["cold"]["warmup_s"])
+    for column in ("param_count", "compile", "cuda_graphs", "flops_per_sample", "verdict"):
+        assert rows["ahead"][column] == rows["cold"][column], column
+    ratio = float(rows["ahead"]["samples_per_s"]) / float(rows["cold"]["samples_per_s"])
+    assert 0.7 < ratio < 1.4  # the same kernels; a shared two-core host's noise, no more
