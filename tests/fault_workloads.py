@@ -99,9 +99,9 @@ register_workload(
 
 class WatchAloneModel(nn.Module):
     """Takes 20 ms a step; whenever its process holds the GPU's turn (a sweep that prepares points
-    ahead), looks at every other worker of the sweep and appends to DLBENCH_ALONE_LOG how many
-    were held still (/proc state T) and how many ran. Its build keeps the host busy for
-    DLBENCH_ALONE_BUILD_S (default 1.5), as a compilation would."""
+    ahead), appends to DLBENCH_ALONE_LOG the CPU time (clock ticks) the sweep's other workers
+    have used so far: while one point measures, the others give way and use none. Its build
+    keeps the host busy for DLBENCH_ALONE_BUILD_S (default 1.5), as a compilation would."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -117,30 +117,62 @@ class WatchAloneModel(nn.Module):
         time.sleep(0.02)
         log = os.environ.get("DLBENCH_ALONE_LOG")
         if log and gpu_turn._state.held:
-            states = [_process_state(pid) for pid in _SWEEP_PROCESSES]
-            stopped = sum(s == "T" for s in states)
-            running = sum(s not in ("T", "", "Z", "X") for s in states)
+            ticks = sum(_cpu_ticks(pid) for pid in _SWEEP_PROCESSES)
             with open(log, "a") as f:
-                f.write(f"{os.getpid()} stopped={stopped} running={running}\n")
+                f.write(f"{os.getpid()}:{id(self)} {len(_SWEEP_PROCESSES)} {ticks}\n")
         return self.fc(x)
 
 
-def _process_state(pid: int) -> str:
-    """The kernel's one-letter state of a process ('' when it is gone)."""
+def _cpu_ticks(pid: int) -> int:
+    """User and system clock ticks a process has used (0 once it is gone)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 register_workload(
     Workload(
         name="watch_alone",
-        summary="test workload that checks the sweep's other workers are still while it measures",
+        summary="test workload that checks the sweep's other workers give way while it measures",
         family="text",
         sample_unit="sequence",
         build=lambda shape: WatchAloneModel(),
+        make_batch=_batch,
+        loss=cross_entropy,
+        analytic_flops=lambda shape, mode: None,
+    )
+)
+
+
+class ServeFailModel(nn.Module):
+    """Answers the model server's warm-up and references (the main thread), then raises on
+    the DLBENCH_FAULT_AFTER-th batch (default 10) served in a load (another thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.served = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            self.served += 1
+            if self.served >= int(os.environ.get("DLBENCH_FAULT_AFTER", "10")):
+                raise RuntimeError("injected failure of the model mid-load")
+        return self.fc(x)
+
+
+register_workload(
+    Workload(
+        name="serve_fail",
+        summary="test workload whose model fails mid-load when served",
+        family="text",
+        sample_unit="sequence",
+        build=lambda shape: ServeFailModel(),
         make_batch=_batch,
         loss=cross_entropy,
         analytic_flops=lambda shape, mode: None,

@@ -124,3 +124,10 @@ def show_frame(frame, title: str) -> None:
     for values in frame.itertuples(index=False):
         out.add_row(*(_fmt(v, 2) for v in values))
     Console(highlight=False, width=max(Console().width, 160)).print(out)
+
+
+def error_line(message: str) -> None:
+    """A user-facing failure as one `error:` line on stderr, whatever the message held."""
+    from dlbench.errors import one_line
+
+    stderr.print(f"[red]error:[/red] {escape(one_line(message))}")

@@ -1,7 +1,6 @@
 """The GPU's turn. A sweep prepares its next points in other worker processes while one point is
 measured (sweep.turns grants the turn): whatever a row's figures or a timed choice depend on runs
-while every other worker is held still, off the GPU and off the host's cores. Two kinds of work
-take the turn:
+while every other worker waits, off the GPU. Two kinds of work take the turn:
 
 - `MEASURE`: the steady warm-up, the window and the passes after it, and the idle power baseline;
 - `CHOICE`: a choice made by timing kernels (inductor's and Triton's autotuning, the graph's
@@ -9,9 +8,12 @@ take the turn:
   alone.
 
 A worker holds the turn from a `hold` to the end of the region around it; `alone` holds it for a
-block. A frozen worker may leave GPU work queued: each worker says how much it
-may have in flight (`pending`), and the sweep lets that drain before it grants the turn. A
-process with no sweep around it (a single run, a test) has the machine to itself: every call
+block. The others give way only where they can (never from outside: a process stopped inside the
+CUDA driver or NVML held the whole host up once): at a `checkpoint` (between warm-up steps,
+before a capture, as a compilation ends, between points) a worker asked to give way waits for
+its queued GPU work and then until the turn ends; a worker waiting for its own turn or for its
+next point, or one compiling (host work only, on cores away from the holder's), already has.
+A process with no sweep around it (a single run, a test) has the machine to itself: every call
 here is then free. A compile-ahead task (the sweep's compiler) stops where its point would be
 measured: asked for a `MEASURE` turn, its client raises `PreparedOnly`."""
 
@@ -23,9 +25,6 @@ from collections.abc import Iterator
 from typing import Protocol
 
 MEASURE, CHOICE = "measure", "choice"
-# What a worker may have left queued on the GPU where it cannot say (a model's build, a first
-# compiled call, a capture's warm-up calls): the sweep waits this long for it to drain.
-UNKNOWN_PENDING_S = 0.5
 
 
 class PreparedOnly(Exception):
@@ -44,13 +43,17 @@ class TurnClient(Protocol):
         """Give the turn back."""
         ...
 
-    def pending(self, seconds: float) -> None:
-        """Say how much GPU work this process may have queued and not waited for."""
+    def checkpoint(self) -> None:
+        """Give way here if another worker's turn asks it (returns when that turn ended)."""
+        ...
+
+    def compiling(self, on: bool) -> None:
+        """Say that a compilation (host work only) began or ended."""
         ...
 
     @property
     def waited_s(self) -> float:
-        """How long the task was held still or waited for turns, as of its last grant."""
+        """How long the task gave way or waited for turns so far."""
         ...
 
 
@@ -83,7 +86,8 @@ def active() -> bool:
 
 
 def _take(kind: str, owner: int) -> bool:
-    """Ask for the turn unless held (a burst's turn is taken over); whether it was asked."""
+    """Ask for the turn unless held (a burst's turn is taken over); whether this call took it
+    (and its owner gives it back)."""
     with _lock:
         if _state.client is None:
             return False
@@ -93,13 +97,22 @@ def _take(kind: str, owner: int) -> bool:
             _end_burst_timer()  # the burst is over: its turn is the new owner's to give back
             _state.owner = owner
             return True
+        _drain()
         _state.client.ask(kind)
         _state.held, _state.owner = True, owner
         return True
 
 
+def _drain() -> None:
+    """Wait for this process's queued GPU work (nothing of it may run into another's turn)."""
+    import torch
+
+    if torch.cuda.is_initialized() and not torch.cuda.is_current_stream_capturing():
+        torch.cuda.synchronize()
+
+
 def hold(kind: str = MEASURE) -> None:
-    """Take the turn now (returns once every other worker is still) and keep it until the
+    """Take the turn now (returns once every other worker has given way) and keep it until the
     innermost region ends; already held: nothing."""
     _take(kind, _state.regions)
 
@@ -171,15 +184,18 @@ def _burst_over() -> None:
             _state.client.done()
 
 
-def pending(seconds: float) -> None:
-    """Declare how much GPU work this process may have queued unsynchronised (0: none); a
-    burst of benchmarks is over once the process moves on."""
+def checkpoint() -> None:
+    """A place where this process may give way to another worker's turn (between steps, before
+    a capture, after a compilation); a burst of benchmarks is over once the process gets here."""
     if _state.client is None:
         return
     with _lock:
-        if _state.held and _state.owner == _BURST:
-            release()
-    _state.client.pending(seconds)
+        if _state.held:
+            if _state.owner == _BURST:
+                release()
+            else:
+                return  # the holder gives way to no one
+    _state.client.checkpoint()
 
 
 def wait_columns() -> dict[str, float]:
@@ -188,10 +204,10 @@ def wait_columns() -> dict[str, float]:
 
 
 def install_compile_hooks() -> None:
-    """Inductor's GPU benchmarks (autotuning, padding choices) take a `CHOICE` turn, and a
-    compilation's host work declares nothing pending (the sweep may hold it still at once).
-    torch's own hook where it has one (2.14: `set_gpu_benchmark_lock_context`), else a wrapper
-    on the benchmarker's class; an inductor without either benchmarks unguarded."""
+    """Inductor's GPU benchmarks (autotuning, padding choices) take a `CHOICE` turn in bursts,
+    and a compilation says when it starts and ends (host work in between, which need not give
+    way). torch's own benchmark hook where it has one (2.14: `set_gpu_benchmark_lock_context`),
+    else a wrapper on the benchmarker's class; an inductor without either benchmarks unguarded."""
     try:
         from torch._inductor.runtime import benchmarking
     except ImportError:
@@ -201,11 +217,11 @@ def install_compile_hooks() -> None:
         lock(benchmark_burst)
     else:
         _wrap_benchmarker(benchmarking)
-    _compile_host_work_pending_nothing()
+    _say_when_compiling()
 
 
 def _wrap_benchmarker(benchmarking) -> None:
-    """Each GPU benchmark of inductor's default benchmarker runs `alone`."""
+    """Each GPU benchmark of inductor's default benchmarker runs in a burst's turn."""
     owner = type(getattr(benchmarking, "benchmarker", None))
     method = getattr(owner, "benchmark_gpu", None)
     if method is None or getattr(method, "_dlbench_turn", False):
@@ -219,25 +235,29 @@ def _wrap_benchmarker(benchmarking) -> None:
     owner.benchmark_gpu = benchmark_gpu
 
 
-def _compile_host_work_pending_nothing() -> None:
-    """Dynamo calls back as a compilation starts and ends: in between the process only traces
-    and lowers on the host, after waiting for what it had queued."""
+def _say_when_compiling() -> None:
+    """Dynamo calls back as a compilation starts and ends: in between the process traces and
+    lowers on the host, after waiting for what it had queued; after it, the compiled code runs
+    on the GPU, so it gives way first where a turn asks it."""
     try:
         from torch._dynamo.callback import callback_handler
-    except ImportError:
+
+        register_start = callback_handler.register_start_callback
+        register_end = callback_handler.register_end_callback
+    except (ImportError, AttributeError):
         return
 
     def started(*_args: object) -> None:
-        import torch
-
-        if _state.held or not active():  # a holder is never held still; no sweep: nothing
+        if _state.client is None or _state.held:
             return
-        if torch.cuda.is_initialized() and not torch.cuda.is_current_stream_capturing():
-            torch.cuda.synchronize()
-            pending(0.0)
+        _drain()
+        _state.client.compiling(True)
 
     def ended(*_args: object) -> None:
-        pending(UNKNOWN_PENDING_S)  # the compiled code runs next
+        if _state.client is None:
+            return
+        _state.client.compiling(False)
+        checkpoint()
 
-    callback_handler.register_start_callback(started)
-    callback_handler.register_end_callback(ended)
+    register_start(started)
+    register_end(ended)

@@ -9,11 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from rich.markup import escape
 
 from dlbench import gpu_turn
 from dlbench.config import RunConfig
-from dlbench.console import show_result, stderr
+from dlbench.console import error_line, show_result, stderr
 from dlbench.engine.acceleration.compile_cache import open_caches
 from dlbench.engine.acceleration.compile_choice import choose_compile
 from dlbench.engine.autobatch import choose_batch_size
@@ -22,7 +21,6 @@ from dlbench.engine.distribution.lost_ranks import RankLost
 from dlbench.engine.plan import make_plan
 from dlbench.engine.rows import measurement_row, per_rank_rows
 from dlbench.engine.timing.carried import carried_columns
-from dlbench.engine.timing.profiled_pass import profiler_teardown
 from dlbench.errors import (
     EXIT_INVALID,
     EXIT_OK,
@@ -30,7 +28,6 @@ from dlbench.errors import (
     EXIT_USER_ERROR,
     UserError,
     exception_line,
-    one_line,
 )
 from dlbench.results.environment import collect_environment
 from dlbench.results.published import published_line
@@ -59,7 +56,7 @@ def guarded(call: Callable[[], int]) -> int:
 
 def report(message: str, code: int) -> int:
     """Print one `error:` line; return the exit code."""
-    stderr.print(f"[red]error:[/red] {escape(one_line(message))}")
+    error_line(message)
     return code
 
 
@@ -129,7 +126,6 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     if auto_batch:
         config = config.replace(tags=config.output.tags.with_facts(batch_size_mode="auto"))
     plan = make_plan(config)
-    profiler_teardown()  # set for the whole process, so that `cuda_env` names it
     env = collect_environment(plan.devices.device_type)
     cache = open_caches(config, env)
     fabric = search = None

@@ -3,6 +3,8 @@ CPU (each measurement alone, the others held still; a point compiled ahead found
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from dlbench.config import RunConfig
@@ -71,35 +73,39 @@ runs:
 
 
 @pytest.mark.e2e
-def test_while_one_point_measures_every_other_worker_is_held_still(tmp_path):
-    """Two workers prepare and measure in turn: each check made while a point held the turn
-    found the other worker stopped, never running; both rows are valid and say how long their
-    point waited."""
+def test_while_one_point_measures_every_other_worker_gives_way(tmp_path):
+    """Two workers prepare and measure in turn: over each stretch of steps measured with the
+    turn held, the other workers used no CPU (they gave way, their builds' busy host work
+    waited); every row is valid and says how long its point waited."""
     plan = tmp_path / "alone.yaml"
     plan.write_text(ALONE_PLAN)
     log = tmp_path / "alone.log"
-    env = {"DLBENCH_ALONE_LOG": str(log)}
     from tests.sweep.test_sweep import env_with
 
     out = run_cli(
         "sweep", plan, "--prepare-ahead", "--output", tmp_path / "rows.csv",
-        env=env_with(**env), timeout=300,
+        env=env_with(DLBENCH_ALONE_LOG=str(log)), timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     rows = read_rows(tmp_path / "rows.csv")
     assert [r["status"] for r in rows] == ["ok"] * 4
     assert all(r["turn_wait_s"] != "" for r in rows)
-    assert any(float(r["turn_wait_s"]) > 0.5 for r in rows)  # held while another measured
-    checks = log.read_text().split("\n")[:-1]
-    assert len(checks) >= 4 * 30
-    assert all("running=0" in line for line in checks)
-    assert sum("stopped=0" not in line for line in checks) >= len(checks) // 2
+    assert any(float(r["turn_wait_s"]) > 0.5 for r in rows)  # waited while another built
+    stretches: dict[str, list[int]] = {}
+    for line in log.read_text().splitlines():
+        point, others, ticks = line.split()
+        assert int(others) >= 1  # the sibling is known to the one measuring
+        stretches.setdefault(point, []).append(int(ticks))
+    assert len(stretches) == 4 and sum(map(len, stretches.values())) >= 4 * 30
+    for ticks in stretches.values():  # each point's steps with the turn held, in order
+        used = [b - a for a, b in itertools.pairwise(ticks) if b >= a]
+        assert max(used) <= 3  # a few polls at most, never a build (1.5 s: 150 ticks)
     assert "wall " in out.stdout and "worker starts" in out.stdout
 
 
 COMPILED = dict(
     model="timm:test_resnet", mode="infer", batch_size=2, width=32, height=32,
-    accelerator="cpu", compile=True, n_iters=20, warmup_steps=2,
+    accelerator="cpu", compile=True, n_iters=50, warmup_steps=2,
 )  # fmt: skip
 
 
@@ -142,7 +148,7 @@ def test_a_point_compiled_ahead_is_found_in_the_cache_and_measures_what_it_would
     rows = {r["run_id"]: r for r in read_rows(output)}
     assert rows["ahead"]["compile_cache"] == "hit" and rows["cold"]["compile_cache"] == "miss"
     assert float(rows["ahead"]["warmup_s"]) < float(rows["cold"]["warmup_s"])
-    for column in ("param_count", "compile", "cuda_graphs", "flops_per_sample", "verdict"):
+    for column in ("param_count", "compile", "cuda_graphs", "flops_per_sample", "steps"):
         assert rows["ahead"][column] == rows["cold"][column], column
     ratio = float(rows["ahead"]["samples_per_s"]) / float(rows["cold"]["samples_per_s"])
-    assert 0.7 < ratio < 1.4  # the same kernels; a shared two-core host's noise, no more
+    assert 0.6 < ratio < 1.6  # the same kernels; a shared two-core host's noise, no more

@@ -9,65 +9,97 @@ import json
 import pytest
 
 from dlbench import gpu_turn
-from dlbench.sweep.turns import MAX_DRAIN_S, TurnBroker
+from dlbench.sweep.messages import COMPILING, GAVE_WAY, RUNNING, WAITING
+from dlbench.sweep.turns import MAX_GRANT_WAIT_S, TurnBroker
 from dlbench.sweep.worker import WorkerTurn
 
 
 class Member:
-    def __init__(self, name: str, pending: float = 0.0) -> None:
-        self.name, self.pending = name, pending
-        self.frozen = self.granted = self.waiting = False
-        self.log: list[str] = []
-
-    def asked(self) -> None:
-        self.waiting = True
+    def __init__(self, name: str, state: int = RUNNING) -> None:
+        self.name, self.state_now = name, state
+        self.asked_to_give_way = self.granted = False
+        self.cpus = None
 
     def grant(self) -> None:
-        self.granted, self.waiting = True, False
-        self.log.append("granted")
+        self.granted = True
 
-    def freeze(self) -> None:
-        self.frozen = True
-        self.log.append("frozen")
+    def give_way(self, asked: bool) -> None:
+        self.asked_to_give_way = asked
 
-    def thaw(self) -> None:
-        self.frozen = False
-        self.log.append("thawed")
+    def state(self) -> int:
+        return self.state_now
 
-    def pending_s(self) -> float:
-        return self.pending
+    def pin(self, cpus) -> None:
+        self.cpus = cpus
 
 
-def test_one_worker_holds_the_turn_and_every_other_is_held_still_meanwhile():
-    slept = []
-    broker = TurnBroker(sleep=slept.append)
-    a, b, c = Member("a"), Member("b", pending=0.3), Member("c", pending=5.0)
+def test_the_turn_is_granted_once_every_other_worker_has_given_way():
+    broker = TurnBroker(cpu_count=2)
+    a, b, c = Member("a"), Member("b"), Member("c", state=COMPILING)
     for member in (a, b, c):
         broker.join(member)
     broker.asked(a)
-    assert broker.holder is a and a.granted and not a.frozen
-    assert b.frozen and c.frozen
-    assert slept == [MAX_DRAIN_S]  # the most any held worker said it left queued, capped
-    broker.asked(b)  # waits its turn, still held
-    assert broker.holder is a and b.frozen and not b.granted
+    assert b.asked_to_give_way and c.asked_to_give_way and not a.asked_to_give_way
+    assert not a.granted  # b still runs (it may use the GPU at any moment)
+    b.state_now = GAVE_WAY  # at its next checkpoint, its GPU work done
+    broker.poll()
+    assert a.granted and broker.holder is a
+    assert a.cpus == {0} and b.cpus == {1} and c.cpus == {1}  # c compiles on, on other cores
+    broker.asked(b)
+    assert broker.holder is a and not b.granted  # waits its turn
+    a.state_now = RUNNING
     broker.done(a)
-    assert broker.holder is b and b.granted and not b.frozen and a.frozen and c.frozen
+    assert a.asked_to_give_way and not b.asked_to_give_way  # now a gives way for b
+    assert not b.granted
+    a.state_now = WAITING  # between points
+    broker.poll()
+    assert b.granted and broker.holder is b
     broker.done(b)
-    assert broker.holder is None and not any(m.frozen for m in (a, b, c))
+    assert broker.holder is None and not any(m.asked_to_give_way for m in (a, b, c))
+    assert all(m.cpus is None for m in (a, b, c))  # every core again
 
 
-def test_a_worker_gone_with_the_turn_passes_it_on_and_a_newcomer_waits():
-    broker = TurnBroker(sleep=lambda s: None)
-    a, b = Member("a"), Member("b")
+def test_a_worker_that_never_gives_way_holds_a_grant_up_for_a_bounded_time():
+    now = [0.0]
+    broker = TurnBroker(cpu_count=1, clock=lambda: now[0])
+    a, stuck = Member("a"), Member("stuck")
+    broker.join(a)
+    broker.join(stuck)
+    broker.asked(a)
+    now[0] = MAX_GRANT_WAIT_S - 1
+    broker.poll()
+    assert not a.granted
+    now[0] = MAX_GRANT_WAIT_S + 1
+    broker.poll()
+    assert a.granted and broker.forced == 1  # the sweep says so
+
+
+def test_on_one_core_a_compiling_worker_gives_way_too():
+    broker = TurnBroker(cpu_count=1)
+    a, b = Member("a"), Member("b", state=COMPILING)
+    broker.join(a)
+    broker.join(b)
+    broker.asked(a)
+    assert not a.granted
+    b.state_now = GAVE_WAY
+    broker.poll()
+    assert a.granted
+
+
+def test_a_worker_gone_with_the_turn_passes_it_on_and_a_newcomer_gives_way():
+    broker = TurnBroker(cpu_count=1)
+    a, b = Member("a", state=WAITING), Member("b", state=WAITING)
     broker.join(a)
     broker.join(b)
     broker.asked(a)
     broker.asked(b)
     late = Member("late")
     broker.join(late)
-    assert late.frozen  # joined while another held the turn
+    assert late.asked_to_give_way  # joined while another held the turn
     broker.leave(a)  # died holding it
-    assert broker.holder is b and b.granted and late.frozen
+    late.state_now = GAVE_WAY
+    broker.poll()
+    assert broker.holder is b and b.granted
 
 
 def test_a_region_keeps_the_turn_and_alone_gives_it_back():
@@ -82,7 +114,10 @@ def test_a_region_keeps_the_turn_and_alone_gives_it_back():
         def done(self):
             asked.append("done")
 
-        def pending(self, seconds):
+        def checkpoint(self):
+            pass
+
+        def compiling(self, on):
             pass
 
     gpu_turn.use(Client())
@@ -113,11 +148,11 @@ def test_a_compile_ahead_task_stops_where_its_point_would_be_measured(monkeypatc
     monkeypatch.setattr(isolation, "_SWEEP_PROCESSES", set())  # this test's alone
     sent = []
     monkeypatch.setattr("dlbench.sweep.worker.send", lambda fd, message: sent.append(message))
-    grant = json.dumps({"granted": True, "waited_s": 1.5, "job_pids": [4242]}).encode() + b"\n"
+    grant = json.dumps({"granted": True, "job_pids": [4242]}).encode() + b"\n"
     turn = WorkerTurn(io.BytesIO(grant * 2), -1, None)
     turn.prepare_only = True
     turn.ask(gpu_turn.CHOICE)  # its autotuning still takes its turn
-    assert sent == [{"ask": gpu_turn.CHOICE}] and turn.waited_s == 1.5
+    assert sent == [{"ask": gpu_turn.CHOICE}] and turn.waited_s > 0
     with pytest.raises(gpu_turn.PreparedOnly):
         turn.ask(gpu_turn.MEASURE)
     turn.prepare_only = False
@@ -140,7 +175,10 @@ def test_a_burst_of_benchmarks_takes_one_turn_and_gives_it_back_once_over():
         def done(self):
             asked.append("done")
 
-        def pending(self, seconds):
+        def checkpoint(self):
+            pass
+
+        def compiling(self, on):
             pass
 
     gpu_turn.use(Client())
@@ -160,7 +198,7 @@ def test_a_burst_of_benchmarks_takes_one_turn_and_gives_it_back_once_over():
         assert asked[-1] == "done" and asked.count("done") == 2
         with gpu_turn.benchmark_burst():
             pass
-        gpu_turn.pending(0.0)  # the process moved on: the burst is over now
+        gpu_turn.checkpoint()  # the process moved on: the burst is over now
         assert asked[-2:] == [gpu_turn.CHOICE, "done"]
     finally:
         gpu_turn.use(None)

@@ -85,7 +85,7 @@ def sweep(
     from dlbench.sweep.plan import parse_shard, shard_points
     from dlbench.sweep.plan_file import load_plan
     from dlbench.sweep.recheck import summary_lines
-    from dlbench.sweep.runner import SweepRunner, finish, summary_table, time_line
+    from dlbench.sweep.runner import SweepRunner, finish, summary_table, time_lines
 
     # the worker's imports and CUDA start overlap this process's reading of the plan
     early = Worker().start() if isolation == "worker" and not dry_run else None
@@ -127,7 +127,7 @@ def sweep(
     outcome = runner.run()
     console = Console(width=max(Console().width, 120), highlight=False)
     console.print(summary_table(outcome))
-    for line in [*summary_lines(outcome.held, outcome.rechecks), time_line(outcome)]:
+    for line in [*summary_lines(outcome.held, outcome.rechecks), *time_lines(outcome)]:
         console.print(line, markup=False, soft_wrap=True)
     raise typer.Exit(finish(outcome))
 

@@ -17,15 +17,13 @@ from dlbench.provenance import code_identity
 from dlbench.startup import WORK_QUEUES_VARIABLE
 
 _PACKAGES = ("lightning", "timm", "transformers", "segmentation-models-pytorch")
-# Variables that change how CUDA queues work or keeps memory, or whether a profiler stays
-# attached to it (the row's cuda_env).
+# Variables that change how CUDA queues work or keeps memory (the row's cuda_env).
 CUDA_VARIABLES = (
     WORK_QUEUES_VARIABLE,
     "CUDA_LAUNCH_BLOCKING",
     "CUDA_MODULE_LOADING",
     "PYTORCH_CUDA_ALLOC_CONF",
     "PYTORCH_NO_CUDA_MEMORY_CACHING",
-    "TEARDOWN_CUPTI",
 )
 
 

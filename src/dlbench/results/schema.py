@@ -153,8 +153,8 @@ COLUMNS: dict[str, str] = {
     "build_s": "model, optimizer and synthetic batches built on the device",
     "warmup_s": "wall time of warm-up (includes compilation and autotuning)",
     "carried_state": "sweep workers: what the process carried into this point from its earlier "
-    "ones (threads left running, torch's global switches, a profiler left attached, CUDA "
-    "graphs kept alive), against its state before its first point; empty: nothing",
+    "ones (threads left running, torch's global switches, a profiler left on, CUDA graphs "
+    "kept alive), against its state before its first point; empty: nothing",
     "turn_wait_s": "sweeps that prepare points ahead: seconds this point's process was held "
     "still, or waited for the GPU's turn, while other points were measured (inside its set-up, "
     "build, warm-up and capture times)",
@@ -275,8 +275,7 @@ COLUMNS: dict[str, str] = {
     "nccl": "environment: NCCL version torch was built with",
     "nccl_env": "environment: NCCL_* variables set for the run (they change collectives)",
     "cuda_env": "environment: variables set for the run that change how CUDA queues work or "
-    "keeps memory, or whether a profiler stays attached (dlbench sets "
-    "CUDA_DEVICE_MAX_CONNECTIONS=32 and, on CUDA 12.6 or newer, TEARDOWN_CUPTI=1 unless given)",
+    "keeps memory (dlbench sets CUDA_DEVICE_MAX_CONNECTIONS=32 unless given)",
     "lightning": "environment: Lightning version",
     "timm": "environment: timm version",
     "transformers": "environment: transformers version",

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from dlbench.errors import UserError
+from dlbench.errors import EXIT_FAILED, UserError, exception_line
 from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.sut import SystemUnderTest
+from dlbench.signals import Interrupted
 
 LOADGEN_SCENARIOS = {"single-stream": "SingleStream", "server": "Server", "offline": "Offline"}
 # the detail log's verdict on each constraint, and the reason a row names when it failed
@@ -181,14 +183,45 @@ def run_load(
     log.enable_trace = False
     handle = lg.ConstructSUT(sut.issue_queries, sut.flush_queries)
     pool = lg.ConstructQSL(samples, samples, lambda _: None, lambda _: None)
+    settings = loadgen_settings(lg, load)
+    finished = threading.Event()
+
+    def test() -> None:
+        try:
+            lg.StartTestWithLogSettings(handle, pool, settings, log)
+        finally:
+            finished.set()
+
+    threading.Thread(target=test, name="dlbench-loadgen", daemon=True).start()
     try:
-        lg.StartTestWithLogSettings(handle, pool, loadgen_settings(lg, load), log)
-    finally:
-        sut.close()
-        lg.DestroyQSL(pool)
-        lg.DestroySUT(handle)
+        while not finished.wait(WATCH_S):  # this thread stays free for signals
+            if sut.failure is not None:
+                why = exception_line(sut.failure)
+                raise LoadAbandoned(f"the model server failed mid-load ({why})", EXIT_FAILED)
+    except Interrupted as exc:
+        sut.abandon()  # every query answered, unrun; LoadGen finishes on its own thread
+        raise LoadAbandoned(f"{exc}; the load in flight has no result", exc.exit_code) from exc
+    except BaseException:
+        sut.abandon()
+        raise
+    sut.close()
+    lg.DestroyQSL(pool)
+    lg.DestroySUT(handle)
     entries = read_detail(log_dir / "mlperf_log_detail.txt")
     return result_of(entries, load.scenario, log_dir), sut.split.columns()
+
+
+WATCH_S = 0.1  # how often the load's thread is looked at (a failure, a signal)
+
+
+class LoadAbandoned(Exception):
+    """A load ended before LoadGen did (the model server failed, a signal came): every query
+    was answered, and LoadGen still runs on its own thread, so the process ends without
+    waiting for it (serve.run), with `exit_code`."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def keep_logs(log_dir: Path, csv: Path, run_id: str) -> str:

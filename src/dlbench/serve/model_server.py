@@ -3,8 +3,9 @@ pinned host memory, where a server receives them. A batch of n queries is padded
 bucket (the next power of two up to the batcher's largest), copied to the device, run, and
 its outputs copied back to the host (into one buffer, pinned on a GPU); the copies are inside
 each query's latency. Buckets keep the shapes a compiled model sees to a few, each compiled and
-warmed before any load, then captured as a CUDA graph (on a GPU): a small batch costs the host
-one launch, not one a kernel, as a serving stack's graph per batch size does."""
+warmed before any load, then captured as a CUDA graph (on a GPU) with both copies inside it: a
+batch costs the host one launch and one wait, not one a kernel and one a copy, as a serving
+stack's graph per batch size does (docs/serving.md#the-batch-1-path)."""
 
 from __future__ import annotations
 
@@ -72,14 +73,14 @@ class ModelServer:
         return next(b for b in self.buckets if b >= n)
 
     def run_batch(self, n: int) -> None:
-        """Copy in, run, copy out; returns when the outputs are on the host."""
+        """Copy in, run, copy out; returns when the outputs are on the host (`answers[:n]`)."""
         size = self.bucket(n)
-        if self.replays:
-            self.static_queries[:size].copy_(self.queries[:size], non_blocking=True)
+        if self.replays:  # both copies are in the graph
             self.replays[size]()
-            logits = self.outputs[size]
-        else:
-            logits = self._forward(self.queries[:size].to(self.device, non_blocking=True))
+            if self.device.type == "cuda":
+                torch.cuda.current_stream(self.device).synchronize()
+            return
+        logits = self._forward(self.queries[:size].to(self.device, non_blocking=True))
         self._answer(logits[:n])
 
     def _answer(self, logits: torch.Tensor) -> None:
@@ -108,8 +109,9 @@ class ModelServer:
     def warm(self) -> None:
         """Every bucket a few times (each compiles once), before any load is timed; dynamo may
         compile one graph per bucket here, past its default limit of recompilations. Then
-        each bucket's graph, reading one static buffer that a batch's queries are copied into;
-        a capture that fails leaves every bucket uncaptured (`cuda_graphs` False)."""
+        each bucket's graph: the queries copied into one static buffer, the model, its
+        outputs copied into the pinned answers; a capture that fails leaves every bucket
+        uncaptured (`cuda_graphs` False)."""
         limit = max(torch._dynamo.config.recompile_limit, len(self.buckets) + 1)
         with torch._dynamo.config.patch(recompile_limit=limit):
             for size in self.buckets:
@@ -120,8 +122,10 @@ class ModelServer:
         self.static_queries = torch.empty_like(self.queries, device=self.device)
 
         def forward(size: int) -> Callable[[], None]:
-            def run() -> None:
+            def run() -> None:  # the queries in, the model, the answers out: one launch
+                self.static_queries[:size].copy_(self.queries[:size], non_blocking=True)
                 self.outputs[size] = self._forward(self.static_queries[:size])
+                self.answers[:size].copy_(self.outputs[size], non_blocking=True)
 
             return run
 

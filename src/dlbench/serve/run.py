@@ -9,24 +9,39 @@ batching."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
-from dlbench.console import stderr
+from dlbench.console import error_line, stderr
 from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.engine.distribution.devices import plan_devices
+from dlbench.results.efficiency import energy_columns
 from dlbench.results.environment import collect_environment
-from dlbench.results.row import RowBuilder, identity, new_run_id
+from dlbench.results.row import RowBuilder, failure_row, identity, new_run_id
 from dlbench.results.store import CsvStore
 from dlbench.serve.batching import BatchPolicy
-from dlbench.serve.loadgen import Load, LoadGenResult, keep_logs, loadgen, loadgen_version, run_load
+from dlbench.serve.loadgen import (
+    Load,
+    LoadAbandoned,
+    LoadGenResult,
+    keep_logs,
+    loadgen,
+    loadgen_version,
+    run_load,
+)
 from dlbench.serve.model_server import ModelServer
 from dlbench.serve.search import find_qps
 from dlbench.serve.settings import ServeSettings
+from dlbench.telemetry.monitor import TelemetryMonitor, open_monitor
 from dlbench.workloads import get_workload
 
 REFERENCE_MIN_S = 1.0  # the offline reference lasts at least this long
 REFERENCE_QUERIES = 64  # the batch-1 reference: this many queries one at a time
+SAMPLE_INTERVAL_S = 0.1  # the load's power and clocks, sampled this often
 
 
 def execute_serve(s: ServeSettings) -> dict[str, object]:
@@ -42,10 +57,14 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     precision = plan_precision(s.precision, devices.device_type, "infer")
     precision.apply_matmul_settings()
     env = collect_environment(devices.device_type)
+    device = _device(devices.device_type)
+    monitor = open_monitor(device, SAMPLE_INTERVAL_S, None)
+    monitor.time_counter_steps = False  # a load lasts seconds: the counter's edges suffice
+    monitor.measure_idle()  # before anything is built: the GPU's own idle power
     server = ModelServer(
         workload,
         shape,
-        _device(devices.device_type),
+        device,
         precision,
         s.max_batch,
         s.compile,
@@ -61,9 +80,16 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     }
     slo = s.bound_ms()
     run_id = s.run_id or new_run_id()
-    with tempfile.TemporaryDirectory(prefix="dlbench-loadgen-") as scratch:
-        result, split, parts = _scenario_load(s, server, slo, references, Path(scratch))
-        log = keep_logs(result.log_dir, s.output, run_id)
+    scratch = Path(tempfile.mkdtemp(prefix="dlbench-loadgen-"))
+    try:
+        result, split, telemetry, parts = _scenario_load(
+            s, server, slo, references, scratch, monitor
+        )
+    except LoadAbandoned as stop:
+        _leave(stop, store, {**s.columns(), "run_id": run_id, "run_kind": "serve"}, env, scratch)
+    log = keep_logs(result.log_dir, s.output, run_id)
+    shutil.rmtree(scratch, ignore_errors=True)
+    monitor.close()
     settings = {
         **s.columns(),
         "mode": "infer",
@@ -81,6 +107,7 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
         .add("LoadGen", {**result.columns(), "serve_loadgen": loadgen_version()})
         .add("LoadGen's logs", {"serve_loadgen_log": log})
         .include(parts)
+        .add("the load's telemetry", energy_columns(telemetry, result.queries, None))
         .add("where a query's time went", split)
         .add("the references", references)
         .add("environment", env)
@@ -92,14 +119,21 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
 
 
 def _scenario_load(
-    s: ServeSettings, server: ModelServer, slo: float, references: dict, scratch: Path
-) -> tuple[LoadGenResult, dict, RowBuilder]:
+    s: ServeSettings,
+    server: ModelServer,
+    slo: float,
+    references: dict,
+    scratch: Path,
+    monitor: TelemetryMonitor,
+) -> tuple[LoadGenResult, dict, dict, RowBuilder]:
     """The scenario's LoadGen load (the search's best, with --find-qps), where its queries' time
-    went, and its own parts of the row (the search)."""
+    went, what the hardware did during it (the telemetry window of every row), and its own
+    parts of the row (the search)."""
     policy = BatchPolicy(s.max_batch, s.batch_timeout_ms / 1e3)
     seconds, queries = s.minimums()
     common = {"min_duration_s": seconds, "min_queries": queries, "seed": s.seed}
     splits: dict[float, dict] = {}
+    windows: dict[float, dict] = {}
 
     def load(qps: float | None = None) -> LoadGenResult:
         if s.scenario == "single-stream":
@@ -110,18 +144,38 @@ def _scenario_load(
             scenario = {"target_qps": qps, "bound_ms": slo, "coalesce": s.coalesce}
         spec = Load(s.scenario, **common, **scenario)
         folder = scratch / f"load-{len(splits)}"
+        at = f" at {qps:,.1f} queries/s" if qps else ""
+        stderr.print(f"LoadGen: a {s.scenario} load{at}, at least {seconds:g} s")
+        monitor.begin_window()
         result, splits[qps or 0.0] = run_load(server.run_batch, policy, spec, s.max_batch, folder)
+        monitor.end_window()
+        windows[qps or 0.0] = monitor.summary()
         return result
 
     parts = RowBuilder()
     if not s.find_qps:
         result = load(s.qps)
-        return result, splits[s.qps or 0.0], parts
+        return result, splits[s.qps or 0.0], windows[s.qps or 0.0], parts
     high = float(references["serve_offline_samples_per_s"])
     search = find_qps(load, high, s.search_budget)
     parts.add("the search", search.columns())
     reported = search.reported
-    return reported.result, splits[reported.qps], parts
+    return reported.result, splits[reported.qps], windows[reported.qps], parts
+
+
+def _leave(
+    stop: LoadAbandoned, store: CsvStore, columns: dict, env: dict, scratch: Path
+) -> NoReturn:
+    """A load abandoned while LoadGen still runs on its own thread: the run's row says why,
+    one error line says it too, and the process ends now with the stop's exit code (LoadGen
+    cannot be stopped, and an interpreter that shuts down under it crashes)."""
+    status = "interrupted" if stop.exit_code > 128 else "error"
+    store.append(failure_row(columns, status, str(stop), env))
+    error_line(str(stop))
+    shutil.rmtree(scratch, ignore_errors=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(stop.exit_code)
 
 
 def _device(device_type: str):

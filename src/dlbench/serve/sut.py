@@ -7,7 +7,12 @@ answered, so a thread between would only add a wake-up); server and offline queu
 serving thread, which LoadGen's issuing never waits for. Where a query's time goes outside the
 model is timed as it happens (a clock read at each hand-over, never a device sync): its wait for
 a batch, its batch through the model server, the return to LoadGen, and LoadGen's call into
-this code; a row carries the means (`split`)."""
+this code; a row carries the means (`split`).
+
+A query is never lost: where the model server fails mid-load, the failing batch's queries and
+every one after are answered at once with an empty response (as MLCommons' reference completes
+its queries in `finally`), LoadGen is left to finish on its own, and `failure` says why
+(serve.loadgen ends the load there)."""
 
 from __future__ import annotations
 
@@ -63,6 +68,8 @@ class SystemUnderTest:
         self._waiting: deque[tuple[int, float]] = deque()  # (query id, handed over at)
         self._ready = threading.Condition()
         self._closing = False
+        self.failure: BaseException | None = None  # the model server's, mid-load
+        self.abandoned = False  # from here every query is answered at once, unrun
         self._thread: threading.Thread | None = None
         if not inline:
             self._thread = threading.Thread(target=self._serve, name="dlbench-sut", daemon=True)
@@ -71,7 +78,9 @@ class SystemUnderTest:
     def issue_queries(self, samples: Sequence) -> None:
         """LoadGen's hand-over (its issuing thread): answered now (inline), or queued."""
         began = self.clock()
-        if self.inline:
+        if self.abandoned:
+            self.complete([s.id for s in samples])
+        elif self.inline:
             self._answer([s.id for s in samples], began)
         else:
             with self._ready:
@@ -91,6 +100,10 @@ class SystemUnderTest:
                     self._ready.wait()
                 if not self._waiting:
                     return
+                if self.abandoned:
+                    self.complete([query for query, _ in self._waiting])
+                    self._waiting.clear()
+                    continue
                 oldest = self._waiting[0][1]
                 size = self.policy.batch_now(len(self._waiting), self.clock() - oldest)
                 if size == 0:
@@ -102,7 +115,13 @@ class SystemUnderTest:
             self._answer([query for query, _ in batch], began)
 
     def _answer(self, queries: list[int], began: float) -> None:
-        self.run_batch(len(queries))
+        try:
+            self.run_batch(len(queries))
+        except BaseException as exc:  # any failure ends the load; none may hang it
+            self.failure = self.failure or exc
+            self.abandon()
+            self.complete(queries)
+            return
         ran = self.clock()
         self.complete(queries)
         done = self.clock()
@@ -111,6 +130,13 @@ class SystemUnderTest:
         self.split.complete_s += (done - ran) * count
         self.split.queries += count
         self.split.batches.append(count)
+
+    def abandon(self) -> None:
+        """Answer every query waiting and every one to come at once, unrun: the load ends
+        without the model (it failed, or a signal stops the run)."""
+        with self._ready:
+            self.abandoned = True
+            self._ready.notify()
 
     def close(self) -> None:
         """Answer what waits, then stop the serving thread."""

@@ -1,27 +1,26 @@
 """The sweep's side of its worker processes (the worker's own side: sweep.worker): start one, hand
-it a task, read its messages without blocking, hold it still while another worker has the GPU's
-turn, and stop it with everything it started. Points that start processes of their own (DDP
-ranks re-run their command line), serve points and `--isolation process` run `dlbench` with the
-point's command line instead (`Launcher.run_alone`)."""
+it a task, read its messages without blocking, ask it to give way while another worker has the
+GPU's turn (and keep it off that worker's cores), and stop it with everything it started.
+Points that start processes of their own (DDP ranks re-run their command line), serve points and
+`--isolation process` run `dlbench` with the point's command line instead (`Launcher.run_alone`)."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import mmap
 import os
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from dlbench.config import RunConfig
 from dlbench.config.flags import config_to_json
 from dlbench.subprocesses import ChildResult, child_environment, last_line_of, run_child, stop_group
-from dlbench.sweep.messages import LineReader, send
-from dlbench.sweep.worker import PENDING_FILE_VARIABLE
+from dlbench.sweep.messages import GIVE_WAY, SHARED_BYTES, STATE, WAITING, LineReader, send
+from dlbench.sweep.worker import SHARED_FILE_VARIABLE
 
 
 class Worker:
@@ -33,10 +32,8 @@ class Worker:
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open while the worker lives)
         self.reader: LineReader | None = None
         self.ready_at: float | None = None  # when its imports were done (monotonic)
-        self._pending_path: Path | None = None
-        self.frozen = self.waiting = False
-        self._blocked_since: float | None = None
-        self.blocked_s = 0.0  # held still or waiting for the turn, during the current task
+        self._shared_path: Path | None = None
+        self._shared: mmap.mmap | None = None
         self.job_pids: list[int] = []  # the sweep's other workers (sweep.pipeline sets them)
 
     def start(self) -> Worker:
@@ -48,22 +45,22 @@ class Worker:
 
     def _start(self) -> subprocess.Popen:
         handle, path = tempfile.mkstemp(prefix="dlbench-turn-")
-        os.write(handle, struct.pack("d", 0.0))
+        os.write(handle, bytes(SHARED_BYTES))
+        self._shared = mmap.mmap(handle, SHARED_BYTES)
         os.close(handle)
-        self._pending_path = Path(path)
+        self._shared_path = Path(path)
         proc = subprocess.Popen(
             [sys.executable, "-m", "dlbench", "sweep-worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
             start_new_session=True,
-            env={**child_environment(), PENDING_FILE_VARIABLE: path},
+            env={**child_environment(), SHARED_FILE_VARIABLE: path},
         )
         flags = fcntl.fcntl(proc.stdout.fileno(), fcntl.F_GETFL)
         fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETFL, flags | os.O_NONBLOCK)
         self.reader = LineReader(proc.stdout.fileno())
         self.ready_at = None
-        self.frozen = self.waiting = False
         return proc
 
     @property
@@ -76,8 +73,6 @@ class Worker:
             self.proc = self._start()
         self.log.seek(0)
         self.log.truncate()
-        self.blocked_s, self._blocked_since = 0.0, None
-        self._mark()
         point = {"task": task, "config": config_to_json(config), "auto_batch": auto_batch}
         self._send({**point, "job_pids": self.job_pids})
 
@@ -95,52 +90,26 @@ class Worker:
         return self.reader is not None and self.reader.closed
 
     # The GPU's turn: sweep.turns decides, these carry it out.
-    def asked(self) -> None:
-        self.waiting = True
-        self._mark()
-
     def grant(self) -> None:
-        self.waiting = False
-        self._mark()
-        self._send(
-            {"granted": True, "waited_s": round(self.blocked_s, 6), "job_pids": self.job_pids}
-        )
+        self.give_way(False)
+        self._send({"granted": True, "job_pids": self.job_pids})
 
-    def freeze(self) -> None:
-        """Hold the worker and everything it started still (SIGSTOP to its process group)."""
-        if not self.frozen and self._signal(signal.SIGSTOP):
-            self.frozen = True
-            self._mark()
+    def give_way(self, asked: bool) -> None:
+        """Ask the worker to give way at its next checkpoint (or let it go on)."""
+        if self._shared is not None:
+            self._shared[GIVE_WAY] = int(asked)
 
-    def thaw(self) -> None:
-        if self.frozen:
-            self._signal(signal.SIGCONT)
-            self.frozen = False
-            self._mark()
+    def state(self) -> int:
+        """What the worker says it is doing (sweep.messages); WAITING once it is gone."""
+        if self._shared is None or self.proc is None or self.ended:
+            return WAITING
+        return self._shared[STATE]
 
-    def _signal(self, sig: int) -> bool:
-        if self.proc is None:
-            return False
-        try:
-            os.killpg(self.proc.pid, sig)
-            return True
-        except ProcessLookupError:
-            return False
-
-    def _mark(self) -> None:
-        """Count time spent held still or waiting for the turn (the row's `turn_wait_s`)."""
-        now = time.monotonic()
-        if self._blocked_since is not None:
-            self.blocked_s += now - self._blocked_since
-        self._blocked_since = now if (self.frozen or self.waiting) else None
-
-    def pending_s(self) -> float:
-        """How much longer the GPU may run what the worker said it queued, in seconds."""
-        try:
-            until = struct.unpack("d", self._pending_path.read_bytes()[:8])[0]
-        except (OSError, struct.error, AttributeError):
-            return 0.0
-        return max(0.0, until - time.monotonic())
+    def pin(self, cpus: set[int] | None) -> None:
+        """Keep every thread of the worker and of what it started on `cpus` (None: on every
+        core again): off the cores of the worker that measures."""
+        if self.proc is not None:
+            pin_group(self.proc.pid, cpus or set(range(os.cpu_count() or 1)))
 
     def result(self) -> ChildResult:
         """How the worker ended, once its output closed (killed, crashed): its exit and last
@@ -154,15 +123,28 @@ class Worker:
         return ChildResult(code, last[:500])
 
     def close(self) -> None:
-        """Stop the worker and everything it started (woken first: a stopped process hears no
-        SIGTERM)."""
+        """Stop the worker and everything it started."""
         if self.proc is not None:
-            self.thaw()
+            self.give_way(False)
             stop_group(self.proc)
             self.proc = None
-        if self._pending_path is not None:
-            self._pending_path.unlink(missing_ok=True)
-            self._pending_path = None
+        if self._shared_path is not None:
+            self._shared_path.unlink(missing_ok=True)
+            self._shared_path = None
+
+
+def pin_group(pgid: int, cpus: set[int]) -> None:
+    """Every thread of every process in process group `pgid` onto `cpus` (a process or thread
+    gone meanwhile is skipped)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:  # the process group, after state and parent
+                continue
+            for task in (stat.parent / "task").iterdir():
+                os.sched_setaffinity(int(task.name), cpus)
+        except (OSError, ValueError, IndexError):
+            continue
 
 
 def needs_own_process(config: RunConfig) -> bool:

@@ -15,6 +15,14 @@ import os
 
 MEASURE_TASK, PREPARE_TASK = "measure", "prepare"  # a point measured; a point compiled ahead
 
+# A worker's shared bytes (a small file both sides map): the sweep writes GIVE_WAY (1: another
+# worker's turn asks this one to give way at its next checkpoint), the worker writes STATE.
+GIVE_WAY, STATE, SHARED_BYTES = 0, 1, 8
+# What a worker is doing, as far as another's turn cares: running (it may use the GPU at any
+# moment), gave way (at a checkpoint, its GPU work done), waiting (for its turn or its next
+# point, its GPU work done), compiling (host work only, its GPU work done before it began).
+RUNNING, GAVE_WAY, WAITING, COMPILING = 0, 1, 2, 3
+
 
 def encode(message: dict) -> bytes:
     """One line of JSON."""

@@ -1,6 +1,7 @@
 """Points prepared ahead: several workers run a sweep's one-device points at once, and the GPU's
-turn (sweep.turns) keeps every measurement alone. While one worker measures, the others are held
-still; the rest of the time they build their models, compile, capture and warm up side by side.
+turn (sweep.turns) keeps every measurement alone. While one worker measures, the others have
+given way (or compile, on other cores); the rest of the time they build their models, compile,
+capture and warm up side by side.
 A compiler worker goes further ahead: it compiles the plan's compiled points (their graphs
 traced and lowered, their Triton kernels built and tuned) into the cache folder, so that the
 worker that measures one later finds them there (`compile_cache` hit), and stops where the
@@ -28,6 +29,7 @@ from dlbench.sweep.turns import TurnBroker
 CONTEXT_MB = 1024.0
 # The share of the GPU's memory that points measured and prepared side by side may fill
 MEMORY_SHARE = 0.85
+GRANT_POLL_S = 0.002  # while a turn waits for the others to give way
 
 
 @dataclass
@@ -193,7 +195,10 @@ class Pipeline:
             if ended:
                 self._dispatch()
                 return ended
-            self._select(min(t.deadline for t in self.running) - self.clock())
+            timeout = min(t.deadline for t in self.running) - self.clock()
+            if self.broker.waiting:  # workers are giving way: look again soon
+                timeout = min(timeout, GRANT_POLL_S)
+            self._select(timeout)
 
     def _select(self, timeout_s: float) -> None:
         with selectors.DefaultSelector() as selector:
@@ -209,6 +214,7 @@ class Pipeline:
                 ended += self._heard(worker, message)
             if worker.ended:
                 ended += self._died(worker)
+        self.broker.poll()
         now = self.clock()
         for task in [t for t in self.running if now >= t.deadline]:
             result = ChildResult(None, f"timed out after {self.timeout_s:g} s", timed_out=True)
@@ -256,5 +262,7 @@ class Pipeline:
         for worker in self._all():
             self.broker.leave(worker)
             worker.close()
+        if self.early is not None:  # started before the plan was read, maybe never used
+            self.early.close()
         self.pool, self.compiling = [], None
         self.ahead.clear()

@@ -41,6 +41,7 @@ from dlbench.sweep.plan import (
 from dlbench.sweep.power import PowerLimiter
 from dlbench.sweep.recheck import HeldRow, Recheck
 from dlbench.sweep.timing import TimeSplit
+from dlbench.sweep.turns import MAX_GRANT_WAIT_S
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class SweepOutcome:
     held: list[HeldRow] = field(default_factory=list)
     rechecks: list[Recheck] = field(default_factory=list)
     split: TimeSplit | None = None  # where the wall time went
+    forced_turns: int = 0  # measured before every other worker had given way (sweep.turns)
 
     def counts(self) -> Counter:
         return Counter(p.status for p in self.points)
@@ -194,6 +196,7 @@ class SweepRunner:
                 limiter.__exit__(None, None, None)
             outcome.seconds = time.monotonic() - pipeline.started
             outcome.split = sweep.split()
+            outcome.forced_turns = pipeline.broker.forced
         return outcome
 
     def _say_resumed(self, console: Console, rows: list[dict[str, str]], done: int) -> None:
@@ -257,9 +260,16 @@ def summary_table(outcome: SweepOutcome) -> Table:
     return table
 
 
-def time_line(outcome: SweepOutcome) -> str:
-    """Where the sweep's wall time went (sweep.timing), one line."""
-    return outcome.split.line(outcome.seconds) if outcome.split else ""
+def time_lines(outcome: SweepOutcome) -> list[str]:
+    """Where the sweep's wall time went (sweep.timing), one line; and a warning where a point
+    was measured before the others had given way."""
+    lines = [outcome.split.line(outcome.seconds)] if outcome.split else []
+    if outcome.forced_turns:
+        lines.append(
+            f"warning: {outcome.forced_turns} turn(s) began before every other worker had given "
+            f"way (after {MAX_GRANT_WAIT_S:g} s); what they measured may have shared the GPU"
+        )
+    return lines
 
 
 def finish(outcome: SweepOutcome) -> int:

@@ -1,51 +1,71 @@
 """The GPU's turn among a sweep's workers (their side: dlbench.gpu_turn). One worker at a time
-holds it; while it does, every other worker is held still (SIGSTOP to its process group: off the
-GPU and off the host's cores, its compile workers too), so that a measured window, an idle
-baseline or a choice by timing sees the machine as a lone run would. Before the grant, what the
-held workers said they may have left queued on the GPU drains (at most MAX_DRAIN_S); once the
-holder gives the turn back, the others go on. Turns are granted in the order they were asked."""
+holds it; before it is granted, every other worker is asked to give way and the grant waits until
+each has: it gave way at a checkpoint, or it waits (for its own turn or its next point), or it
+compiles (host work, which goes on, on cores away from the holder's). No worker is ever stopped
+from outside: a process stopped inside the CUDA driver or NVML can hold the whole host up. Once
+the holder gives the turn back, the others go on; turns are granted in the order asked."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-MAX_DRAIN_S = 1.0  # a held worker's declared GPU work is waited for up to this long
+from dlbench.sweep.messages import COMPILING, GAVE_WAY, WAITING
 
 
 class Member(Protocol):
     """A worker as the broker sees it (sweep.launcher.Worker)."""
 
-    def asked(self) -> None: ...
-
     def grant(self) -> None: ...
 
-    def freeze(self) -> None: ...
+    def give_way(self, asked: bool) -> None: ...
 
-    def thaw(self) -> None: ...
+    def state(self) -> int: ...
 
-    def pending_s(self) -> float: ...
+    def pin(self, cpus: set[int] | None) -> None: ...
+
+
+def split_cores(count: int | None = None) -> tuple[set[int], set[int]] | None:
+    """The holder's cores and the others' (the lower half and the rest), or None on a host of
+    one core, where a worker that compiles must give way too."""
+    count = count or os.cpu_count() or 1
+    if count < 2:
+        return None
+    half = count // 2
+    return set(range(half)), set(range(half, count))
+
+
+# A grant waits at most this long for the others to give way, then goes ahead (and says so):
+# a worker that cannot reach a checkpoint must not stop the sweep
+MAX_GRANT_WAIT_S = 60.0
 
 
 class TurnBroker:
-    """Grants the turn to one member at a time and holds the others still meanwhile."""
+    """Grants the turn to one member at a time, once every other has given way."""
 
-    def __init__(self, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.sleep = sleep
+    def __init__(
+        self, cpu_count: int | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.cores = split_cores(cpu_count)
+        self.clock = clock
         self.members: list[Member] = []
         self.holder: Member | None = None
+        self.granting: Member | None = None  # asked the others to give way for it
+        self.asked_at = 0.0
         self.queue: deque[Member] = deque()
         self.turns = 0
-        self.drained_s = 0.0  # waited in all for held workers' GPU work
+        self.forced = 0  # grants that went ahead without every other worker giving way
 
     def join(self, member: Member) -> None:
-        """A worker that may ask; held still at once if another holds the turn."""
+        """A worker that may ask; asked to give way at once if another has or awaits the turn."""
         if member not in self.members:
             self.members.append(member)
-        if self.holder is not None and member is not self.holder:
-            member.freeze()
+        turn = self.holder or self.granting
+        if turn is not None and member is not turn:
+            member.give_way(True)
 
     def leave(self, member: Member) -> None:
         """A worker gone (ended, died, closed): its turn, asked or held, goes with it."""
@@ -53,36 +73,57 @@ class TurnBroker:
             self.members.remove(member)
         if member in self.queue:
             self.queue.remove(member)
+        if self.granting is member:
+            self.granting = None
         if self.holder is member:
-            self.holder = None
-            self._next()
+            self._end_turn()
+        self.poll()
 
     def asked(self, member: Member) -> None:
-        member.asked()
         self.queue.append(member)
-        self._next()
+        self.poll()
 
     def done(self, member: Member) -> None:
         if self.holder is member:
-            self.holder = None
-            self._next()
+            self._end_turn()
+            self.poll()
 
-    def _next(self) -> None:
+    def _end_turn(self) -> None:
+        self.holder = None
+        for member in self.members:
+            member.pin(None)
+            member.give_way(False)
+
+    def poll(self) -> None:
+        """Move turns on: ask the others to give way for the next in line, grant once they
+        have. The sweep calls it as messages come and, while a grant waits, every few ms."""
         if self.holder is not None:
             return
-        if not self.queue:
+        if self.granting is None:
+            if not self.queue:
+                return
+            self.granting, self.asked_at = self.queue.popleft(), self.clock()
             for member in self.members:
-                member.thaw()
-            return
-        chosen = self.queue.popleft()
+                member.give_way(member is not self.granting)
+        chosen = self.granting
         others = [m for m in self.members if m is not chosen]
-        for member in others:
-            member.freeze()
-        chosen.thaw()
-        drain = min(MAX_DRAIN_S, max((m.pending_s() for m in others), default=0.0))
-        if drain > 0:
-            self.sleep(drain)
-            self.drained_s += drain
-        self.holder = chosen
+        if not all(self._gave_way(m) for m in others):
+            if self.clock() - self.asked_at < MAX_GRANT_WAIT_S:
+                return
+            self.forced += 1
+        self.granting, self.holder = None, chosen
+        if self.cores is not None:
+            chosen.pin(self.cores[0])
+            for member in others:
+                member.pin(self.cores[1])
         self.turns += 1
         chosen.grant()
+
+    def _gave_way(self, member: Member) -> bool:
+        state = member.state()
+        return state in (GAVE_WAY, WAITING) or (state == COMPILING and self.cores is not None)
+
+    @property
+    def waiting(self) -> bool:
+        """A grant waits for workers to give way (the sweep polls again soon)."""
+        return self.granting is not None

@@ -9,11 +9,10 @@ point (OOM, error, a crash, a timeout) ends the worker: the next point starts in
 a clean allocator.
 
 A sweep that prepares points ahead runs several workers and grants the GPU's turn
-(dlbench.gpu_turn) to one at a time: this worker asks for it over its pipes and says how much GPU
-work it may have queued (until when, in a shared 8-byte file the sweep reads when it holds this
-worker still). A
-`prepare` task compiles a point ahead and stops where it would be measured, leaving its graphs
-and kernels in the cache for the worker that measures it.
+(dlbench.gpu_turn) to one at a time: this worker asks for its own over its pipes, and gives way
+to another's at its checkpoints when the shared bytes ask it to (sweep.messages). A `prepare`
+task compiles a point ahead and stops where it would be measured, leaving its graphs and kernels
+in the cache for the worker that measures it.
 
 Protocol: sweep.messages. The worker reads tasks and grants on stdin and answers on what was its
 stdout; everything else it (or a library below it) prints goes to stderr, which the sweep keeps
@@ -27,7 +26,6 @@ import io
 import json
 import mmap
 import os
-import struct
 import sys
 import time
 
@@ -35,54 +33,89 @@ from dlbench import gpu_turn
 from dlbench.config import RunConfig
 from dlbench.config.flags import config_from_json
 from dlbench.engine.timing.carried import note_point_start, restore_after_point
-from dlbench.engine.timing.profiled_pass import profiler_teardown
 from dlbench.startup import mark_command_start
 from dlbench.subprocesses import last_line_of
-from dlbench.sweep.messages import PREPARE_TASK, send
+from dlbench.sweep.messages import (
+    COMPILING,
+    GAVE_WAY,
+    GIVE_WAY,
+    PREPARE_TASK,
+    RUNNING,
+    SHARED_BYTES,
+    STATE,
+    WAITING,
+    send,
+)
 from dlbench.telemetry.isolation import add_job_processes
 
 # What every point of a sweep imports (torch and Lightning Fabric; timm for the vision models):
 # imported as the worker starts, while its parent still reads and checks the plan.
 PRELOADED = ("torch", "lightning.fabric", "timm")
-# The file a worker declares its queued GPU work in (seconds, a native double), named by the sweep
-PENDING_FILE_VARIABLE = "DLBENCH_TURN_FILE"
+# The file of a worker's shared bytes (sweep.messages), named by the sweep
+SHARED_FILE_VARIABLE = "DLBENCH_TURN_FILE"
 
 
 class WorkerTurn:
-    """This worker's line to the sweep's turns (gpu_turn.TurnClient)."""
+    """This worker's line to the sweep's turns (gpu_turn.TurnClient): messages for its own
+    turns, shared bytes for giving way to another's (sweep.messages)."""
 
-    def __init__(self, tasks: io.BufferedReader, answers: int, pending_file: str | None) -> None:
+    def __init__(self, tasks: io.BufferedReader, answers: int, shared_file: str | None) -> None:
         self.tasks, self.answers = tasks, answers
         self.prepare_only = False
         self.waited_s = 0.0
-        self._pending = _open_pending(pending_file)
+        self._compiling = 0
+        self._shared = _open_shared(shared_file)
 
     def ask(self, kind: str) -> None:
         if self.prepare_only and kind == gpu_turn.MEASURE:
             raise gpu_turn.PreparedOnly(kind)
+        began = time.monotonic()
+        self.say(WAITING)
         send(self.answers, {"ask": kind})
         message = _read(self.tasks)
         if not message.get("granted"):
             raise RuntimeError(f"sweep protocol: a grant expected, got {message}")
-        self.waited_s = float(message.get("waited_s", 0.0))
         add_job_processes(message.get("job_pids", ()))  # a worker replaced meanwhile
+        self.say(RUNNING)
+        self.waited_s += time.monotonic() - began
 
     def done(self) -> None:
         send(self.answers, {"done": True})
+        self.say(COMPILING if self._compiling else RUNNING)
 
-    def pending(self, seconds: float) -> None:
-        """Until when the GPU may still run what this process queued (0: nothing queued), on
-        the clock every process of the host shares."""
-        if self._pending is not None:
-            until = time.monotonic() + seconds if seconds > 0 else 0.0
-            struct.pack_into("d", self._pending, 0, until)
+    def checkpoint(self) -> None:
+        if self._shared is None or not self._shared[GIVE_WAY]:
+            return
+        began = time.monotonic()
+        import torch
+
+        if torch.cuda.is_initialized() and not torch.cuda.is_current_stream_capturing():
+            torch.cuda.synchronize()  # nothing of ours runs into another's turn
+        self.say(GAVE_WAY)
+        while self._shared[GIVE_WAY]:
+            time.sleep(CHECKPOINT_POLL_S)
+        self.say(COMPILING if self._compiling else RUNNING)
+        self.waited_s += time.monotonic() - began
+
+    def compiling(self, on: bool) -> None:
+        self._compiling = max(0, self._compiling + (1 if on else -1))
+        self.say(COMPILING if self._compiling else RUNNING)
+
+    def say(self, state: int) -> None:
+        """This worker's state, for the sweep that grants turns."""
+        if self._shared is not None:
+            self._shared[STATE] = state
 
 
-def _open_pending(path: str | None) -> mmap.mmap | None:
+# How often a worker that gave way looks whether the turn it gave way to has ended
+CHECKPOINT_POLL_S = 0.001
+
+
+def _open_shared(path: str | None) -> mmap.mmap | None:
     if not path:
         return None
     with open(path, "r+b") as f:
-        return mmap.mmap(f.fileno(), 8)
+        return mmap.mmap(f.fileno(), SHARED_BYTES)
 
 
 def _read(tasks: io.BufferedReader) -> dict:
@@ -99,7 +132,7 @@ def serve(tasks: io.BufferedReader | None = None, answers: int | None = None) ->
         sys.stdout.flush()
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     tasks = tasks or sys.stdin.buffer
-    turn = WorkerTurn(tasks, answers, os.environ.get(PENDING_FILE_VARIABLE))
+    turn = WorkerTurn(tasks, answers, os.environ.get(SHARED_FILE_VARIABLE))
     gpu_turn.use(turn)
     try:
         _preload()
@@ -111,7 +144,12 @@ def serve(tasks: io.BufferedReader | None = None, answers: int | None = None) ->
 
 
 def _serve_tasks(tasks: io.BufferedReader, answers: int, turn: WorkerTurn) -> None:
-    while task := _read(tasks):
+    while True:
+        turn.say(WAITING)  # between points: nothing queued, nothing to give way
+        task = _read(tasks)
+        if not task:
+            return
+        turn.say(RUNNING)
         add_job_processes(task.get("job_pids", ()))
         turn.prepare_only, turn.waited_s = task.get("task") == PREPARE_TASK, 0.0
         config = config_from_json(task["config"])
@@ -125,15 +163,13 @@ def run_point(config: RunConfig, auto_batch: bool) -> tuple[int, str]:
     """One point as a worker runs it: from the state the process had before its first point
     (what it carries is noted for the row, torch's switches set back after it), its teardown
     done before it answers (a point's teardown is its own time, not the next's)."""
-    profiler_teardown()  # for every point alike, before the first is noted
+    gpu_turn.checkpoint()  # a point that arrives during another's turn starts after it
     note_point_start()
-    gpu_turn.pending(gpu_turn.UNKNOWN_PENDING_S)
     code, last = _run_in_process(config, auto_batch)
     gpu_turn.release()  # whatever the task held (an error mid-window)
     restore_after_point()
     if code == 0:
         _release_memory()
-    gpu_turn.pending(0.0)
     return code, last
 
 

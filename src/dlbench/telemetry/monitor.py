@@ -71,6 +71,9 @@ class TelemetryMonitor:
         self.idle_power_age_s: float | None = None
         self.measurement = WindowMeasurement("", 0.0, None, None, None)
         self.facts = facts
+        # time the energy counter's steps in the window (a poll every COUNTER_POLL_S): a short
+        # window needs it; a serve load of seconds reads the counter at its edges alone
+        self.time_counter_steps = True
         # which GPUs these are, as far as this process can tell (the key of its kept facts)
         names = gpu.device_names if gpu else []
         self._gpus = (type(gpu).__name__, getattr(gpu, "identity", None), *names)
@@ -108,7 +111,8 @@ class TelemetryMonitor:
         self.isolation.reset()
         if self.gpu:
             self.isolation.check(self.gpu, self.devices)
-            self.sampler = Sampler(self.gpu, self.devices, self.interval_s, self.counter_period_s)
+            period = self.counter_period_s if self.time_counter_steps else None
+            self.sampler = Sampler(self.gpu, self.devices, self.interval_s, period)
             self.sampler.start()
         if self.cpu:
             self.cpu.begin()

@@ -100,10 +100,8 @@ def prepare_step(session, settings: LoopSettings, cuda_graphs: bool):
     began = time.perf_counter()
     for i in range(settings.warmup_steps):
         raise_if_interrupted()
-        gpu_turn.pending(gpu_turn.UNKNOWN_PENDING_S)
+        gpu_turn.checkpoint()  # where another worker's turn may have this one give way
         session.step(i)
-        if gpu_turn.active():  # at most one step left queued where the sweep holds us still
-            synchronize(session.device)
     synchronize(session.device)
     captured = session.graphed()
     with gpu_turn.alone(gpu_turn.CHOICE):  # a choice by timing: made as it would be alone

@@ -39,7 +39,7 @@ def cuda_graph(
     fn: Callable[[], None], ready: Callable[[], None], pool: object = None
 ) -> tuple[Callable[[], None], object]:
     """`fn` as a CUDA graph: warmed up on a side stream, captured once; its replay."""
-    gpu_turn.pending(gpu_turn.UNKNOWN_PENDING_S)
+    gpu_turn.checkpoint()  # where another worker's turn may have this one give way
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):

@@ -1,8 +1,7 @@
 """What a point inherits from the process it runs in. A sweep worker runs points back to back; a
 point must start from the state a point run first would: no thread an earlier point left
 running, no global switch of torch's it flipped (autocast, TF32, cuDNN's search, the attention
-kernels allowed), no profiler left attached (Kineto keeps CUPTI on every kernel launch unless
-torn down: docs/decisions.md#profiler-teardown), no CUDA graph kept alive.
+kernels allowed), no profiler left on, no CUDA graph kept alive (docs/time-to-result.md).
 
 `snapshot()` reads that state; a worker notes it as each point starts, and each row says what
 differs from the state before the worker's first point (`carried_state`, empty: nothing).
@@ -12,7 +11,6 @@ between a point run first and the same point run after others."""
 from __future__ import annotations
 
 import gc
-import os
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -58,7 +56,6 @@ def snapshot() -> dict[str, str]:
         ),
         "torch_function_modes": str(torch._C._len_torch_function_stack()),
         "profiler": str(torch.autograd.profiler._is_profiler_enabled),
-        "profiler_teardown": os.environ.get("TEARDOWN_CUPTI", ""),
         "cuda_graphs_alive": str(len(_GRAPHS)),
         "gc": str(gc.isenabled()),
         "threads_torch": str(torch.get_num_threads()),

@@ -191,7 +191,6 @@ def run_measured_loop(
         synchronize(device)
         busy_since = started + (first_step_s or 0.0)
         if gpu_turn.active():  # the rest runs alone; the GPU stepped for us from here on
-            gpu_turn.pending(0.0)
             gpu_turn.hold(gpu_turn.MEASURE)
             busy_since = clock()
         warmed, steady = warm_until_steady(

@@ -9,7 +9,6 @@ and its own wall time is never used. The same pass names the attention kernels t
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterable
@@ -90,26 +89,6 @@ def pass_steps(median_step_s: float) -> int:
     return max(MIN_STEPS, min(MAX_STEPS, wanted))
 
 
-# Kineto leaves CUPTI attached after a profile unless told to tear it down: every later
-# kernel launch of the process then pays for it (a sweep worker's later points measured eager,
-# launch-heavy steps low; docs/decisions.md#profiler-teardown). Tearing down with CUDA graphs
-# crashed CUPTI's re-initialisation before CUDA 12.6, so older CUDA keeps Kineto's default.
-TEARDOWN_VARIABLE = "TEARDOWN_CUPTI"
-TEARDOWN_MIN_CUDA = (12, 6)
-
-
-def profiler_teardown(environ=os.environ) -> None:
-    """Ask Kineto to detach CUPTI after each profile (unless the user set it either way), on a
-    CUDA that re-attaches safely; before the first profile, and before the row records the
-    process's CUDA variables (`cuda_env`)."""
-    cuda = torch.version.cuda
-    if not cuda or TEARDOWN_VARIABLE in environ:
-        return
-    major, _, minor = cuda.partition(".")
-    if (int(major), int(minor.split(".")[0] or 0)) >= TEARDOWN_MIN_CUDA:
-        environ[TEARDOWN_VARIABLE] = "1"
-
-
 def run_profiled_pass(
     step: Callable[[int], None],
     device: torch.device,
@@ -126,7 +105,6 @@ def run_profiled_pass(
         return {"attention_backend": attention_backend(_op_names(step, one_unit))}
     from torch.profiler import ProfilerActivity, profile
 
-    profiler_teardown()
     synchronize(device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for i in indices:

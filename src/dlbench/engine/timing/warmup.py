@@ -28,20 +28,16 @@ MAX_STEADY_WARMUP_S = 10.0
 def fixed_warmup(
     step: Callable[[int], None], device: torch.device, steps: int, clock: Callable[[], float]
 ) -> float | None:
-    """The fixed warm-up steps (cuDNN's first plans, lazy state): the first one timed. In a
-    sweep that prepares other points meanwhile, each step is waited for and declared as what
-    may still be queued, so that this process can be held still at any moment and leave no
-    more than one step on the GPU (dlbench.gpu_turn). Returns the first step's time."""
-    began, last, first = clock(), gpu_turn.UNKNOWN_PENDING_S, None
+    """The fixed warm-up steps (cuDNN's first plans, lazy state): the first one timed. Before
+    each, a sweep that prepares other points meanwhile may have this one give way to another's
+    measurement (dlbench.gpu_turn). Returns the first step's time."""
+    began, first = clock(), None
     for i in range(steps):
         raise_if_interrupted()
-        gpu_turn.pending(last)
-        step_began = clock()
+        gpu_turn.checkpoint()
         step(i)
-        if i == 0 or gpu_turn.active():
-            synchronize(device)
-            last = clock() - step_began
         if i == 0:
+            synchronize(device)
             first = clock() - began
     return first
 
