@@ -41,6 +41,19 @@ def split_cores(count: int | None = None) -> tuple[set[int], set[int]] | None:
 # A grant waits at most this long for the others to give way, then goes ahead (and says so):
 # a worker that cannot reach a checkpoint must not stop the sweep
 MAX_GRANT_WAIT_S = 60.0
+# Where a sweep writes each turn's events (asked, granted, given back, who had not given way),
+# for one that seems stuck
+TRACE_VARIABLE = "DLBENCH_TURN_TRACE"
+STATES = {0: "running", 1: "gave way", 2: "waiting", 3: "compiling"}
+
+
+def trace(line: str) -> None:
+    """One event of the GPU's turn, where TRACE_VARIABLE names a file (workers write there
+    too); nothing otherwise."""
+    path = os.environ.get(TRACE_VARIABLE)
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{time.monotonic():.3f} {line}\n")
 
 
 class TurnBroker:
@@ -58,6 +71,7 @@ class TurnBroker:
         self.queue: deque[Member] = deque()
         self.turns = 0
         self.forced = 0  # grants that went ahead without every other worker giving way
+        self._traced = ""
 
     def join(self, member: Member) -> None:
         """A worker that may ask; asked to give way at once if another has or awaits the turn."""
@@ -80,10 +94,12 @@ class TurnBroker:
         self.poll()
 
     def asked(self, member: Member) -> None:
+        trace(f"asked {self._name(member)}")
         self.queue.append(member)
         self.poll()
 
     def done(self, member: Member) -> None:
+        trace(f"done {self._name(member)}")
         if self.holder is member:
             self._end_turn()
             self.poll()
@@ -108,6 +124,11 @@ class TurnBroker:
         chosen = self.granting
         others = [m for m in self.members if m is not chosen]
         if not all(self._gave_way(m) for m in others):
+            if os.environ.get(TRACE_VARIABLE):
+                states = ", ".join(f"{self._name(m)} {STATES.get(m.state())}" for m in others)
+                if states != self._traced:
+                    self._traced = states
+                    trace(f"waiting for {self._name(chosen)}: {states}")
             if self.clock() - self.asked_at < MAX_GRANT_WAIT_S:
                 return
             self.forced += 1
@@ -117,7 +138,11 @@ class TurnBroker:
             for member in others:
                 member.pin(self.cores[1])
         self.turns += 1
+        trace(f"granted {self._name(chosen)}")
         chosen.grant()
+
+    def _name(self, member: Member) -> str:
+        return f"{getattr(member, 'name', 'worker')}#{getattr(member, 'pid', '')}"
 
     def _gave_way(self, member: Member) -> bool:
         state = member.state()

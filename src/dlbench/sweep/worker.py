@@ -46,6 +46,7 @@ from dlbench.sweep.messages import (
     WAITING,
     send,
 )
+from dlbench.sweep.turns import STATES, trace
 from dlbench.telemetry.isolation import add_job_processes
 
 # What every point of a sweep imports (torch and Lightning Fabric; timm for the vision models):
@@ -71,6 +72,7 @@ class WorkerTurn:
             raise gpu_turn.PreparedOnly(kind)
         began = time.monotonic()
         self.say(WAITING)
+        trace(f"worker#{os.getpid()} asks {kind}")
         send(self.answers, {"ask": kind})
         message = _read(self.tasks)
         if not message.get("granted"):
@@ -104,6 +106,8 @@ class WorkerTurn:
     def say(self, state: int) -> None:
         """This worker's state, for the sweep that grants turns."""
         if self._shared is not None:
+            if self._shared[STATE] != state:
+                trace(f"worker#{os.getpid()} {STATES.get(state)}")
             self._shared[STATE] = state
 
 
