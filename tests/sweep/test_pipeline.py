@@ -30,14 +30,13 @@ def test_two_points_share_the_gpu_only_where_both_are_known_to_fit():
     assert MemoryBudget(None).fits(_task(None), [_task(1)])  # no GPU: no memory to share
 
 
-def test_points_are_prepared_ahead_on_a_gpu_that_takes_several_processes():
+def test_points_are_prepared_ahead_where_asked_and_the_gpu_takes_several_processes():
     shared, exclusive = GpuRoom("H200", 143_000, True), GpuRoom("H200", 143_000, False)
-    assert workers_for(None, shared, False) == (AHEAD_WORKERS, True)
-    assert workers_for(None, None, False) == (1, False)  # the CPU: one after another
-    assert workers_for(None, exclusive, False) == (1, False)
-    assert workers_for(None, shared, True) == (1, False)  # power limits are GPU-wide
-    assert workers_for(False, shared, False) == (1, False)
-    assert workers_for(True, None, False) == (AHEAD_WORKERS, True)
+    assert workers_for(True, shared, False) == (AHEAD_WORKERS, True)
+    assert workers_for(True, None, False) == (AHEAD_WORKERS, True)  # the CPU
+    assert workers_for(False, shared, False) == (1, False)  # the default: one after another
+    assert workers_for(True, exclusive, False) == (1, False)
+    assert workers_for(True, shared, True) == (1, False)  # power limits are GPU-wide
 
 
 def test_the_wall_time_split_adds_up_and_says_what_ran_beside():

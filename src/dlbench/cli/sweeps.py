@@ -37,13 +37,12 @@ RecheckOption = Annotated[
     ),
 ]
 AheadOption = Annotated[
-    bool | None,
+    bool,
     typer.Option(
         "--prepare-ahead/--no-prepare-ahead",
         help="Build, compile and warm up the next points in other workers while one is "
-        "measured (each measurement alone: the others held still); default: on a GPU that "
-        "takes several processes.",
-        show_default=False,
+        "measured (each measurement and timed choice alone: the others give way); not yet "
+        "measured end to end on a GPU.",
     ),
 ]
 
@@ -77,7 +76,7 @@ def sweep(
     isolation: Isolation = "worker",
     resume: Resume = True,
     recheck: RecheckOption = True,
-    prepare_ahead: AheadOption = None,
+    prepare_ahead: AheadOption = False,
 ) -> None:
     from rich.console import Console
 
@@ -88,7 +87,7 @@ def sweep(
     from dlbench.sweep.runner import SweepRunner, finish, summary_table, time_lines
 
     # the worker's imports and CUDA start overlap this process's reading of the plan
-    early = Worker().start() if isolation == "worker" and not dry_run else None
+    early = Worker(turns=prepare_ahead).start() if isolation == "worker" and not dry_run else None
     try:
         sweep_plan = load_plan(plan)
         check_seconds("--settle-s", settle_s, zero=True)

@@ -26,8 +26,9 @@ from dlbench.sweep.worker import SHARED_FILE_VARIABLE
 class Worker:
     """One worker process, started early and kept across tasks, replaced after any failure."""
 
-    def __init__(self, name: str = "worker") -> None:
+    def __init__(self, name: str = "worker", turns: bool = False) -> None:
         self.name = name
+        self.turns = turns  # it asks for the GPU's turn and gives way (points prepared ahead)
         self.proc: subprocess.Popen | None = None
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open while the worker lives)
         self.reader: LineReader | None = None
@@ -44,18 +45,21 @@ class Worker:
         return self
 
     def _start(self) -> subprocess.Popen:
-        handle, path = tempfile.mkstemp(prefix="dlbench-turn-")
-        os.write(handle, bytes(SHARED_BYTES))
-        self._shared = mmap.mmap(handle, SHARED_BYTES)
-        os.close(handle)
-        self._shared_path = Path(path)
+        env = child_environment()
+        if self.turns:
+            handle, path = tempfile.mkstemp(prefix="dlbench-turn-")
+            os.write(handle, bytes(SHARED_BYTES))
+            self._shared = mmap.mmap(handle, SHARED_BYTES)
+            os.close(handle)
+            self._shared_path = Path(path)
+            env[SHARED_FILE_VARIABLE] = path
         proc = subprocess.Popen(
             [sys.executable, "-m", "dlbench", "sweep-worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
             start_new_session=True,
-            env={**child_environment(), SHARED_FILE_VARIABLE: path},
+            env=env,
         )
         flags = fcntl.fcntl(proc.stdout.fileno(), fcntl.F_GETFL)
         fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETFL, flags | os.O_NONBLOCK)

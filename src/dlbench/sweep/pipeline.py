@@ -99,14 +99,17 @@ class Pipeline:
 
     def start(self) -> None:
         """Start every worker now: their imports run while the sweep prepares."""
+        turns = self.workers > 1 or self.compiler  # one worker alone never waits for a turn
+        early = self.early
+        if early is not None and early.turns != turns:
+            early.close()  # started before the plan was read, for the other kind of sweep
         while len(self.pool) < self.workers:
-            early = self.early
             if early is not None and early.proc is not None and not self.pool:
                 self.pool.append(early)  # started before the plan was read
             else:
-                self.pool.append(Worker(f"worker {len(self.pool)}").start())
+                self.pool.append(Worker(f"worker {len(self.pool)}", turns).start())
         if self.compiler and self.compiling is None:
-            self.compiling = Worker("compiler").start()
+            self.compiling = Worker("compiler", turns).start()
         self._share_pids()
 
     def _share_pids(self) -> None:
@@ -177,7 +180,7 @@ class Pipeline:
         """A worker ended (or must not run a task): a new process in its place, started now."""
         self.broker.leave(worker)
         worker.close()
-        fresh = Worker(worker.name).start()
+        fresh = Worker(worker.name, worker.turns).start()
         if worker is self.compiling:
             self.compiling = fresh
         else:

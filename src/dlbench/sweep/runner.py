@@ -95,14 +95,14 @@ class SweepRunner:
         resume: bool = True,
         worker: Worker | None = None,
         recheck: bool = True,
-        ahead: bool | None = None,
+        ahead: bool = False,
     ) -> None:
         if isolation not in ISOLATIONS:
             raise UserError(f"--isolation: invalid value {isolation!r}; {' or '.join(ISOLATIONS)}")
         self.isolation = isolation
         self.resume = resume
         self.recheck = recheck
-        self.ahead = ahead  # prepare points ahead (None: where the GPU allows)
+        self.ahead = ahead  # prepare points ahead (sweep.pipeline)
         self.worker = worker  # one started early (Worker.start), or None
         self.plan, self.store = plan, CsvStore(output)
         self.points = shard_points(plan.points(), *shard)

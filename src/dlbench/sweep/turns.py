@@ -1,7 +1,8 @@
 """The GPU's turn among a sweep's workers (their side: dlbench.gpu_turn). One worker at a time
 holds it; before it is granted, every other worker is asked to give way and the grant waits until
 each has: it gave way at a checkpoint, or it waits (for its own turn or its next point), or it
-compiles (host work, which goes on, on cores away from the holder's). No worker is ever stopped
+compiles (host work, which goes on: the compiling workers and the holder then run on two halves of
+the host's cores; otherwise the holder has every core, as a lone run). No worker is ever stopped
 from outside: a process stopped inside the CUDA driver or NVML can hold the whole host up. Once
 the holder gives the turn back, the others go on; turns are granted in the order asked."""
 
@@ -133,9 +134,10 @@ class TurnBroker:
                 return
             self.forced += 1
         self.granting, self.holder = None, chosen
-        if self.cores is not None:
+        compiling = [m for m in others if m.state() == COMPILING]
+        if self.cores is not None and compiling:  # they go on, on cores of their own
             chosen.pin(self.cores[0])
-            for member in others:
+            for member in compiling:
                 member.pin(self.cores[1])
         self.turns += 1
         trace(f"granted {self._name(chosen)}")

@@ -136,11 +136,13 @@ def serve(tasks: io.BufferedReader | None = None, answers: int | None = None) ->
         sys.stdout.flush()
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     tasks = tasks or sys.stdin.buffer
-    turn = WorkerTurn(tasks, answers, os.environ.get(SHARED_FILE_VARIABLE))
-    gpu_turn.use(turn)
+    shared = os.environ.get(SHARED_FILE_VARIABLE)  # set where points are prepared ahead
+    turn = WorkerTurn(tasks, answers, shared)
+    gpu_turn.use(turn if shared else None)
     try:
         _preload()
-        gpu_turn.install_compile_hooks()
+        if shared:
+            gpu_turn.install_compile_hooks()
         send(answers, {"ready": True})
         _serve_tasks(tasks, answers, turn)
     finally:

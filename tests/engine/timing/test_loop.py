@@ -261,3 +261,51 @@ def test_every_rank_starts_the_window_together():
     run_measured_loop(lambda i: events.append(f"step {i}"), CPU, LoopSettings(2, 3), Watch(), agree)
     window = events[events.index("begin") :]
     assert window[:3] == ["begin", "agree", "step 2"]
+
+
+def test_a_wait_for_the_gpus_turn_does_not_size_the_steady_warm_up(monkeypatch):
+    """A sweep worker may wait seconds for the GPU's turn after its fixed warm-up steps: the
+    steady warm-up's first chunk is sized from the steps' own rate (about STEADY_CHUNK_S of
+    them), never from the moments since the turn came (a chunk of tens of thousands of steps,
+    half an hour of resnet50 training, once)."""
+    from dlbench import gpu_turn
+    from dlbench.engine.timing.warmup import STEADY_CHUNK_S
+
+    class TickingClock(PlantedClock):  # a real clock moves between two reads, if only a little
+        def __call__(self) -> float:
+            self.now += 1e-6
+            return self.now
+
+    clock = TickingClock()
+    ran: list[int] = []
+
+    class Client:  # the turn comes after a 5 s wait, on the loop's own clock
+        waited_s = 0.0
+
+        def ask(self, kind):
+            clock.now += 5.0
+
+        def done(self):
+            pass
+
+        def checkpoint(self):
+            pass
+
+        def compiling(self, on):
+            pass
+
+    step = clock.steps(lambda i: 0.05)
+    gpu_turn.use(Client())
+    try:
+        with gpu_turn.region():
+            result = run_measured_loop(
+                lambda i: (ran.append(i), step(i)),
+                CPU,
+                LoopSettings(3, 10, steady_pct=2.0, min_warmup_s=0.25),
+                clock=clock,
+            )
+    finally:
+        gpu_turn.use(None)
+    assert result.warmup_steady is True
+    extra = result.warmup_steps - 3  # the steady chunks after the fixed warm-up
+    assert extra <= 4 * STEADY_CHUNK_S / 0.05  # two or three chunks of about 0.15 s

@@ -189,12 +189,14 @@ def run_measured_loop(
     with _nvtx("dlbench.warmup", nvtx):
         first_step_s = fixed_warmup(step, device, settings.warmup_steps, clock)
         synchronize(device)
-        busy_since = started + (first_step_s or 0.0)
-        if gpu_turn.active():  # the rest runs alone; the GPU stepped for us from here on
+        busy_since, rate = started + (first_step_s or 0.0), None
+        if gpu_turn.active():  # the rest runs alone; the GPU steps for us from the turn on
+            later = settings.warmup_steps - 1  # the fixed steps after the first, their rate
+            rate = later / (clock() - busy_since) if later > 0 else 0.0
             gpu_turn.hold(gpu_turn.MEASURE)
             busy_since = clock()
         warmed, steady = warm_until_steady(
-            step, device, settings, settings.warmup_steps, busy_since, agree, clock
+            step, device, settings, settings.warmup_steps, busy_since, agree, clock, rate
         )
     warmup_s = clock() - started
 

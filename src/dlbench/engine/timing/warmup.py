@@ -50,11 +50,14 @@ def warm_until_steady(
     busy_since: float,
     agree: Agreement,
     clock: Callable[[], float] = time.perf_counter,
+    rate_hint: float | None = None,
 ) -> tuple[int, bool | None]:
-    """More warm-up until the device has stepped for `min_warmup_s` since the first step and,
+    """More warm-up until the device has stepped for `min_warmup_s` since `busy_since` and,
     with `steady_pct`, until two chunks in a row agree per step (for at most
-    MAX_STEADY_WARMUP_S). Every rank takes the same decision from agreed numbers, in whole
-    units. Returns the warm-up steps run in all, and whether the steps settled."""
+    MAX_STEADY_WARMUP_S). The first chunk is sized by `rate_hint` (steps a second, as the
+    fixed warm-up ran them) where given, else by the steps since `busy_since`; later ones by
+    the chunk before. Every rank takes the same decision from agreed numbers, in whole units.
+    Returns the warm-up steps run in all, and whether the steps settled."""
     unit = settings.steps_per_unit
     checking = settings.steady_pct is not None
     if not checking and settings.min_warmup_s <= 0:
@@ -68,7 +71,9 @@ def warm_until_steady(
             break
         if checking and checked >= MAX_STEADY_WARMUP_S:
             break
-        so_far = max(done - 1, 1) / elapsed if elapsed > 0 else 0.0
+        so_far = rate_hint
+        if so_far is None:
+            so_far = max(done - 1, 1) / elapsed if elapsed > 0 else 0.0
         rate = 1.0 / previous if previous else so_far  # steps a second
         wanted = (settings.min_warmup_s - elapsed) * MIN_TIME_OVERSHOOT
         if checking:
