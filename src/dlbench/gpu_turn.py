@@ -8,11 +8,12 @@ while every other worker waits, off the GPU. Two kinds of work take the turn:
   alone.
 
 A worker holds the turn from a `hold` to the end of the region around it; `alone` holds it for a
-block. The others give way only where they can (never from outside: a process stopped inside the
-CUDA driver or NVML held the whole host up once): at a `checkpoint` (between warm-up steps,
-before a capture, as a compilation ends, between points) a worker asked to give way waits for
-its queued GPU work and then until the turn ends; a worker waiting for its own turn or for its
-next point, or one compiling (host work only, on cores away from the holder's), already has.
+block. The others give way only where they can, never stopped from outside (a process stopped
+inside the CUDA driver, NVML or a cache's file lock could hold the others up): at a
+`checkpoint` (between warm-up steps, before a capture, as a compilation ends, between points) a
+worker asked to give way waits for its queued GPU work and then until the turn ends; a worker
+waiting for its own turn or for its next point, or one compiling (host work only, on cores away
+from the holder's), already has.
 A process with no sweep around it (a single run, a test) has the machine to itself: every call
 here is then free. A compile-ahead task (the sweep's compiler) stops where its point would be
 measured: asked for a `MEASURE` turn, its client raises `PreparedOnly`."""

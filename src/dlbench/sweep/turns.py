@@ -3,7 +3,8 @@ holds it; before it is granted, every other worker is asked to give way and the 
 each has: it gave way at a checkpoint, or it waits (for its own turn or its next point), or it
 compiles (host work, which goes on: the compiling workers and the holder then run on two halves of
 the host's cores; otherwise the holder has every core, as a lone run). No worker is ever stopped
-from outside: a process stopped inside the CUDA driver or NVML can hold the whole host up. Once
+from outside: a process stopped inside the CUDA driver, NVML or a cache's file lock could hold
+the others up. Once
 the holder gives the turn back, the others go on; turns are granted in the order asked."""
 
 from __future__ import annotations
