@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pandas as pd
 import pytest
 
@@ -273,3 +276,29 @@ def test_a_number_read_as_float_on_one_side_is_no_environment_change():
     b = pd.DataFrame([benchmark_row(model="vit", cpu_count=16)])
     c = pd.DataFrame([benchmark_row(model="vit", cpu_count=16.0)])
     assert compare_runs(b, c).table.loc[0, "note"] == ""
+
+
+def test_two_repeats_three_percent_apart_are_noise_by_students_t_not_by_z():
+    """Two runs give one degree of freedom: t's 97.5th percentile is 12.7, not the normal's
+    1.96, so two repeats of each side 3 % apart cannot call an 8 % step a regression."""
+    from dlbench.results.stats import Z_975, t_975
+
+    def rows(rates):
+        return pd.DataFrame(
+            [
+                benchmark_row(model="vit", samples_per_s=r, throughput_interval_pct=0.1, repeat=k)
+                for k, r in enumerate(rates)
+            ]
+        )
+
+    base, cand = [1000.0, 1030.0], [925.0, 952.0]  # each pair 3 % apart
+    [line] = compare_runs(rows(base), rows(cand), threshold_pct=5).table.to_dict("records")
+    change = 100 * (statistics.fmean(cand) / statistics.fmean(base) - 1)
+
+    def between(rates, factor):
+        return factor * 100 * statistics.stdev(rates) / statistics.fmean(rates) / math.sqrt(2)
+
+    by_z = between(base, Z_975) + between(cand, Z_975)
+    assert by_z < abs(change) and abs(change) > 5  # z would call it a regression
+    assert line["noise_pct"] == pytest.approx(between(base, t_975(1)) + between(cand, t_975(1)))
+    assert line["verdict"] == "same"

@@ -145,7 +145,11 @@ def _as_the_engine_types_it(row: dict[str, str]) -> dict[str, object]:
 def test_a_new_row_typed_as_the_engine_types_it_finds_its_published_rows():
     """The run's own row holds numbers, the published CSV their text ("700.0"): an H100 run of
     the default plan found nothing published for any of its rows until they compared alike."""
-    shipped = [r for r in published_rows(PACKAGED_DIR) if r["gpu_name"] == H100]
+    shipped = [
+        r
+        for r in published_rows(PACKAGED_DIR)
+        if r["gpu_name"] == H100 and finished(r, "benchmark")
+    ]
     assert all(r["power_limit_w"] == "700.0" for r in shipped if r["model"] == "resnet50")
     for row in shipped:
         fresh = {**_as_the_engine_types_it(row), "run_id": "fresh"}
@@ -201,3 +205,29 @@ def test_a_folder_of_published_csvs_skips_side_files_and_failed_rows(tmp_path):
     )
     published_rows.cache_clear()
     assert len(published_rows(folder)) == 1
+
+
+def test_every_published_csv_holds_against_itself():
+    """Each reference row of every published CSV finds itself among the published rows of its
+    kind (benchmark and serve rows alike) and reads 1.0 where it is its configuration's only
+    row, within the published rows' spread where it has company (a recheck, repeats)."""
+    from dlbench.results.pairing import figure_of
+    from dlbench.results.published import PACKAGED_DIR, is_reference, published_files
+
+    kinds = set()
+    for path in published_files(PACKAGED_DIR):
+        for row in CsvStore(path).rows():
+            if not is_reference(row):
+                continue
+            kinds.add(row.get("run_kind") or "benchmark")
+            held = published_columns(row, PACKAGED_DIR)
+            assert held, (path.name, row["run_id"])
+            matches = matching_rows(row, PACKAGED_DIR)
+            assert any(m["run_id"] == row["run_id"] for m in matches)
+            if held["published_rows"] == 1:
+                assert held["published_ratio"] == pytest.approx(1.0)
+            else:
+                figures = [float(m[figure_of(m)[0]]) for m in matches]
+                spread = max(figures) / min(figures)
+                assert 1 / spread <= held["published_ratio"] <= spread
+    assert kinds == {"benchmark", "serve"}

@@ -28,6 +28,7 @@ from dlbench.analysis.machines import same_code as one_code
 from dlbench.errors import UserError
 from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, canonical
 from dlbench.results.serve_columns import SERVE_KEY, serve_figure
+from dlbench.results.stats import t_975
 
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
 FAILED_STATUSES = ("oom", "error", "timeout", "interrupted")
@@ -75,25 +76,25 @@ class Comparison:
 
 
 NOISE_REASONS = {"noisy", "drift"}  # invalid for these alone: compared, with their interval
-Z_975 = 1.96  # a row from before intervals were recorded: its standard error times this
 
 
 def interval_pct(row: pd.Series | dict) -> float:
     """Half the width of one row's confidence interval of its throughput, in %: its own column
-    (results.stats.Noise), or for an older row the step spread over sqrt(steps) times Z_975."""
+    (results.stats.Noise), or for an older row the step spread over sqrt(steps), times
+    Student's t (results.stats.t_975)."""
     recorded = row.get("throughput_interval_pct")
     if recorded is not None and not pd.isna(recorded):
         return float(recorded)
     stdev_pct, steps = row.get("step_time_stdev_pct"), row.get("steps")
-    if any(v is None or pd.isna(v) for v in (stdev_pct, steps)) or float(steps) <= 0:
+    if any(v is None or pd.isna(v) for v in (stdev_pct, steps)) or float(steps) <= 1:
         return math.nan
-    return Z_975 * float(stdev_pct) / math.sqrt(float(steps))
+    return t_975(int(float(steps)) - 1) * float(stdev_pct) / math.sqrt(float(steps))
 
 
 def _uncertainty_pct(group: pd.DataFrame) -> float:
     """Half the width of the confidence interval of the mean over a configuration's runs, in %: the
     larger of the within-run one (each run's interval) and the between-run one (the runs'
-    throughputs, Student's t at its 97.5th percentile taken as Z_975 for want of more runs)."""
+    throughputs, Student's t by their count: 12.7 for two runs, 4.3 for three)."""
     rates = group["samples_per_s"].astype(float).tolist()
     within = [interval_pct(r) for _, r in group.iterrows()]
     known = [w for w in within if not math.isnan(w)]
@@ -101,7 +102,8 @@ def _uncertainty_pct(group: pd.DataFrame) -> float:
     between = 0.0
     if len(rates) > 1:
         mean = statistics.fmean(rates)
-        between = Z_975 * 100.0 * statistics.stdev(rates) / mean / math.sqrt(len(rates))
+        spread = statistics.stdev(rates) / mean / math.sqrt(len(rates))
+        between = t_975(len(rates) - 1) * 100.0 * spread
     return max(within_mean, between)
 
 
@@ -172,7 +174,7 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def _verdict(change_pct: float, band_pct: float, threshold_pct: float, lower: bool) -> str:
+def change_verdict(change_pct: float, band_pct: float, threshold_pct: float, lower: bool) -> str:
     """same, faster, slower or regression; `lower`: a latency, where a rise is the slowdown."""
     if abs(change_pct) <= band_pct:
         return "same"
@@ -269,7 +271,9 @@ def compare_runs(
             line.update(
                 change_pct=change,
                 noise_pct=band,
-                verdict=_verdict(change, band, threshold_pct, bool(r["lower_is_better_baseline"])),
+                verdict=change_verdict(
+                    change, band, threshold_pct, bool(r["lower_is_better_baseline"])
+                ),
             )
         line["note"] = _note(r)
         lines.append(line)
@@ -308,7 +312,7 @@ def display_table(comparison: Comparison) -> tuple[pd.DataFrame, str]:
     caption line instead) and without empty columns."""
     table = comparison.table.copy()
     always = {"model", "mode", "batch_size"}
-    constant = [k for k in comparison.key if k not in always and table[k].nunique() <= 1]
+    constant = [k for k in comparison.key if k not in always and table[k].nunique() == 1]
     caption = ", ".join(f"{k}={table[k].iloc[0]}" for k in constant if table[k].iloc[0] != "")
     table["runs"] = [
         "/".join("-" if pd.isna(n) else str(int(n)) for n in pair)
@@ -323,6 +327,11 @@ def display_table(comparison: Comparison) -> tuple[pd.DataFrame, str]:
 
 def verdict_line(comparison: Comparison) -> str:
     """One line for the log and the CI summary."""
+    if comparison.table.empty:
+        return (
+            "nothing to compare: no finished benchmark or serve row (a loader, peak, validate "
+            "or scaling row has no figure a gate holds)"
+        )
     bad, failed = len(comparison.regressions), len(comparison.failures)
     threshold = f"{comparison.threshold_pct:g}%"
     parts = [

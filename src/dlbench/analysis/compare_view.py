@@ -146,7 +146,7 @@ def terminal_lines(comparison: Comparison, width: int) -> list[str]:
     can be narrowed that far): the table, its footnotes, what is the same for all."""
     table = comparison.table
     if table.empty:
-        return ["nothing to compare"]
+        return []  # the verdict line says there was nothing to compare
     shown = identifying_columns(table, comparison.key)
     lines, texts = _cells(comparison, shown)
     refs, numbered, common = _footnotes(texts, [bool(line["change"]) for line in lines])

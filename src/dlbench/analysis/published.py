@@ -1,39 +1,140 @@
-"""`dlbench compare CANDIDATE`: one file held against the published rows of its GPUs
-(results.published), with the same table, verdicts and exit codes as against a baseline file."""
+"""`dlbench compare CANDIDATE`: one file held against the published rows of its GPUs, by the very
+judgement each row got when it was written (results.published.published_columns: its figure over
+the published median, within its band), shown with the same table, verdicts and exit codes as a
+comparison against a baseline file. Benchmark and serve rows alike, each on its kind's key."""
 
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 
 import pandas as pd
 
-from dlbench.analysis.compare import NOT_PUBLISHED, Comparison, compare_runs
-from dlbench.analysis.load import finished_rows, load_published, with_releases
-from dlbench.errors import UserError
-from dlbench.results.pairing import GATE_THRESHOLD_PCT, machine
-from dlbench.results.published import PUBLISHED_KEY
+from dlbench.analysis.compare import (
+    FAILED_STATUSES,
+    NOISE_REASONS,
+    NOT_PUBLISHED,
+    OTHER_CODE,
+    Comparison,
+    change_verdict,
+)
+from dlbench.analysis.load import finished_rows, latest
+from dlbench.errors import UserError, number_or_none
+from dlbench.results.pairing import (
+    COMPARED_KINDS,
+    EXPERIMENT_KEY,
+    GATE_THRESHOLD_PCT,
+    canonical,
+    code_label,
+    figure_of,
+    kind_of,
+    machine,
+    same_code,
+)
+from dlbench.results.published import (
+    BELOW,
+    FOLDER_VARIABLE,
+    matching_rows,
+    published_columns,
+    published_files,
+    published_folder,
+    published_key,
+    published_rows,
+)
+from dlbench.results.serve_columns import SERVE_KEY
 
 
 def compare_with_published(
     candidate: pd.DataFrame,
     threshold_pct: float = GATE_THRESHOLD_PCT,
-    same_code: bool = False,
+    one_code: bool = False,
     folder: Path | None = None,
 ) -> Comparison:
-    """Every configuration of the candidate against the published rows of its GPU model and
-    configuration (results.published: the same experiment, power limit, torch and CUDA at
-    major.minor), as against a baseline file; published configurations the candidate did not
-    run are no one's failure. A configuration nothing was published for is `not published`,
-    and the GPUs with no published row at all are named."""
-    published = load_published(folder)
-    sides = [published, with_releases(candidate)]
-    key = [k for k in PUBLISHED_KEY if k in sides[0].columns and k in sides[1].columns]
-    if published.empty:
-        raise UserError("CANDIDATE: no published rows to compare with (the folder holds none)")
-    result = compare_runs(sides[0], sides[1], key, threshold_pct, same_code)
-    table = result.table[result.table["verdict"] != "missing"].copy()
-    table.loc[table["verdict"] == "new", "verdict"] = NOT_PUBLISHED
-    known = set(published.get("gpu_name", pd.Series(dtype=object)).dropna().astype(str))
-    measured = finished_rows(candidate).get("gpu_name", pd.Series(dtype=object))
-    unpublished = sorted({machine({"gpu_name": g}) for g in measured.fillna("")} - known)
-    return Comparison(table.reset_index(drop=True), key, threshold_pct, tuple(unpublished))
+    """Every configuration of the candidate (its latest finished row) against the published
+    rows of its GPU model and configuration: `same` within the row's band, `slower` or
+    `regression` below it (beyond the threshold), `faster` above; `not published` where nothing
+    was, and the GPUs with nothing published at all named. With `one_code`, a row held against
+    published rows of other code is `other code`."""
+    folder = folder or published_folder()
+    if not published_files(folder) or not published_rows(folder):
+        raise UserError(_no_published_rows(folder))
+    rows = _comparable(candidate)
+    key = [k for k in (*EXPERIMENT_KEY, *SERVE_KEY) if k in candidate.columns]
+    lines = [_line(r, key, threshold_pct, one_code, folder) for r in rows.to_dict("records")]
+    lines += [_failed(r, key) for r in _failures(candidate, rows).to_dict("records")]
+    columns = [*key, "baseline", "candidate", "runs_baseline", "runs_candidate", "verdict", "note"]
+    table = pd.DataFrame(lines, columns=[*columns, "change_pct", "noise_pct"])
+    known = {canonical(r.get("gpu_name")) for r in published_rows(folder)}
+    measured = {canonical(g) for g in rows.get("gpu_name", pd.Series(dtype=object))}
+    unpublished = sorted(machine({"gpu_name": g}) for g in measured - known)
+    return Comparison(table, key, threshold_pct, tuple(unpublished))
+
+
+def _no_published_rows(folder: Path) -> str:
+    """Which folder held no published rows, and how it was chosen."""
+    given = os.environ.get(FOLDER_VARIABLE)
+    where = f"{FOLDER_VARIABLE}={given}" if given else f"the package's folder {folder}"
+    state = "does not exist" if not folder.is_dir() else "holds no dlbench CSV with a valid row"
+    return (
+        f"CANDIDATE: nothing to compare with: {where} {state}; give BASELINE CANDIDATE, or "
+        f"point {FOLDER_VARIABLE} at a folder of published rows"
+    )
+
+
+def _comparable(candidate: pd.DataFrame) -> pd.DataFrame:
+    """The candidate's finished rows of the kinds a gate holds, the latest of each
+    configuration."""
+    kinds = [finished_rows(candidate, kind) for kind in COMPARED_KINDS]
+    rows = pd.concat([k for k in kinds if not k.empty] or [candidate.iloc[0:0]], sort=False)
+    if rows.empty:
+        return rows
+    records = rows.to_dict("records")
+    rows = rows.assign(_config=[_configuration(r) for r in records])
+    return latest(rows, ["_config"]).drop(columns="_config")
+
+
+def _configuration(row: dict) -> str:
+    kind = kind_of(row)
+    return "|".join([kind, *(canonical(row.get(k)) for k in published_key(kind)), machine(row)])
+
+
+def _line(row: dict, key: list[str], threshold_pct: float, one_code: bool, folder: Path) -> dict:
+    """One configuration's line: its figure against the published median, judged as the row's
+    own published columns are; a row invalid for a reason of its own (not the comparison,
+    not noise alone) is that."""
+    figure, lower = figure_of(row)
+    value = number_or_none(row.get(figure))
+    line: dict[str, object] = {k: canonical(row.get(k)) for k in key}
+    note = figure.removeprefix("serve_") if kind_of(row) != "benchmark" else ""
+    line.update(candidate=value, runs_candidate=1, note=note + (" (lower is better)" * lower))
+    published = published_columns(row, folder)
+    if not published:
+        return {**line, "baseline": math.nan, "verdict": NOT_PUBLISHED}
+    ratio, band = float(published["published_ratio"]), float(published["published_band_pct"])
+    median = value * ratio if lower else value / ratio  # type: ignore[operator]
+    line.update(baseline=median, runs_baseline=published["published_rows"])
+    line.update(change_pct=100.0 * (ratio - 1.0), noise_pct=band)
+    own = set(canonical(row.get("verdict_reasons")).split(";")) - {"", BELOW, *NOISE_REASONS}
+    if canonical(row.get("verdict")) == "invalid" and own:
+        return {**line, "verdict": f"invalid ({';'.join(sorted(own))})"}
+    codes = {code_label(r) for r in matching_rows(row, folder)}
+    if one_code and not any(same_code(code_label(row), c) for c in codes):
+        return {**line, "verdict": OTHER_CODE}
+    return {**line, "verdict": change_verdict(100.0 * (ratio - 1.0), band, threshold_pct, False)}
+
+
+def _failures(candidate: pd.DataFrame, finished: pd.DataFrame) -> pd.DataFrame:
+    """The candidate's failure rows (oom, error, timeout, interrupted) of configurations that
+    have no finished row: a point that failed fails the gate, published or not."""
+    status = candidate.get("status", pd.Series("", index=candidate.index)).astype(str)
+    failed = candidate[status.isin(FAILED_STATUSES)]
+    done = {_configuration(r) for r in finished.to_dict("records")}
+    keep = [_configuration(r) not in done for r in failed.to_dict("records")]
+    return failed[keep] if len(failed) else failed
+
+
+def _failed(row: dict, key: list[str]) -> dict:
+    error = canonical(row.get("error"))
+    verdict = f"failed ({row['status']})" + (f": {error}" if error else "")
+    return {**{k: canonical(row.get(k)) for k in key}, "verdict": verdict, "runs_candidate": 1}

@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping
 
 from dlbench.config import CONFIG_KEY
+from dlbench.results.serve_columns import SERVE_KEY, serve_figure
 
 # What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
 RUN_KEY = (
@@ -19,6 +20,27 @@ RUN_KEY = (
 # Everything that decides what a row measured, plus the GPU model and the process count: rows
 # with equal values are the same experiment (the regression gate's default key).
 EXPERIMENT_KEY = (*CONFIG_KEY, "prompt_len", "new_tokens", "gpu_name", "world_size")
+# A served model: what was served and how (results.serve_columns.SERVE_KEY), on which GPU.
+SERVE_EXPERIMENT_KEY = (
+    "model",
+    "precision",
+    "width",
+    "height",
+    "seq_len",
+    "channels_last",
+    "compile",
+    "cuda_graphs",
+    *SERVE_KEY,
+    "gpu_name",
+)
+# The key of each kind of row (results.pairing.kind_of): two rows of one kind are the same
+# experiment where these agree. compare (one file or two), the published columns a row carries,
+# ranks and the report pair rows by it.
+EXPERIMENT_KEYS: dict[str, tuple[str, ...]] = {
+    "benchmark": EXPERIMENT_KEY,
+    "serve": SERVE_EXPERIMENT_KEY,
+}
+COMPARED_KINDS = tuple(EXPERIMENT_KEYS)  # the kinds a regression gate holds (by their figure)
 # The workload and its input, without layout or optimizer: what a speed-up or power curve is of.
 SHAPE_KEY = ("model", "mode", "precision", "batch_size", "width", "height", "seq_len")
 # The regression gate's default: a slowdown beyond this % fails `dlbench compare`, and no row is
@@ -76,6 +98,22 @@ def same_code(a: str, b: str) -> bool:
     """Whether two code labels name one known commit: unknown is never the same, nor is an
     aggregate of several (`a, b`). The report and `compare --same-code` both ask this."""
     return a == b and "," not in a and UNKNOWN_CODE not in a
+
+
+def kind_of(row: Mapping[str, object]) -> str:
+    """A row's kind (`run_kind`); a row from before rows named their kind is a benchmark."""
+    return canonical(row.get("run_kind")) or "benchmark"
+
+
+def experiment_key(kind: str) -> tuple[str, ...]:
+    """The columns that make two rows of `kind` the same experiment (EXPERIMENT_KEYS)."""
+    return EXPERIMENT_KEYS.get(kind, EXPERIMENT_KEY)
+
+
+def figure_of(row: Mapping[str, object]) -> tuple[str, bool]:
+    """The column a row of its kind is compared on, and whether lower is better: samples/s,
+    or a serve row's own (results.serve_columns.serve_figure)."""
+    return serve_figure(row) if kind_of(row) == "serve" else ("samples_per_s", False)
 
 
 def finished(row: Mapping[str, object], kind: str) -> bool:

@@ -22,11 +22,15 @@ from pathlib import Path
 
 from dlbench.errors import UserError, number_or_none
 from dlbench.results.pairing import (
+    COMPARED_KINDS,
     EXPERIMENT_KEY,
     GATE_THRESHOLD_PCT,
     canonical,
+    experiment_key,
+    figure_of,
     finished,
     key_text,
+    kind_of,
     machine,
     release,
 )
@@ -39,8 +43,16 @@ FOLDER_VARIABLE = "DLBENCH_PUBLISHED_DIR"
 CONDITIONS = ("power_limit_w",)
 # the software a figure depends on, matched at major.minor (results.pairing.release)
 RELEASES = {"torch": "torch_release", "cuda": "cuda_release"}
-# what a row must share with a published row: `compare` with one file pairs on these too
+# what a benchmark row must share with a published row (a row of another kind: its own
+# experiment key, results.pairing.EXPERIMENT_KEYS, with the same conditions and releases)
 PUBLISHED_KEY = (*EXPERIMENT_KEY, *CONDITIONS, *RELEASES.values())
+
+
+def published_key(kind: str) -> tuple[str, ...]:
+    """What a row of `kind` must share with a published row."""
+    return (*experiment_key(kind), *CONDITIONS, *RELEASES.values())
+
+
 BELOW, ABOVE = "below_published", "above_published"  # the verdict's words for a row outside
 
 
@@ -62,12 +74,19 @@ def _ours(store: CsvStore) -> bool:
 
 
 def is_reference(row: Mapping[str, object]) -> bool:
-    """Whether a published row is a reference: a finished benchmark run valid by its own
-    window (its verdict, less any comparison with the rows published before it)."""
+    """Whether a published row is a reference: a finished benchmark or serve run valid by its
+    own window (its verdict, less any comparison with the rows published before it) with the
+    figure its kind is compared on."""
+    kind = kind_of(row)
     reasons = {r for r in canonical(row.get("verdict_reasons")).split(";") if r} - {BELOW}
-    return finished(row, "benchmark") and (
-        canonical(row.get("verdict")) in ("valid", "") or not reasons
-    )
+    valid = canonical(row.get("verdict")) in ("valid", "") or not reasons
+    return kind in COMPARED_KINDS and finished(row, kind) and valid and _figure(row) is not None
+
+
+def _figure(row: Mapping[str, object]) -> float | None:
+    """The row's figure (results.pairing.figure_of), a positive finite number, or None."""
+    value = number_or_none(row.get(figure_of(row)[0]))
+    return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
 @functools.cache
@@ -95,7 +114,8 @@ def releases(row: Mapping[str, object]) -> dict[str, str]:
 
 def _match(row: Mapping[str, object]) -> tuple[str, ...]:
     keyed = {**row, **releases(row)}
-    return (*(key_text(keyed.get(k)) for k in PUBLISHED_KEY), machine(row))
+    kind = kind_of(row)
+    return (kind, *(key_text(keyed.get(k)) for k in published_key(kind)), machine(row))
 
 
 def matching_rows(row: Mapping[str, object], folder: Path | None = None) -> list[dict[str, str]]:
@@ -108,7 +128,7 @@ def band_pct(row: Mapping[str, object], published: list[Mapping[str, object]]) -
     """How far (in %) the ratio to the published median may lie from 1: the regression gate's
     threshold, or wider where the new row's and the published rows' own confidence intervals and
     the published rows' spread between them add up to more."""
-    rates = [float(r["samples_per_s"]) for r in published]
+    rates = [_figure(r) or 0.0 for r in published]
     spread = 100.0 * (max(rates) - min(rates)) / statistics.median(rates) if len(rates) > 1 else 0
     intervals = [number_or_none(r.get("throughput_interval_pct")) or 0.0 for r in published]
     own = number_or_none(row.get("throughput_interval_pct")) or 0.0
@@ -117,20 +137,24 @@ def band_pct(row: Mapping[str, object], published: list[Mapping[str, object]]) -
 
 def published_columns(row: Mapping[str, object], folder: Path | None = None) -> dict[str, object]:
     """`published_ratio`, `published_rows`, `published_source` and `published_band_pct` for a
-    finished benchmark row; {} where no published row matches (another GPU, a configuration
-    never published, a CPU)."""
-    rate = number_or_none(row.get("samples_per_s"))
-    if not finished(row, "benchmark") or rate is None or not math.isfinite(rate):
+    finished benchmark or serve row; {} where no published row matches (another GPU, a
+    configuration never published, a CPU). The ratio is the row's figure over the published
+    median, where higher is better (samples/s, a rate found); the median over the row's for a
+    latency (a single stream's p90): below 1 is slower either way."""
+    kind = kind_of(row)
+    figure = _figure(row)
+    if kind not in COMPARED_KINDS or not finished(row, kind) or figure is None:
         return {}
     published = matching_rows(row, folder)
     if not published:
         return {}
-    median = statistics.median(float(r["samples_per_s"]) for r in published)
+    median = statistics.median(_figure(r) or 0.0 for r in published)
+    ratio = median / figure if figure_of(row)[1] else figure / median
     sources = sorted(
         {f"{r['published_file']}@{str(r.get('dlbench_commit') or '')[:7]}" for r in published}
     )
     return {
-        "published_ratio": rate / median,
+        "published_ratio": ratio,
         "published_rows": len(published),
         "published_source": " ".join(sources),
         "published_band_pct": band_pct(row, published),

@@ -21,6 +21,7 @@ from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.engine.distribution.devices import plan_devices
 from dlbench.results.efficiency import energy_columns
 from dlbench.results.environment import collect_environment
+from dlbench.results.published import published_columns, published_line
 from dlbench.results.row import RowBuilder, failure_row, identity, new_run_id
 from dlbench.results.store import CsvStore
 from dlbench.serve.batching import BatchPolicy
@@ -112,8 +113,8 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
         .add("the references", references)
         .add("environment", env)
         .add("tags", s.tag_columns())
-        .row()
     )
+    row = row.add("the published rows", published_columns(row.columns())).row()
     store.append(row)
     return row
 
@@ -208,4 +209,5 @@ def show_serve(row: dict[str, object]) -> None:
         lines.append(f"found {row.get('serve_qps_found')}/s in {row['serve_points_tried']} points")
     lines.append(f"LoadGen's logs: {row['serve_loadgen_log']}")
     lines.append(f"verdict: {row['verdict']} {row.get('verdict_reasons') or ''}".rstrip())
+    lines.append(published_line(row))
     print("\n".join(lines))
