@@ -142,3 +142,12 @@ def test_the_cli_runs_cuda_with_32_work_queues_unless_the_user_set_their_own(tmp
     env["CUDA_DEVICE_MAX_CONNECTIONS"] = "4"
     assert tiny_run(output=tmp_path / "b.csv", env=env).returncode == 0
     assert read_rows(tmp_path / "b.csv")[0]["cuda_env"] == "CUDA_DEVICE_MAX_CONNECTIONS=4"
+
+
+def test_help_shows_no_type_beside_a_flag_and_compare_its_arguments_as_written(dlbench):
+    for command in ("train", "infer", "sweep", "serve", "compare", "report", "peak"):
+        code, out, _ = dlbench(command, "--help")
+        assert code == 0 and "<bool>" not in out, command
+    _, out, _ = dlbench("compare", "--help")  # in-process, the program is pytest's name
+    [usage] = [line.split("compare", 1)[1].strip() for line in out.splitlines() if "Usage:" in line]
+    assert usage == "[OPTIONS] [BASELINE] CANDIDATE"

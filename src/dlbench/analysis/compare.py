@@ -22,6 +22,7 @@ from dlbench.analysis.load import (
     flag_column,
     latest,
     split_invalid,
+    text_column,
 )
 from dlbench.analysis.machines import code_labels
 from dlbench.analysis.machines import same_code as one_code
@@ -115,7 +116,7 @@ def _reasons_of(runs: pd.DataFrame) -> str:
 
 def _only_noisy(runs: pd.DataFrame) -> pd.Series:
     """Invalid rows whose every reason is noise."""
-    reasons = runs.get("verdict_reasons", pd.Series("", index=runs.index)).fillna("").astype(str)
+    reasons = text_column(runs, "verdict_reasons")
     return reasons.map(lambda text: bool(text) and set(text.split(";")) <= NOISE_REASONS)
 
 
@@ -245,7 +246,7 @@ def compare_runs(
         )
     joined = base.merge(cand, on=key, how="outer", suffixes=("_baseline", "_candidate"))
     codes = (
-        joined.get(f"code_{side}", joined.get("code")).fillna("").astype(str)
+        text_column(joined, f"code_{side}" if f"code_{side}" in joined else "code")
         for side in ("baseline", "candidate")
     )
     joined["one_code"] = one_code(*codes)

@@ -95,6 +95,15 @@ def finished_rows(rows: pd.DataFrame, kind: str = "benchmark") -> pd.DataFrame:
     return rows[[finished(r, kind) for r in marks]].copy()
 
 
+def text_column(rows: pd.DataFrame, column: str, empty: str = "") -> pd.Series:
+    """A column as text, `empty` where a cell is empty or the column is absent (rows from
+    before it existed); filled as objects, since pandas 3 refuses to put text into a column
+    that read as numbers (one whose cells are all empty)."""
+    if column not in rows.columns:
+        return pd.Series(empty, index=rows.index, dtype=object)
+    return rows[column].astype(object).fillna(empty).astype(str)
+
+
 def split_invalid(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Rows whose verdict is not invalid (rows from before verdicts existed count as valid),
     and the invalid ones: ratios use the first only."""
@@ -104,8 +113,7 @@ def split_invalid(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def verdict_labels(rows: pd.DataFrame) -> pd.Series:
     """`valid`, or `invalid: REASONS` (rows from before verdicts existed: empty)."""
-    verdict = rows.get("verdict", pd.Series("", index=rows.index)).fillna("").astype(str)
-    reasons = rows.get("verdict_reasons", pd.Series("", index=rows.index)).fillna("").astype(str)
+    verdict, reasons = text_column(rows, "verdict"), text_column(rows, "verdict_reasons")
     return verdict.where(reasons == "", verdict + ": " + reasons)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.analysis.load import finished_rows, split_invalid, verdict_labels
+from dlbench.analysis.load import finished_rows, split_invalid, text_column, verdict_labels
 
 COLUMNS = ["data", "model", "batch_size", "decode", "workers", "loader", "training", "wait %"]
 COLUMNS += ["training verdict"]
@@ -15,7 +15,7 @@ COLUMNS += ["training verdict"]
 
 def _data(runs: pd.DataFrame) -> pd.Series:
     """Each row's --data (rows from before the column existed read synthetic data)."""
-    return runs.get("data", pd.Series("synthetic", index=runs.index)).fillna("synthetic")
+    return text_column(runs, "data", empty="synthetic")
 
 
 def _model_rate(runs: pd.DataFrame, model: str, batch: int, gpus: set[str]) -> float | None:
@@ -52,7 +52,9 @@ def pipeline_table(rows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=COLUMNS)
     both = pd.concat(parts, ignore_index=True)
-    both = both.assign(decode=both["data_decode"].fillna("cpu"), workers=both["data_workers"])
+    both = both.assign(
+        decode=text_column(both, "data_decode", empty="cpu"), workers=both["data_workers"]
+    )
     lines = []
     keys = ["data", "model", "batch_size", "decode", "workers"]
     for key, group in both.groupby(keys, dropna=False):

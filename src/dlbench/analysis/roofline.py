@@ -28,11 +28,13 @@ def decode_table(runs, baseline: str):
     memory-bound, so the two should agree when the number measures the GPU)."""
     import pandas as pd
 
+    from dlbench.analysis.load import text_column
+
     if "decode_tokens_per_s" not in runs:
         return pd.DataFrame()
     rows = runs[runs["decode_tokens_per_s"].notna()].copy()
     # rows from before the column existed ran the transformers model
-    rows["llm_impl"] = rows.get("llm_impl", pd.Series(index=rows.index, dtype=object)).fillna("hf")
+    rows["llm_impl"] = text_column(rows, "llm_impl", empty="hf")
     key = [c for c in DECODE_KEY if c in rows]
     if rows.empty:
         return pd.DataFrame()

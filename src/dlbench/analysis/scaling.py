@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.analysis.load import finished_rows, key_columns, latest, load_rows
+from dlbench.analysis.load import finished_rows, key_columns, latest, load_rows, text_column
 from dlbench.results.pairing import RUN_KEY
 from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
@@ -30,7 +30,7 @@ SCALING_COLUMNS = [
 
 def _strategy(runs: pd.DataFrame) -> pd.Series:
     """single or ddp; rows from before the column existed ran DDP exactly when world_size > 1."""
-    given = runs.get("strategy", pd.Series("", index=runs.index)).fillna("").astype(str)
+    given = text_column(runs, "strategy")
     implied = runs["world_size"].map(lambda n: "ddp" if n > 1 else "single")
     return given.where(given != "", implied)
 

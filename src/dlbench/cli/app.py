@@ -12,6 +12,26 @@ from dlbench.errors import EXIT_USER_ERROR
 from dlbench.startup import set_cuda_work_queues
 from dlbench.subprocesses import die_with_parent
 
+
+def _plain_help() -> None:
+    """typer (0.29) shows `<bool>` beside every flag, a value no flag takes, and wraps a
+    required argument's own metavar in braces on the usage line (`{[BASELINE]
+    CANDIDATE}...`): flags show no type, and a metavar is shown as written."""
+    core = getattr(typer, "core", None)
+    option, argument = (getattr(core, n, None) for n in ("TyperOption", "TyperArgument"))
+    if option is not None and hasattr(option, "display_type_rich"):
+        shown = option.display_type_rich
+
+        def display_type_rich(self, ctx):
+            return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+        option.display_type_rich = display_type_rich
+    if argument is not None and hasattr(argument, "_usage_display_name"):
+        usage = argument._usage_display_name
+        argument._usage_display_name = lambda self: self.metavar or usage(self)
+
+
+_plain_help()
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,

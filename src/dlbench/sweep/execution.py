@@ -159,7 +159,7 @@ class SweepExecution:
         if not self.runner.recheck:
             return
         rows = self.runner.store.rows()
-        rechecked = {r.get("recheck_of") for r in rows if r.get("recheck_of")}
+        rechecked = {r.get("recheck_of"): r for r in rows if r.get("recheck_of")}
         measured = {h.label for h in self.outcome.held}
         for index, point in enumerate(self.points):
             if point.label in measured or not self._goes_in_pipeline(point):
@@ -169,7 +169,13 @@ class SweepExecution:
                 continue
             held = HeldRow.of(point.label, row)
             self.outcome.held.append(held)
-            if held.outside and held.run_id not in rechecked:
+            second = rechecked.get(held.run_id)
+            if held.outside and second is not None:  # measured again by an earlier run
+                ok = second.get("status") == "ok"
+                self.outcome.rechecks.append(
+                    Recheck(held, HeldRow.of(point.label, second) if ok else None)
+                )
+            elif held.outside:
                 self._say(f"  measuring again (outside its published band): {held.label}")
                 self._submit(index, first=held)
 
