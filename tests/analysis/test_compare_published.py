@@ -82,3 +82,35 @@ def test_one_file_with_a_key_or_three_files_is_refused_in_one_line(tmp_path):
         out = run_cli("compare", *args)
         assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
         assert out.stderr.startswith("error: ")
+
+
+H100_SERVE = PACKAGED_DIR / "serve-pt2.11-cu13.0-h100-80gb-hbm3.csv"
+
+
+def _serve_part_again(path, scale_rate_found: float):
+    """The published H100 serve part as a candidate run of it, resnet50's rate found scaled."""
+    with open(H100_SERVE, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        row["run_id"] = f"again-{row['run_id']}"
+        if row["model"] == "resnet50" and row["serve_find_qps"] == "True":
+            row["serve_qps_found"] = str(float(row["serve_qps_found"]) * scale_rate_found)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_a_serve_part_with_its_rate_found_halved_fails_alone_and_against_the_part(tmp_path):
+    """Serve rows are held like benchmark rows: by the published rows of their GPU, and by a
+    baseline file; the gate saw neither before the serve kind had its experiment key."""
+    same = _serve_part_again(tmp_path / "same.csv", 1.0)
+    halved = _serve_part_again(tmp_path / "halved.csv", 0.5)
+    assert run_cli("compare", str(same)).returncode == 0
+    for args in ([str(halved)], [str(H100_SERVE), str(halved)]):
+        out = run_cli("compare", *args)
+        assert out.returncode == 1, (args, out.stdout, out.stderr)
+        assert "1 regression(s)" in out.stdout
+        [line] = [x for x in out.stdout.splitlines() if "regression" in x and "resnet50" in x]
+        assert "-50.0" in line
