@@ -108,20 +108,26 @@ def _line(row: dict, key: list[str], threshold_pct: float, one_code: bool, folde
     line: dict[str, object] = {k: canonical(row.get(k)) for k in key}
     note = figure.removeprefix("serve_") if kind_of(row) != "benchmark" else ""
     line.update(candidate=value, runs_candidate=1, note=note + (" (lower is better)" * lower))
+    own = set(canonical(row.get("verdict_reasons")).split(";")) - {"", BELOW, *NOISE_REASONS}
+    invalid = f"invalid ({';'.join(sorted(own))})" if own and _invalid(row) else ""
     published = published_columns(row, folder)
-    if not published:
-        return {**line, "baseline": math.nan, "verdict": NOT_PUBLISHED}
+    if not published:  # an invalid row says so; only valid rows are ever published references
+        note = "; ".join(n for n in (line["note"], f"the row is {invalid}" * bool(invalid)) if n)
+        return {**line, "baseline": math.nan, "verdict": NOT_PUBLISHED, "note": note}
     ratio, band = float(published["published_ratio"]), float(published["published_band_pct"])
     median = value * ratio if lower else value / ratio  # type: ignore[operator]
     line.update(baseline=median, runs_baseline=published["published_rows"])
     line.update(change_pct=100.0 * (ratio - 1.0), noise_pct=band)
-    own = set(canonical(row.get("verdict_reasons")).split(";")) - {"", BELOW, *NOISE_REASONS}
-    if canonical(row.get("verdict")) == "invalid" and own:
-        return {**line, "verdict": f"invalid ({';'.join(sorted(own))})"}
+    if invalid:
+        return {**line, "verdict": invalid}
     codes = {code_label(r) for r in matching_rows(row, folder)}
     if one_code and not any(same_code(code_label(row), c) for c in codes):
         return {**line, "verdict": OTHER_CODE}
     return {**line, "verdict": change_verdict(100.0 * (ratio - 1.0), band, threshold_pct, False)}
+
+
+def _invalid(row: dict) -> bool:
+    return canonical(row.get("verdict")) == "invalid"
 
 
 def _failures(candidate: pd.DataFrame, finished: pd.DataFrame) -> pd.DataFrame:
@@ -137,4 +143,5 @@ def _failures(candidate: pd.DataFrame, finished: pd.DataFrame) -> pd.DataFrame:
 def _failed(row: dict, key: list[str]) -> dict:
     error = canonical(row.get("error"))
     verdict = f"failed ({row['status']})" + (f": {error}" if error else "")
-    return {**{k: canonical(row.get(k)) for k in key}, "verdict": verdict, "runs_candidate": 1}
+    line = {k: canonical(row.get(k)) for k in key}
+    return {**line, "verdict": verdict, "runs_candidate": 1, "note": ""}
