@@ -28,26 +28,28 @@ def _section(markdown: str, title: str) -> str:
 
 
 def test_the_report_on_the_reference_opens_with_the_h200_against_the_h100_per_family(tmp_path):
-    """Per family where one commit measured both GPUs' references; where two did (the H100's
-    regenerated, the H200's not), the summary says so and compares nothing across code."""
+    """Per family, whether one commit measured both GPUs' references or two did (the H100's
+    regenerated, the H200's not): then every family's line says the code differs."""
     import pandas as pd
 
     csvs = sorted(PACKAGED_DIR.glob("default-*.csv"))
     markdown = _report(tmp_path, *csvs)
     assert markdown.split("\n## ")[1].startswith("How these machines compare")
     summary = _section(markdown, "How these machines compare")
-    assert markdown.rstrip().split("\n## ")[-1].startswith("Runs")  # the raw rows last
+    runs = markdown.rstrip().split("\n## ")[-1]
+    assert runs.startswith("Runs")  # the raw rows last
+    # the spread the console and the verdict read: the robust one, not the standard deviation
+    assert "step spread % (robust)" in runs and "| spread %" not in runs
     commits = {c for csv in csvs for c in pd.read_csv(csv, dtype=str)["dlbench_commit"]}
-    if len(commits) > 1:
-        assert "differ in code" in summary and "Left out" in summary
-        return
-    families = [
-        line.split("|")[2].strip() for line in summary.splitlines() if "NVIDIA H200" in line
-    ]
+    lines = [x.split("|") for x in summary.splitlines() if x.startswith("| NVIDIA H200")]
     expected = ["CNN training", "CNN inference", "transformers", "LLM training", "LLM decode",
                 "batch-1 latency"]  # fmt: skip
-    assert families == expected
-    assert "Left out" not in summary  # one commit measured both GPUs
+    assert [line[2].strip() for line in lines] == expected
+    assert "Left out" not in summary  # every pair is shown, of one code or of two
+    # where two commits measured the two GPUs' references, the comparison says the code differs
+    code = "differs" if len(commits) > 1 else "same"
+    assert {line[-2].strip() for line in lines} == {code}
+    assert ("differ in code" in summary) == (len(commits) > 1)
 
 
 def _row(code: str, rate: float, gpu: str = "NVIDIA H100 80GB HBM3", **more) -> dict:

@@ -110,11 +110,16 @@ def workload_name(row: pd.Series) -> str:
 
 def family_summary(pairs: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, list[str]]:
     """Per machine and workload family: how many workloads, the median speed-up over
-    `baseline` and its range, from pairs measured by the same code on both sides and not
-    host-bound; and a line per kind of pair left out, with how many."""
-    fair = pairs["same_code"] & ~pairs["bound"] & ~pairs["bound_baseline"]
+    `baseline` and its range, from pairs not host-bound and measured by the same code on both
+    sides; a machine whose every pair was measured by other code is compared on those, its
+    `code` column saying that the code differs (a fresh run set beside published rows of
+    another GPU). And a line per kind of pair left out, with how many."""
+    unbound = ~pairs["bound"] & ~pairs["bound_baseline"]
+    same = pairs["same_code"] & unbound
+    only_other = ~pairs["machine"].isin(set(pairs.loc[same, "machine"]))
+    used = same | (only_other & unbound)
     lines = []
-    for (machine, family), group in pairs[fair].groupby(["machine", "family"]):
+    for (machine, family), group in pairs[used].groupby(["machine", "family"]):
         within, known = int(group["within_noise"].sum()), int(group["noise_pct"].notna().sum())
         lines.append(
             {
@@ -124,6 +129,7 @@ def family_summary(pairs: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, li
                 f"median speed-up vs {baseline}": group["speedup"].median(),
                 "range": f"{group['speedup'].min():.2f}-{group['speedup'].max():.2f}",
                 "within noise": f"{within} of {known}" if known else "",
+                "code": "same" if bool(group["same_code"].all()) else "differs",
             }
         )
     table = pd.DataFrame(lines)
@@ -131,13 +137,13 @@ def family_summary(pairs: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, li
         order = {f: i for i, f in enumerate(FAMILIES)}
         table = table.sort_values(["machine", "family"], key=lambda c: c.map(order).fillna(c))
     left_out = []
-    other_code = int((~pairs["same_code"]).sum())
+    other_code = int((~pairs["same_code"] & ~used & unbound).sum())
     if other_code:
         left_out.append(
             f"{other_code} pair(s) measured by different code on the two machines, or by code "
-            "that names no commit"
+            "that names no commit, where the machine has pairs of one code"
         )
-    bound = int((pairs["same_code"] & ~fair).sum())
+    bound = int((~unbound).sum())
     if bound:
         left_out.append(f"{bound} pair(s) host-bound on either machine (they measure the host)")
     return table.reset_index(drop=True), left_out

@@ -28,7 +28,7 @@ SUMMARY_COLUMNS = {
     "samples_per_s": "samples/s",
     "step_time_median_ms": "p50 ms",
     "step_time_p99_ms": "p99 ms",
-    "step_time_stdev_pct": "spread %",
+    "step_time_robust_spread_pct": "step spread % (robust)",
     "energy_per_sample_j": "J/sample",
     "mfu": "MFU",
     "mfu_attained": "MFU of attained",

@@ -47,6 +47,13 @@ def _noise(pair: pd.Series) -> str:
     return f"±{pair['noise_pct']:.1f} %{inside}"
 
 
+CODE_DIFFERS = (
+    "\nWhere code reads 'differs', every pair of that machine was measured by different code "
+    "on the two machines (a run set beside another GPU's published rows): its speed-ups hold "
+    "the code's changes too; the pairs below name both versions."
+)
+
+
 def how_these_machines_compare(r: ReportRows) -> Part:
     """Per workload family: the median and range of the speed-ups over the baseline."""
     families, left_out = family_summary(r.pairs, r.baseline)
@@ -54,9 +61,11 @@ def how_these_machines_compare(r: ReportRows) -> Part:
         Section(
             "How these machines compare",
             f"Speed-up over {r.baseline} (samples/s ratio) per workload family: the median over "
-            "the family's workloads and their range, from valid rows measured by the same code "
-            "on both machines and not host-bound. 'within noise': workloads whose speed-up lies "
-            "inside the spread of the repeated rows of either machine."
+            "the family's workloads and their range, from valid rows not host-bound, measured by "
+            "the same code on both machines where a machine has such pairs. 'within noise': "
+            "workloads whose speed-up lies inside the spread of the repeated rows of either "
+            "machine."
+            + (CODE_DIFFERS if "differs" in set(families.get("code", ())) else "")
             + "".join(f"\nLeft out: {line}." for line in left_out)
             + ("\n" + environment_notes(r.runs, r.baseline) if len(r.pairs) else ""),
             families if not families.empty else None,
