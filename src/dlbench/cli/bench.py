@@ -41,14 +41,14 @@ GENERATION_ONLY = ("prompt_len", "new_tokens")
 
 @app.command("train", help="Benchmark a training loop (forward, loss, backward, optimizer).")
 @app.command("src.train", help="Same as train: the image's documented form.", hidden=True)
-@run_options(exclude=("mode", *GENERATION_ONLY), replace={"batch_size": AUTO_BATCH})
+@run_options(exclude=("mode", *GENERATION_ONLY), replace={"batch_size": AUTO_BATCH}, mode="train")
 def train(flags: dict[str, Any]) -> None:
     _bench("train", flags)
 
 
 @app.command("infer", help="Benchmark inference (eval mode, inference_mode, no host copy).")
 @app.command("src.inference", help="Same as infer: the image's documented form.", hidden=True)
-@run_options(exclude=("mode",), replace={"batch_size": AUTO_BATCH})
+@run_options(exclude=("mode",), replace={"batch_size": AUTO_BATCH}, mode="infer")
 def infer(flags: dict[str, Any]) -> None:
     _bench("infer", flags)
 

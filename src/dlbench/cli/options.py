@@ -47,10 +47,19 @@ def field_option(
 
 
 def run_options(
-    exclude: Iterable[str] = (), replace: dict[str, tuple[Any, Any, str]] | None = None
+    exclude: Iterable[str] = (),
+    replace: dict[str, tuple[Any, Any, str]] | None = None,
+    mode: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command every RunConfig setting as an option, but `exclude` (and `replace`d ones
-    with another type, default and help: `--batch-size auto`)."""
+    with another type, default and help: `--batch-size auto`); a command of one `mode` shows
+    that mode's defaults where they differ by mode (fp8's recipe)."""
+    from dlbench.config.fp8_recipes import recipe_help
+
+    replace = dict(replace or {})
+    if "fp8_recipe" not in set(exclude) and "fp8_recipe" not in replace:
+        fp8 = SETTINGS["fp8_recipe"]
+        replace["fp8_recipe"] = (None, _cli_default(fp8), recipe_help(mode))
     return options_of(SETTINGS, exclude, replace)
 
 

@@ -33,42 +33,31 @@ class Fp8Recipe:
 
 
 FP8_RECIPES = (
-    Fp8Recipe("tensorwise", "train", "tensorwise", False, 3, True, "one scale a tensor"),
-    Fp8Recipe("rowwise", "train", "rowwise", False, 3, summary="a scale a row"),
     Fp8Recipe(
-        "rowwise_with_gw_hp",
-        "train",
-        "rowwise_with_gw_hp",
-        False,
-        2,
+        "tensorwise", "train", "tensorwise", with_head=False, fp8_gemms=3, default=True,
+        summary="one scale a tensor",
+    ),
+    Fp8Recipe(
+        "rowwise", "train", "rowwise", with_head=False, fp8_gemms=3, summary="a scale a row"
+    ),
+    Fp8Recipe(
+        "rowwise_with_gw_hp", "train", "rowwise_with_gw_hp", with_head=False, fp8_gemms=2,
         summary="a scale a row, the weight's gradient in bf16",
     ),
     Fp8Recipe(
-        "tensorwise_with_head",
-        "train",
-        "tensorwise",
-        True,
-        3,
+        "tensorwise_with_head", "train", "tensorwise", with_head=True, fp8_gemms=3,
         summary="tensorwise, the output head too (torchtitan keeps it out by default)",
     ),
     Fp8Recipe(
-        "rowwise_dynamic",
-        "infer",
-        "rowwise_dynamic",
-        False,
-        1,
-        True,
-        "float8 weights with a scale a row, activations quantized a row as they arrive",
+        "rowwise_dynamic", "infer", "rowwise_dynamic", with_head=False, fp8_gemms=1,
+        default=True,
+        summary="float8 weights with a scale a row, activations quantized a row as they arrive",
     ),
     Fp8Recipe(
-        "rowwise_dynamic_with_head",
-        "infer",
-        "rowwise_dynamic",
-        True,
-        1,
+        "rowwise_dynamic_with_head", "infer", "rowwise_dynamic", with_head=True, fp8_gemms=1,
         summary="rowwise_dynamic, the output head too (a server keeps it in bf16 by default)",
     ),
-)
+)  # fmt: skip
 _BY_NAME = {recipe.name: recipe for recipe in FP8_RECIPES}
 
 
@@ -101,6 +90,14 @@ def resolve_recipe(name: str | None, mode: str) -> Fp8Recipe:
     if recipe.mode != mode:
         raise invalid("--fp8-recipe", name, f"{mode}: {', '.join(recipe_names(mode))}")
     return recipe
+
+
+def recipe_help(mode: str | None = None) -> str:
+    """The flag's help: one mode's recipes and default, or each mode's (a command of both)."""
+    if mode is not None:
+        return f"fp8's recipe: {', '.join(recipe_names(mode))} (default: {recipe_names(mode)[0]})."
+    defaults = ", ".join(f"{default_recipe(m).name} in {m}" for m in ("train", "infer"))
+    return f"fp8's recipe (default: {defaults})."
 
 
 def recipes_help() -> str:

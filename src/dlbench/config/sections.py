@@ -24,7 +24,7 @@ from dlbench.config.fields import (
     PRECISIONS,
     option,
 )
-from dlbench.config.fp8_recipes import recipe_named, recipe_names
+from dlbench.config.fp8_recipes import recipe_help, recipe_named
 from dlbench.config.limits import (
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_MIN_TIME_S,
@@ -85,7 +85,7 @@ class AccelerationConfig:
     TITLE: ClassVar[str] = "Precision and compilation"
 
     precision: str = option("32", "32, tf32, 16-mixed, bf16-mixed, 16-true, bf16-true, fp8.")
-    fp8_recipe: str | None = option(None, f"fp8's recipe (default: {recipe_names('train')[0]}).")
+    fp8_recipe: str | None = option(None, recipe_help())
     channels_last: bool = option(True, "channels_last layout for image models.")
     compile: bool | None = option(
         None, "torch.compile model and loss (GPU default: generation, batch 1)."

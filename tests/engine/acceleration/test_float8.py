@@ -160,8 +160,9 @@ def test_a_with_head_recipe_whose_head_fp8_cannot_take_is_refused_naming_the_fla
     model, _ = build_model(workload, shape, "native", torch.device("cpu"))
     convert = convert_for_training if recipe.startswith("tensorwise") else quantize_for_inference
     args = (False,) if convert is convert_for_training else ()
-    with pytest.raises(UserError, match=r"--fp8-recipe.*64 x 1000.*multiples of 16"):
+    with pytest.raises(UserError, match=r"--fp8-recipe.*64 x 1000.*multiples of 16") as refused:
         convert(model, recipe_named(recipe), *args)
+    assert f"invalid value '{recipe}';" in str(refused.value)  # its name, not the record's repr
     assert not any(type(m).__name__ == "Float8Linear" for m in model.modules())
 
 
@@ -294,3 +295,18 @@ def test_a_head_fp8_cannot_take_is_refused_by_the_plan_before_anything_is_measur
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "--fp8-recipe" in error and "64 x 1000" in error
     assert not out.exists() and began == []
+
+
+def test_each_commands_help_names_its_own_modes_recipes_and_default(dlbench):
+    """infer's help offers inference's recipes and default, not training's tensorwise."""
+    from dlbench.config.fp8_recipes import default_recipe, recipe_names
+
+    for command, mode in (("train", "train"), ("infer", "infer")):
+        _, out, _ = dlbench(command, "--help")
+        shown = " ".join(
+            " ".join(out.split("--fp8-recipe", 1)[1].split("--", 1)[0].split("│")).split()
+        )
+        assert f"(default: {default_recipe(mode).name})" in shown, shown
+        other = "infer" if mode == "train" else "train"
+        assert all(name not in shown.split(": ", 1)[1] for name in recipe_names(other)
+                   if name not in " ".join(recipe_names(mode))), shown  # fmt: skip

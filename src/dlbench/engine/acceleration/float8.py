@@ -115,7 +115,7 @@ def recipe_linears(model: nn.Module, recipe: Fp8Recipe) -> tuple[list[str], str]
         size = f" ({found.in_features} x {found.out_features})" if linear else ""
         raise invalid(
             "--fp8-recipe",
-            recipe,
+            recipe.name,
             f"this model's output head{size} cannot run in FP8 (dimensions multiples of "
             f"{DIMENSION_MULTIPLE}): use {recipe.torchao}",
         )
