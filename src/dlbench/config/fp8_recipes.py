@@ -93,9 +93,10 @@ def resolve_recipe(name: str | None, mode: str) -> Fp8Recipe:
 
 
 def recipe_help(mode: str | None = None) -> str:
-    """The flag's help: one mode's recipes and default, or each mode's (a command of both)."""
+    """The flag's help: one mode's default, or each mode's (a command of both); a wrong name
+    is refused naming the mode's recipes."""
     if mode is not None:
-        return f"fp8's recipe: {', '.join(recipe_names(mode))} (default: {recipe_names(mode)[0]})."
+        return f"fp8's recipe (default: {default_recipe(mode).name})."
     defaults = ", ".join(f"{default_recipe(m).name} in {m}" for m in ("train", "infer"))
     return f"fp8's recipe (default: {defaults})."
 
