@@ -91,9 +91,9 @@ def test_buckets_are_powers_of_two_up_to_the_largest_batch():
 @pytest.mark.parametrize(
     ("scenario", "extra"),
     [
-        ("server", {"target_qps": 1000.0, "bound_ms": 50.0}),
-        ("single-stream", {"expected_latency_ms": 0.5}),
-        ("offline", {"expected_qps": 30000.0}),  # the planted server's own rate
+        ("server", {"expected": 1000.0, "bound_ms": 50.0}),
+        ("single-stream", {"expected": 0.5}),  # ms a query
+        ("offline", {"expected": 30000.0}),  # the planted server's own rate
     ],
 )
 def test_loadgen_runs_each_scenario_and_its_log_is_read_back(tmp_path, scenario, extra):
@@ -117,6 +117,6 @@ def test_a_server_loadgen_calls_invalid_says_why(tmp_path):
     """A bound no server meets: INVALID, the latency bound named (and early stopping, whose
     estimate is of the same percentile)."""
     pytest.importorskip("mlperf_loadgen")
-    load = Load("server", 0.3, 32, target_qps=200.0, bound_ms=0.01)
+    load = Load("server", 0.3, 32, expected=200.0, bound_ms=0.01)
     result, _ = run_load(lambda n: time.sleep(0.0003), BatchPolicy(8, 0.001), load, 8, tmp_path)
     assert not result.valid and "latency_bound" in result.reasons

@@ -26,9 +26,10 @@ from dlbench.analysis.load import (
 )
 from dlbench.analysis.machines import code_labels
 from dlbench.analysis.machines import same_code as one_code
+from dlbench.config.serve_scenarios import serve_figure
 from dlbench.errors import UserError
 from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, canonical
-from dlbench.results.serve_columns import SERVE_KEY, serve_figure
+from dlbench.results.serve_columns import SERVE_KEY
 from dlbench.results.stats import t_975
 
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
@@ -122,7 +123,7 @@ def _only_noisy(runs: pd.DataFrame) -> pd.Series:
 
 def comparable_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The finished rows a comparison reads: benchmark rows by their samples/s, serve rows by
-    their own figure (results.serve_columns.serve_figure) in its place, `lower_is_better` and
+    their own figure (config.serve_scenarios.serve_figure) in its place, `lower_is_better` and
     `figure` saying which; a serve row measured before LoadGen drove serve has no such figure
     and is left out."""
     benchmark = finished_rows(rows).assign(lower_is_better=False, figure="samples/s")
@@ -306,49 +307,3 @@ def _note(joined_row: pd.Series) -> str:
         if canonical(a) != canonical(b):  # 16 and 16.0 alike: a column with a gap reads float
             notes.append(f"{column} {canonical(a)} -> {canonical(b)}")
     return "; ".join(notes)
-
-
-def display_table(comparison: Comparison) -> tuple[pd.DataFrame, str]:
-    """The table to print, without key columns that hold one value throughout (returned as a
-    caption line instead) and without empty columns."""
-    table = comparison.table.copy()
-    always = {"model", "mode", "batch_size"}
-    constant = [k for k in comparison.key if k not in always and table[k].nunique() == 1]
-    caption = ", ".join(f"{k}={table[k].iloc[0]}" for k in constant if table[k].iloc[0] != "")
-    table["runs"] = [
-        "/".join("-" if pd.isna(n) else str(int(n)) for n in pair)
-        for pair in zip(table["runs_baseline"], table["runs_candidate"])
-    ]
-    figures = ["baseline", "candidate", "change_pct", "noise_pct", "verdict", "runs", "note"]
-    keys = [k for k in comparison.key if k not in constant]
-    shown = table[keys + [c for c in figures if c in table]].astype(object)
-    shown = shown.where(shown.notna(), "")
-    return shown, (f"same for all: {caption}" if caption else "")
-
-
-def verdict_line(comparison: Comparison) -> str:
-    """One line for the log and the CI summary."""
-    if comparison.table.empty:
-        return (
-            "nothing to compare: no finished benchmark or serve row (a loader, peak, validate "
-            "or scaling row has no figure a gate holds)"
-        )
-    bad, failed = len(comparison.regressions), len(comparison.failures)
-    threshold = f"{comparison.threshold_pct:g}%"
-    parts = [
-        f"{bad} regression(s) beyond {threshold}" if bad else f"no regression beyond {threshold}"
-    ]
-    other = int((comparison.table["verdict"] == OTHER_CODE).sum())
-    if other:
-        parts.append(f"{other} configuration(s) left out: measured by other code (--same-code)")
-    unpublished = int((comparison.table["verdict"] == NOT_PUBLISHED).sum())
-    if unpublished:
-        parts.append(f"{unpublished} configuration(s) not published")
-    if comparison.unpublished_gpus:
-        names = ", ".join(comparison.unpublished_gpus)
-        parts.append(f"nothing published for {names}: nothing to hold its rows against")
-    if failed:
-        parts.append(f"{failed} configuration(s) failed or missing in the candidate")
-        if failed == len(comparison.table[comparison.table["verdict"] != "new"]):
-            parts.append("none matched: is the baseline from this machine and plan?")
-    return "; ".join(parts)

@@ -15,7 +15,7 @@ import textwrap
 
 import pandas as pd
 
-from dlbench.analysis.compare import Comparison
+from dlbench.analysis.compare import NOT_PUBLISHED, OTHER_CODE, Comparison
 from dlbench.results.pairing import canonical
 
 ALWAYS_SHOWN = ("model", "mode", "batch_size")
@@ -177,3 +177,49 @@ def _key_lines(table: pd.DataFrame, key: list[str], shown: list[str], width: int
         text = f"vary with the columns shown (--wide shows them): {', '.join(implied)}"
         lines += textwrap.wrap(text, width, subsequent_indent="  ")
     return lines
+
+
+def display_table(comparison: Comparison) -> tuple[pd.DataFrame, str]:
+    """The table to print, without key columns that hold one value throughout (returned as a
+    caption line instead) and without empty columns."""
+    table = comparison.table.copy()
+    always = {"model", "mode", "batch_size"}
+    constant = [k for k in comparison.key if k not in always and table[k].nunique() == 1]
+    caption = ", ".join(f"{k}={table[k].iloc[0]}" for k in constant if table[k].iloc[0] != "")
+    table["runs"] = [
+        "/".join("-" if pd.isna(n) else str(int(n)) for n in pair)
+        for pair in zip(table["runs_baseline"], table["runs_candidate"])
+    ]
+    figures = ["baseline", "candidate", "change_pct", "noise_pct", "verdict", "runs", "note"]
+    keys = [k for k in comparison.key if k not in constant]
+    shown = table[keys + [c for c in figures if c in table]].astype(object)
+    shown = shown.where(shown.notna(), "")
+    return shown, (f"same for all: {caption}" if caption else "")
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """One line for the log and the CI summary."""
+    if comparison.table.empty:
+        return (
+            "nothing to compare: no finished benchmark or serve row (a loader, peak, validate "
+            "or scaling row has no figure a gate holds)"
+        )
+    bad, failed = len(comparison.regressions), len(comparison.failures)
+    threshold = f"{comparison.threshold_pct:g}%"
+    parts = [
+        f"{bad} regression(s) beyond {threshold}" if bad else f"no regression beyond {threshold}"
+    ]
+    other = int((comparison.table["verdict"] == OTHER_CODE).sum())
+    if other:
+        parts.append(f"{other} configuration(s) left out: measured by other code (--same-code)")
+    unpublished = int((comparison.table["verdict"] == NOT_PUBLISHED).sum())
+    if unpublished:
+        parts.append(f"{unpublished} configuration(s) not published")
+    if comparison.unpublished_gpus:
+        names = ", ".join(comparison.unpublished_gpus)
+        parts.append(f"nothing published for {names}: nothing to hold its rows against")
+    if failed:
+        parts.append(f"{failed} configuration(s) failed or missing in the candidate")
+        if failed == len(comparison.table[comparison.table["verdict"] != "new"]):
+            parts.append("none matched: is the baseline from this machine and plan?")
+    return "; ".join(parts)

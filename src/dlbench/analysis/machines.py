@@ -108,6 +108,21 @@ def workload_name(row: pd.Series) -> str:
     return f"{row['model']} {row['mode']} {row['precision']} bs{row['batch_size']}{size}{fed}"
 
 
+def noise_text(pair: pd.Series) -> str:
+    """A pair's spread as shown beside its speed-up, and whether the speed-up lies inside."""
+    if pd.isna(pair["noise_pct"]):
+        return ""
+    inside = " (within noise)" if pair["within_noise"] else ""
+    return f"±{pair['noise_pct']:.1f} %{inside}"
+
+
+CODE_DIFFERS = (
+    "\nWhere code reads 'differs', every pair of that machine was measured by different code "
+    "on the two machines (a run set beside another GPU's published rows): its speed-ups hold "
+    "the code's changes too; the pairs below name both versions."
+)
+
+
 def family_summary(pairs: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, list[str]]:
     """Per machine and workload family: how many workloads, the median speed-up over
     `baseline` and its range, from pairs not host-bound and measured by the same code on both
@@ -135,7 +150,10 @@ def family_summary(pairs: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, li
     table = pd.DataFrame(lines)
     if not table.empty:
         order = {f: i for i, f in enumerate(FAMILIES)}
-        table = table.sort_values(["machine", "family"], key=lambda c: c.map(order).fillna(c))
+        table = table.sort_values(
+            ["machine", "family"],
+            key=lambda c: c.map(order).fillna(len(order)) if c.name == "family" else c,
+        )
     left_out = []
     other_code = int((~pairs["same_code"] & ~used & unbound).sum())
     if other_code:

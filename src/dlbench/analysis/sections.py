@@ -15,9 +15,11 @@ from dlbench.analysis.fleet import RULE, fleet_table, named_gpus
 from dlbench.analysis.latency import latency_table
 from dlbench.analysis.load import machine_labels
 from dlbench.analysis.machines import (
+    CODE_DIFFERS,
     CODE_MOVE_FLOOR_PCT,
     code_moves,
     family_summary,
+    noise_text,
     speedup_matrix,
 )
 from dlbench.analysis.pipeline import pipeline_table, saturation_notes
@@ -38,20 +40,6 @@ from dlbench.analysis.roofline import decode_table
 from dlbench.analysis.scaling import scaling_table
 from dlbench.analysis.serving import search_points, serve_table
 from dlbench.analysis.timeline import load_timeline, throttle_summary
-
-
-def _noise(pair: pd.Series) -> str:
-    if pd.isna(pair["noise_pct"]):
-        return ""
-    inside = " (within noise)" if pair["within_noise"] else ""
-    return f"±{pair['noise_pct']:.1f} %{inside}"
-
-
-CODE_DIFFERS = (
-    "\nWhere code reads 'differs', every pair of that machine was measured by different code "
-    "on the two machines (a run set beside another GPU's published rows): its speed-ups hold "
-    "the code's changes too; the pairs below name both versions."
-)
 
 
 def how_these_machines_compare(r: ReportRows) -> Part:
@@ -101,7 +89,7 @@ def speed_up_pair_by_pair(r: ReportRows) -> Part | None:
             "same" if same else f"{a} vs {b}"  # marked where shown
             for same, a, b in zip(shown["same_code"], shown["code"], shown["code_baseline"])
         ],
-        noise=[_noise(row) for _, row in shown.iterrows()],
+        noise=[noise_text(row) for _, row in shown.iterrows()],
     )
     return (
         Section(

@@ -96,8 +96,8 @@ def compare(
     import shutil
     import textwrap
 
-    from dlbench.analysis.compare import compare_runs, display_table, verdict_line
-    from dlbench.analysis.compare_view import terminal_lines
+    from dlbench.analysis.compare import compare_runs
+    from dlbench.analysis.compare_view import display_table, terminal_lines, verdict_line
     from dlbench.analysis.load import load_rows, require_columns
     from dlbench.analysis.markdown import markdown_table
     from dlbench.analysis.published import compare_with_published

@@ -34,30 +34,49 @@ class Fp8Recipe:
 
 FP8_RECIPES = (
     Fp8Recipe(
-        "tensorwise", "train", "tensorwise", with_head=False, fp8_gemms=3, default=True,
+        "tensorwise",
+        "train",
+        "tensorwise",
+        with_head=False,
+        fp8_gemms=3,
+        default=True,
         summary="one scale a tensor",
     ),
+    Fp8Recipe("rowwise", "train", "rowwise", with_head=False, fp8_gemms=3, summary="a scale a row"),
     Fp8Recipe(
-        "rowwise", "train", "rowwise", with_head=False, fp8_gemms=3, summary="a scale a row"
-    ),
-    Fp8Recipe(
-        "rowwise_with_gw_hp", "train", "rowwise_with_gw_hp", with_head=False, fp8_gemms=2,
+        "rowwise_with_gw_hp",
+        "train",
+        "rowwise_with_gw_hp",
+        with_head=False,
+        fp8_gemms=2,
         summary="a scale a row, the weight's gradient in bf16",
     ),
     Fp8Recipe(
-        "tensorwise_with_head", "train", "tensorwise", with_head=True, fp8_gemms=3,
+        "tensorwise_with_head",
+        "train",
+        "tensorwise",
+        with_head=True,
+        fp8_gemms=3,
         summary="tensorwise, the output head too (torchtitan keeps it out by default)",
     ),
     Fp8Recipe(
-        "rowwise_dynamic", "infer", "rowwise_dynamic", with_head=False, fp8_gemms=1,
+        "rowwise_dynamic",
+        "infer",
+        "rowwise_dynamic",
+        with_head=False,
+        fp8_gemms=1,
         default=True,
         summary="float8 weights with a scale a row, activations quantized a row as they arrive",
     ),
     Fp8Recipe(
-        "rowwise_dynamic_with_head", "infer", "rowwise_dynamic", with_head=True, fp8_gemms=1,
+        "rowwise_dynamic_with_head",
+        "infer",
+        "rowwise_dynamic",
+        with_head=True,
+        fp8_gemms=1,
         summary="rowwise_dynamic, the output head too (a server keeps it in bf16 by default)",
     ),
-)  # fmt: skip
+)
 _BY_NAME = {recipe.name: recipe for recipe in FP8_RECIPES}
 
 

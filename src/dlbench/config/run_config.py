@@ -5,6 +5,7 @@ of its sections (config.sections) is one flag, and a flag's key names it in plan
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from dataclasses import dataclass, field
 
@@ -124,6 +125,26 @@ def declared_settings(cls: type, section: str) -> dict[str, Setting]:
         )
         for f in dataclasses.fields(cls)
     }
+
+
+_SAME = object()
+# a help's note of RunConfig's own default, left out where another command's default differs
+_DEFAULT_NOTE = re.compile(r"\s*\([^()]*default[^()]*\)")
+
+
+def shared(key: str, default: object = _SAME, note: str = "") -> dataclasses.Field:
+    """A field of another command's settings (a serve run's) that is this run flag: its help and
+    names are RunConfig's, declared once there; `default` where that command runs otherwise (a
+    server compiles by default: RunConfig's note of its own default is left out of the help),
+    and a `note` on what else the setting decides there."""
+    setting = SETTINGS[key]
+    own = default is _SAME
+    help = setting.help if own else _DEFAULT_NOTE.sub("", setting.help)
+    metadata = {**setting.field.metadata, "help": f"{help} {note}".strip(), "shared": key}
+    value = setting.default if own else default
+    if isinstance(value, (tuple, list, dict)) or dataclasses.is_dataclass(value):
+        return dataclasses.field(default_factory=lambda: value, metadata=metadata)
+    return dataclasses.field(default=value, metadata=metadata)
 
 
 def _settings() -> dict[str, Setting]:

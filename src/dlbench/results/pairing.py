@@ -9,7 +9,8 @@ import math
 from collections.abc import Mapping
 
 from dlbench.config import CONFIG_KEY
-from dlbench.results.serve_columns import SERVE_KEY, serve_figure
+from dlbench.config.serve_scenarios import serve_figure
+from dlbench.results.serve_columns import SERVE_KEY
 
 # What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
 RUN_KEY = (
@@ -112,7 +113,7 @@ def experiment_key(kind: str) -> tuple[str, ...]:
 
 def figure_of(row: Mapping[str, object]) -> tuple[str, bool]:
     """The column a row of its kind is compared on, and whether lower is better: samples/s,
-    or a serve row's own (results.serve_columns.serve_figure)."""
+    or a serve row's own (config.serve_scenarios.serve_figure)."""
     return serve_figure(row) if kind_of(row) == "serve" else ("samples_per_s", False)
 
 

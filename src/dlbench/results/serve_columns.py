@@ -6,8 +6,6 @@ batch-1 references."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 SERVE_COLUMNS: dict[str, str] = {
     "serve_scenario": "serve: single-stream, server or offline (MLPerf's scenarios, by LoadGen)",
     "serve_max_batch": "serve: the dynamic batcher's largest batch",
@@ -61,14 +59,3 @@ SERVE_KEY = (
     "serve_min_duration_s",
     "serve_min_queries",
 )
-
-
-def serve_figure(row: Mapping[str, object]) -> tuple[str, bool]:
-    """The column a serve row is compared on, and whether lower is better: the rate found
-    (--find-qps), the p99 latency at a rate given, a single stream's p90, offline's rate."""
-    if str(row.get("serve_find_qps")) == "True":
-        return "serve_qps_found", False
-    return {
-        "server": ("serve_latency_p99_ms", True),
-        "single-stream": ("serve_latency_p90_ms", True),
-    }.get(str(row.get("serve_scenario")), ("serve_achieved_qps", False))

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from dlbench.config.serve_scenarios import serve_scenario
 from dlbench.errors import EXIT_FAILED, UserError, exception_line
 from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.sut import SystemUnderTest
 from dlbench.signals import Interrupted
 
-LOADGEN_SCENARIOS = {"single-stream": "SingleStream", "server": "Server", "offline": "Offline"}
 # the detail log's verdict on each constraint, and the reason a row names when it failed
 CONSTRAINTS = {
     "result_perf_constraints_met": "latency_bound",
@@ -28,15 +28,8 @@ CONSTRAINTS = {
     "result_min_duration_met": "min_duration",
     "result_min_queries_met": "min_queries",
 }
-# the rate each scenario completes, as LoadGen names it
-COMPLETED_RATE = {
-    "server": "result_completed_samples_per_sec",
-    "single-stream": "result_qps_with_loadgen_overhead",
-    "offline": "result_samples_per_second",
-}
 PERCENTILES = (50, 90, 99)
 KEPT_LOGS = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
-OFFLINE_MARGIN = 1.1  # offline: queries for this much longer than the least duration (MLPerf's)
 
 
 def loadgen() -> ModuleType:
@@ -63,18 +56,16 @@ def loadgen_version() -> str:
 
 @dataclass(frozen=True)
 class Load:
-    """One LoadGen test: its scenario, least duration and queries, and the scenario's own
-    setting (the rate and bound of the server, the rate an offline query is sized for, the
-    latency a single stream expects)."""
+    """One LoadGen test: its scenario, least duration and queries, what its scenario is sized
+    by (ServeScenario.sized_by: the server's rate, the rate an offline query is sized for, the
+    latency in ms a single stream expects), and the server's bound and coalescing."""
 
     scenario: str
     min_duration_s: float
     min_queries: int
-    target_qps: float | None = None
-    bound_ms: float | None = None
-    expected_qps: float | None = None
-    expected_latency_ms: float | None = None
-    coalesce: bool = True
+    expected: float
+    bound_ms: float | None = None  # the server's
+    coalesce: bool = True  # the server's
     seed: int = 0
 
 
@@ -131,7 +122,7 @@ def result_of(entries: dict[str, object], scenario: str, log_dir: Path) -> LoadG
         queries=int(entries.get("result_query_count") or 0)  # offline: one query of many
         * int(entries.get("effective_samples_per_query") or 1),
         scheduled_qps=float(scheduled) if scheduled is not None else None,
-        completed_qps=float(entries[COMPLETED_RATE[scenario]]),  # type: ignore[arg-type]
+        completed_qps=float(entries[serve_scenario(scenario).completed_rate]),  # type: ignore[arg-type]
         latency_ms={
             q: float(entries[f"result_{q:.2f}_percentile_latency_ns"]) / 1e6  # type: ignore[arg-type]
             for q in PERCENTILES
@@ -144,20 +135,19 @@ def result_of(entries: dict[str, object], scenario: str, log_dir: Path) -> LoadG
 def loadgen_settings(lg: ModuleType, load: Load) -> object:
     """LoadGen's settings for one load, in its performance mode."""
     settings = lg.TestSettings()
-    settings.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIOS[load.scenario])
+    scenario = serve_scenario(load.scenario)
+    settings.scenario = getattr(lg.TestScenario, scenario.loadgen)
     settings.mode = lg.TestMode.PerformanceOnly
     settings.min_duration_ms = int(load.min_duration_s * 1e3)
     settings.min_query_count = load.min_queries
     settings.qsl_rng_seed = settings.sample_index_rng_seed = load.seed
     settings.schedule_rng_seed = load.seed
-    if load.target_qps is not None:
-        settings.server_target_qps = load.target_qps
+    name, factor = scenario.loadgen_sizing
+    sized = load.expected * factor
+    setattr(settings, name, int(sized) if name.endswith("_ns") else sized)
+    if scenario.takes_rate:
         settings.server_target_latency_ns = int(load.bound_ms * 1e6)  # type: ignore[operator]
         settings.server_coalesce_queries = load.coalesce
-    if load.expected_qps is not None:
-        settings.offline_expected_qps = load.expected_qps * OFFLINE_MARGIN
-    if load.expected_latency_ms is not None:
-        settings.single_stream_expected_latency_ns = int(load.expected_latency_ms * 1e6)
     return settings
 
 

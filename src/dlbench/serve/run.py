@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
+from dlbench.config.serve_scenarios import serve_scenario
 from dlbench.console import error_line, stderr
 from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.engine.distribution.devices import plan_devices
@@ -133,17 +134,20 @@ def _scenario_load(
     policy = BatchPolicy(s.max_batch, s.batch_timeout_ms / 1e3)
     seconds, queries = s.minimums()
     common = {"min_duration_s": seconds, "min_queries": queries, "seed": s.seed}
+    scenario = serve_scenario(s.scenario)
     splits: dict[float, dict] = {}
     windows: dict[float, dict] = {}
 
     def load(qps: float | None = None) -> LoadGenResult:
-        if s.scenario == "single-stream":
-            scenario = {"expected_latency_ms": references["serve_batch1_p50_ms"]}
-        elif s.scenario == "offline":
-            scenario = {"expected_qps": references["serve_offline_samples_per_s"]}
-        else:
-            scenario = {"target_qps": qps, "bound_ms": slo, "coalesce": s.coalesce}
-        spec = Load(s.scenario, **common, **scenario)
+        rate = scenario.takes_rate
+        expected = float(qps if rate else references[scenario.sized_by])  # type: ignore[arg-type]
+        spec = Load(
+            s.scenario,
+            **common,
+            expected=expected,
+            bound_ms=slo if rate else None,
+            coalesce=s.coalesce,
+        )
         folder = scratch / f"load-{len(splits)}"
         at = f" at {qps:,.1f} queries/s" if qps else ""
         stderr.print(f"LoadGen: a {s.scenario} load{at}, at least {seconds:g} s")

@@ -9,14 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from dlbench.config import declared_settings
-from dlbench.config.fields import ACCELERATORS, DEFAULT_OUTPUT, PRECISIONS, option
-from dlbench.config.flags import flag_args, typed_value
+from dlbench.config import RunConfig, declared_settings
+from dlbench.config.fields import option
+from dlbench.config.flags import SWEEP_OWNED, flag_args, typed_value
+from dlbench.config.run_config import shared
 from dlbench.config.sections import check_count
+from dlbench.config.serve_scenarios import SERVE_SCENARIOS
 from dlbench.errors import UserError, check_finite, check_seconds, invalid
 from dlbench.results.tags import parse_tags
 
-SCENARIOS = ("single-stream", "server", "offline")  # MLPerf's, as LoadGen runs them
+SCENARIOS = tuple(SERVE_SCENARIOS)  # MLPerf's, as LoadGen runs them
 # what a load may ask for: more is a typo, and a rate times a duration is a list of arrivals
 MAX_QPS = 1e6
 MAX_QUERIES = 10**7
@@ -25,7 +27,7 @@ MAX_SLO_MS = 60_000.0
 MAX_LOAD_S = 3600.0  # a load that would last longer is refused before anything warms up
 # MLPerf Inference's own minimums (--mlperf-rules): the duration, and the queries by scenario
 MLPERF_MIN_DURATION_S = 600.0
-MLPERF_MIN_QUERIES = {"single-stream": 1024, "server": 270_336, "offline": 1}
+MLPERF_MIN_QUERIES = {name: s.mlperf_min_queries for name, s in SERVE_SCENARIOS.items()}
 # MLPerf Inference's p99 bounds for the server scenario: ResNet-50's for vision models, BERT's
 # for text (vit and the others have none of their own)
 SLO_P99_MS = {"vision": 15.0, "segmentation": 15.0, "text": 130.0}
@@ -38,7 +40,7 @@ class ServeSettings:
 
     TITLE: ClassVar[str] = "Serve"
 
-    model: str = option("resnet50", "Workload name (dlbench models).")
+    model: str = shared("model")
     scenario: str = option("server", "MLPerf's scenario: single-stream, server or offline.")
     qps: float | None = option(None, "Server: the rate LoadGen schedules, queries a second.")
     find_qps: bool = option(
@@ -59,31 +61,26 @@ class ServeSettings:
     )
     coalesce: bool = option(True, "Server: LoadGen hands over queries due together at once.")
     search_budget: float = option(240.0, "Seconds --find-qps may spend.")
-    precision: str = option("bf16-true", "32, bf16-true, 16-true, bf16-mixed ...")
-    accelerator: str = option("auto", "auto, gpu or cpu.")
-    compile: bool = option(True, "torch.compile the model (each bucket).")
-    cuda_graphs: bool = option(True, "Replay each bucket as a CUDA graph (on a GPU).")
-    channels_last: bool = option(True, "Image models in channels_last, as inference rows run.")
-    width: int | None = option(None, "Image width.")
-    height: int | None = option(None, "Image height.")
-    seq_len: int = option(128, "Text: tokens a query.")
-    seed: int = option(0, "LoadGen's and the inputs' seed.")
-    output: Path = option(Path(DEFAULT_OUTPUT), "CSV to append the row to.")
-    run_id: str | None = option(None, "Run id for the row (sweeps set it).")
-    tags: tuple[str, ...] = option((), "KEY=VALUE recorded as a column.", "--tag")
+    # RunConfig's settings, as a server runs them: its weights in bf16, each bucket compiled
+    # and replayed as a CUDA graph
+    precision: str = shared("precision", "bf16-true")
+    accelerator: str = shared("accelerator")
+    compile: bool = shared("compile", True, "Serve: each bucket.")
+    cuda_graphs: bool = shared("cuda_graphs", True, "Serve: each bucket (on a GPU).")
+    channels_last: bool = shared("channels_last")
+    width: int | None = shared("width")
+    height: int | None = shared("height")
+    seq_len: int = shared("seq_len")
+    seed: int = shared("seed", note="Serve: LoadGen's too.")
+    output: Path = shared("output")
+    run_id: str | None = shared("run_id")
+    tags: tuple[str, ...] = shared("tags", ())
 
     def checked(self) -> ServeSettings:
         """These settings, or a UserError naming the first flag that cannot be."""
-        if self.accelerator not in ACCELERATORS:
-            raise invalid("--accelerator", self.accelerator, f"allowed: {', '.join(ACCELERATORS)}")
-        if self.precision not in PRECISIONS:
-            raise invalid("--precision", self.precision, f"allowed: {', '.join(PRECISIONS)}")
         check_count("--max-batch", self.max_batch, MAX_SERVE_BATCH)
+        self.run_config()  # RunConfig's settings, checked where every run's are
         check_count("--queries", self.queries, MAX_QUERIES)
-        check_count("--seq-len", self.seq_len)
-        for flag, side in (("--width", self.width), ("--height", self.height)):
-            if side is not None:
-                check_count(flag, side)
         _in_range("--qps", self.qps, 0.0, MAX_QPS)
         _in_range("--slo-p99-ms", self.slo_p99_ms, 0.0, MAX_SLO_MS)
         _in_range("--batch-timeout-ms", self.batch_timeout_ms, -1.0, MAX_SLO_MS)
@@ -93,6 +90,14 @@ class ServeSettings:
         self._check_combination()
         self._check_length()
         return self
+
+    def run_config(self) -> RunConfig:
+        """The RunConfig of the settings a serve run shares with every run (its workload,
+        precision, compilation, device, seed and output): a UserError naming a flag that
+        cannot be, as `dlbench infer` would give it."""
+        shared_keys = {k for k, s in SERVE_SETTINGS.items() if s.field.metadata.get("shared")}
+        given = {k: getattr(self, k) for k in shared_keys - {"tags"}}
+        return RunConfig.of(**given, mode="infer", batch_size=self.max_batch)
 
     def tag_columns(self) -> dict[str, str]:
         """`tags` as the row's columns; a UserError for one that is no KEY=VALUE, is given twice
@@ -115,9 +120,10 @@ class ServeSettings:
     def _check_combination(self) -> None:
         if self.scenario not in SCENARIOS:
             raise invalid("--scenario", self.scenario, f"allowed: {', '.join(SCENARIOS)}")
-        if self.scenario == "server" and (self.qps is None) == (not self.find_qps):
+        rate = SERVE_SCENARIOS[self.scenario].takes_rate
+        if rate and (self.qps is None) == (not self.find_qps):
             raise UserError("--qps: the server scenario takes one of --qps RATE and --find-qps")
-        if self.scenario != "server" and (self.qps is not None or self.find_qps):
+        if not rate and (self.qps is not None or self.find_qps):
             flag = "--find-qps" if self.find_qps else "--qps"
             raise UserError(
                 f"{flag}: only the server scenario has a rate ({self.scenario} has none)"
@@ -152,7 +158,7 @@ class ServeSettings:
         """What the row says was served, one column a setting that decides the measurement (a
         sweep's point matches a row on them all)."""
         seconds, queries = self.minimums()
-        server = self.scenario == "server"
+        server = SERVE_SCENARIOS[self.scenario].takes_rate
         return {
             "model": self.model,
             "precision": self.precision,
@@ -183,8 +189,8 @@ class ServeSettings:
 
 
 SERVE_SETTINGS = declared_settings(ServeSettings, "serve")
-# what a plan's entry may not set: the sweep sets them (its CSV, the row's id and tags)
-SWEEP_OWNED = ("output", "run_id", "tags")
+# what a plan's entry may not set: the sweep sets them (those of its own a serve run takes)
+SERVE_SWEEP_OWNED = tuple(k for k in SWEEP_OWNED if k in SERVE_SETTINGS)
 
 
 def _in_range(flag: str, value: float | None, above: float, most: float) -> None:
@@ -203,7 +209,7 @@ def settings_from_plan(entry: object, where: str) -> ServeSettings:
     if not isinstance(entry, dict):
         raise UserError(f"{where}: must be a mapping of serve flags, e.g. {{model: resnet50}}")
     values = {
-        str(k): typed_value(str(k), v, where, SERVE_SETTINGS, SWEEP_OWNED)
+        str(k): typed_value(str(k), v, where, SERVE_SETTINGS, SERVE_SWEEP_OWNED)
         for k, v in entry.items()
         if k != "tags"
     }
