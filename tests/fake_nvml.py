@@ -41,6 +41,7 @@ DEFAULT_GPU = {
     "energy_counter": True,
     "energy_period_s": 0.0,
     "processes": 0,
+    "compute_mode": 0,  # nvmlComputeMode: 0 Default (several processes), 3 exclusive
 }
 
 
@@ -175,6 +176,10 @@ def nvmlDeviceGetUtilizationRates(handle: int) -> _Util:
 
 def nvmlDeviceGetMemoryInfo(handle: int) -> _Memory:
     return _Memory(int(_gpu(handle)["mem_used_mb"] * 2**20), 80 * 2**30)
+
+
+def nvmlDeviceGetComputeMode(handle: int) -> int:
+    return int(_gpu(handle)["compute_mode"])
 
 
 def nvmlDeviceGetClockInfo(handle: int, clock: int) -> int:

@@ -116,25 +116,32 @@ def test_a_serve_part_with_its_rate_found_halved_fails_alone_and_against_the_par
         assert "-50.0" in line
 
 
-# Parts whose one failed point (cut by the call's limit) fails the gate they are given to
-PARTS_WITH_A_FAILED_POINT = {"serve-pt2.11-cu13.0-h200.csv"}
+def test_a_part_with_a_point_cut_short_fails_the_gate_on_it(tmp_path):
+    """A part whose call's limit cut a point (its row `interrupted`, as `0f4709e`'s H200
+    serve part shipped) fails the one-file gate, naming the point."""
+    rows = list(csv.DictReader(H100_SERVE.open()))
+    rows[-1]["status"] = "interrupted"
+    cut = tmp_path / "cut.csv"
+    with cut.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    out = run_cli("compare", str(cut))
+    assert out.returncode == 1 and "failed (interrupted)" in out.stdout, out.stdout
 
 
 def test_each_published_csv_alone_ends_in_a_verdict_and_a_measured_part_passes(dlbench):
     """Every shipped CSV given alone to the one-file gate: a measured part passes (its rows are
     their own published rows; a row invalid by its own window is named, as no row is held
     against it); a side file (per rank, a bare loop's own CSV) is refused in one line or holds
-    no figure a gate holds; a part with a failed point fails on it; nothing ends in a
-    traceback."""
+    no figure a gate holds; nothing ends in a traceback."""
     from dlbench.results.published import published_files
 
     parts = published_files(PACKAGED_DIR)
     for path in sorted(PACKAGED_DIR.glob("*.csv")):
         code, out, err = dlbench("compare", path)
         assert "Traceback" not in err and "nan" not in out.split(), path.name
-        if path.name in PARTS_WITH_A_FAILED_POINT:
-            assert code == 1 and "failed (interrupted)" in out, path.name
-        elif path in parts:
+        if path in parts:
             assert code == 0, (path.name, out, err)
             assert "regression" not in out.replace("no regression", ""), path.name
             for line in out.splitlines():

@@ -8,9 +8,10 @@ import itertools
 import pytest
 
 from dlbench.config import RunConfig
-from dlbench.sweep.ahead import AHEAD_WORKERS, GpuRoom, workers_for
+from dlbench.sweep.ahead import AHEAD_WORKERS, GpuRoom, ahead_by_default, workers_for
 from dlbench.sweep.pipeline import CONTEXT_MB, MEMORY_SHARE, MemoryBudget, Pipeline, Task
 from dlbench.sweep.timing import TimeSplit, covered
+from tests import fake_nvml
 from tests.conftest import read_rows, run_cli
 
 
@@ -34,9 +35,26 @@ def test_points_are_prepared_ahead_where_asked_and_the_gpu_takes_several_process
     shared, exclusive = GpuRoom("H200", 143_000, True), GpuRoom("H200", 143_000, False)
     assert workers_for(True, shared, False) == (AHEAD_WORKERS, True)
     assert workers_for(True, None, False) == (AHEAD_WORKERS, True)  # the CPU
-    assert workers_for(False, shared, False) == (1, False)  # the default: one after another
+    assert workers_for(False, shared, False) == (1, False)  # --no-prepare-ahead, or the CPU
     assert workers_for(True, exclusive, False) == (1, False)
     assert workers_for(True, shared, True) == (1, False)  # power limits are GPU-wide
+
+
+@pytest.mark.parametrize(("mode", "ahead"), [(0, True), (3, False)])
+def test_a_sweep_prepares_ahead_by_default_on_a_gpu_that_takes_several_processes(
+    tmp_path, monkeypatch, mode, ahead
+):
+    state = tmp_path / "nvml.json"
+    fake_nvml.write_state(state, [{"compute_mode": mode}])
+    for key, value in fake_nvml.environment(state).items():
+        monkeypatch.setenv(key, value)
+    assert ahead_by_default() is ahead
+
+
+def test_a_sweep_on_the_cpu_runs_its_points_one_after_another_by_default(monkeypatch):
+    monkeypatch.delenv(fake_nvml.STATE_VARIABLE, raising=False)
+    monkeypatch.setattr("dlbench.sweep.ahead.gpu_room", lambda: None)
+    assert ahead_by_default() is False
 
 
 def test_the_wall_time_split_adds_up_and_says_what_ran_beside():

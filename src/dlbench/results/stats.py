@@ -64,10 +64,10 @@ Z_975 = 1.959964  # the normal distribution's 97.5th percentile: t's limit
 
 
 def t_975(degrees_of_freedom: int) -> float:
-    """Student's t at its 97.5th percentile: the one factor every interval at 95 percent confidence is
-    drawn with (a window's batch means, runs of a configuration, an older row's steps), as
-    pyperf draws every interval from one helper. Beyond 30 degrees of freedom, Cornish and
-    Fisher's series around the normal's (within 1e-4 of the table)."""
+    """Student's t at its 97.5th percentile: the one factor every interval at 95 percent
+    confidence is drawn with (a window's batch means, runs of a configuration, an older row's
+    steps), as pyperf draws every interval from one helper. Beyond 30 degrees of freedom,
+    Cornish and Fisher's series around the normal's (within 1e-4 of the table)."""
     if degrees_of_freedom < 1:
         return math.inf
     if degrees_of_freedom <= len(_T_975):

@@ -1,10 +1,10 @@
 """When a sweep prepares its points ahead (sweep.pipeline), which points a compiler worker takes,
 and how much GPU memory a point needs beside the others.
 
-With `--prepare-ahead`, on a GPU that lets several processes hold contexts (compute mode Default)
-or the CPU, a sweep runs AHEAD_WORKERS workers and a compiler; otherwise (the default, an
-exclusive GPU, a plan that sets power limits) one worker runs the points one after another, as
-sweeps always did, and asks no one for turns.
+On an NVIDIA GPU that lets several processes hold contexts (compute mode Default), or wherever
+`--prepare-ahead` asks for it, a sweep runs AHEAD_WORKERS workers and a compiler; otherwise (the
+CPU's default, an exclusive GPU, a plan that sets power limits, `--no-prepare-ahead`) one worker
+runs the points one after another and asks no one for turns.
 A point's memory is the largest peak its configuration reached in the published rows (its GPU
 model's where there are any): a point never published runs with nothing beside it."""
 
@@ -54,11 +54,18 @@ def gpu_room() -> GpuRoom | None:
     return GpuRoom(name, total, shared)
 
 
+def ahead_by_default() -> bool:
+    """Whether a sweep prepares its points ahead when not told: on a GPU that takes several
+    processes, where it was measured to keep every row (docs/time-to-result.md); not on the
+    CPU, whose cores the measured points need."""
+    room = gpu_room()
+    return room is not None and room.shared
+
+
 def workers_for(ahead: bool, room: GpuRoom | None, power_limits: bool) -> tuple[int, bool]:
     """How many workers measure, and whether a compiler runs beside them: prepared ahead
-    where asked (`--prepare-ahead`: not yet measured end to end on a GPU, docs/
-    time-to-result.md), never where the sweep sets power limits (one GPU-wide setting per
-    point) or on a GPU that takes one process at a time."""
+    where asked or by default (ahead_by_default), never where the sweep sets power limits
+    (one GPU-wide setting per point) or on a GPU that takes one process at a time."""
     if not ahead or power_limits or (room is not None and not room.shared):
         return 1, False
     return AHEAD_WORKERS, True
