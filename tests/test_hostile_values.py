@@ -71,7 +71,7 @@ def test_every_runconfig_field_survives_the_workers_round_trip(tmp_path):
 
     config = RunConfig.of(
         model="vit", mode="infer", batch_size=3, n_iters=11, warmup_steps=2, precision="fp8",
-        fp8_recipe="rowwise",
+        fp8_recipe="rowwise_dynamic_with_head",
         width=64, height=48, seq_len=64, prompt_len=8, new_tokens=9, accelerator="cpu",
         devices="2", num_nodes=2, strategy="ddp", ddp=("bucket_cap_mb=50",),
         activation_checkpointing="full", collective_timeout=30.0, channels_last=False,

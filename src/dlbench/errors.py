@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import sys
 from collections.abc import Iterable
 
 EXIT_OK = 0
@@ -22,6 +23,12 @@ def exception_line(exc: BaseException) -> str:
 def one_line(message: str) -> str:
     """A message on one line: whatever a layer below wrote over several, joined."""
     return " ".join(part.strip() for part in message.splitlines() if part.strip())
+
+
+def warn(message: str) -> None:
+    """One `warning:` line on stderr: something that does not stop the command (a row that
+    does not count), said where it was found."""
+    print(f"warning: {one_line(message)}", file=sys.stderr, flush=True)
 
 
 class UserError(Exception):

@@ -30,7 +30,7 @@ from dlbench.errors import (
     exception_line,
 )
 from dlbench.results.environment import collect_environment
-from dlbench.results.published import published_line
+from dlbench.results.published import check_published_folder, published_line
 from dlbench.results.row import config_columns, failure_row
 from dlbench.results.store import CsvStore
 from dlbench.results.verdict import advice
@@ -123,6 +123,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     startup_s = since_command_start()
     store = CsvStore(config.output.path)
     store.check_writable()
+    check_published_folder()
     if auto_batch:
         config = config.replace(tags=config.output.tags.with_facts(batch_size_mode="auto"))
     plan = make_plan(config)

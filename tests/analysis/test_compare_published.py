@@ -23,6 +23,10 @@ def _default_plan_run(path, slower: dict[tuple[str, str, str], float]):
         factor = slower.get((row["model"], row["mode"], row["batch_size"]), 1.0)
         row["samples_per_s"] = str(float(row["samples_per_s"]) * factor)
         row["run_id"] = f"again-{row['run_id']}"
+    return _written(path, rows)
+
+
+def _written(path, rows: list[dict[str, str]]):
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -95,11 +99,7 @@ def _serve_part_again(path, scale_rate_found: float):
         row["run_id"] = f"again-{row['run_id']}"
         if row["model"] == "resnet50" and row["serve_find_qps"] == "True":
             row["serve_qps_found"] = str(float(row["serve_qps_found"]) * scale_rate_found)
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+    return _written(path, rows)
 
 
 def test_a_serve_part_with_its_rate_found_halved_fails_alone_and_against_the_part(tmp_path):
@@ -121,11 +121,7 @@ def test_a_part_with_a_point_cut_short_fails_the_gate_on_it(tmp_path):
     serve part shipped) fails the one-file gate, naming the point."""
     rows = list(csv.DictReader(H100_SERVE.open()))
     rows[-1]["status"] = "interrupted"
-    cut = tmp_path / "cut.csv"
-    with cut.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    cut = _written(tmp_path / "cut.csv", rows)
     out = run_cli("compare", str(cut))
     assert out.returncode == 1 and "failed (interrupted)" in out.stdout, out.stdout
 

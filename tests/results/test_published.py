@@ -12,6 +12,7 @@ from dlbench.results import published
 from dlbench.results.pairing import canonical, code_label, finished, machine, release
 from dlbench.results.published import (
     PACKAGED_DIR,
+    forget_published,
     matching_rows,
     published_columns,
     published_line,
@@ -27,7 +28,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 def _published(folder: Path, *rows: dict[str, object]) -> Path:
     folder.mkdir(exist_ok=True)
     write_rows(folder / "default-pt2.11-cu13.0-h100-80gb-hbm3.csv", list(rows))
-    published_rows.cache_clear()
+    forget_published()
     return folder
 
 
@@ -203,7 +204,7 @@ def test_a_folder_of_published_csvs_skips_side_files_and_failed_rows(tmp_path):
             "run_kind": "per_rank",
         }
     )
-    published_rows.cache_clear()
+    forget_published()
     assert len(published_rows(folder)) == 1
 
 

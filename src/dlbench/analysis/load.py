@@ -6,23 +6,34 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.errors import UserError, one_line
-from dlbench.results.pairing import RUN_KEY, finished, machine, release
-from dlbench.results.published import RELEASES, is_reference, published_files, published_folder
+from dlbench.errors import UserError, one_line, warn
+from dlbench.results.pairing import RUN_KEY, figure_of, finished, machine, release
+from dlbench.results.published import (
+    RELEASES,
+    is_reference,
+    not_counted,
+    published_files,
+    published_folder,
+)
 from dlbench.results.schema import NUMBER_COLUMNS, TEXT_COLUMNS, is_true
 from dlbench.results.store import CsvStore, as_given, one_line_cell
 
 
-def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
+def load_rows(paths: list[Path], argument: str = "CSV", figureless: str = "refuse") -> pd.DataFrame:
     """All rows of the given dlbench CSVs (a folder means every CSV in it), with `source` (file
-    name) added; numbers as numbers, ids and versions as the text written."""
+    name) added; numbers as numbers, ids and versions as the text written. A finished row whose
+    figure (samples/s, a rate found) is no positive number: `refuse` names it (the rows judged),
+    `warn` leaves it out and says so once a file (a baseline's), `drop` leaves it out (rows
+    already said not to count)."""
     files = [f for p in paths for f in (sorted(Path(p).glob("*.csv")) if Path(p).is_dir() else [p])]
     if not files:
         raise UserError(f"{argument}: give at least one dlbench CSV (or a folder holding some)")
     frames = []
     for path in files:
-        if not Path(path).is_file():
-            raise UserError(f"{argument}: {path} does not exist or is not a file")
+        if not Path(path).exists():
+            raise UserError(f"{argument}: {path} does not exist")
+        if not Path(path).is_file():  # a FIFO would hold the reader until someone writes
+            raise UserError(f"{argument}: {path} is not a regular file; give a dlbench CSV")
         store = CsvStore(Path(path), flag=argument)
         if not store.header():  # a UserError for foreign or unreadable files
             raise UserError(f"{argument}: {path} is empty (no header, no rows)")
@@ -34,6 +45,8 @@ def load_rows(paths: list[Path], argument: str = "CSV") -> pd.DataFrame:
         for column in frame.columns:  # text as the rows were given (store.spreadsheet_safe),
             if not pd.api.types.is_numeric_dtype(frame[column]):  # a control character escaped
                 frame[column] = frame[column].map(lambda v: one_line_cell(as_given(v)))
+        if figureless != "refuse":
+            frame = _without_rows_of_no_figure(frame, path, argument, figureless == "warn")
         _numbers_as_numbers(frame, path, argument)
         frame = frame.copy()  # one block again: the conversion column by column fragments it
         frame["source"] = Path(path).name
@@ -59,11 +72,30 @@ def _numbers_as_numbers(frame: pd.DataFrame, path: Path, argument: str) -> None:
         frame[column] = parsed.where(finished, frame[column])
 
 
+def _without_rows_of_no_figure(
+    frame: pd.DataFrame, path: Path, argument: str, say: bool
+) -> pd.DataFrame:
+    """The frame less its finished rows whose figure cell holds no positive number (`abc`, 0,
+    -5, inf: a hand edit); an empty cell measured nothing and is left as it is."""
+    records = frame.to_dict("records")
+    bad = [not_counted(r) for r in records]
+    if not any(bad):
+        return frame
+    first = records[bad.index(True)]
+    column = figure_of(first)[0]
+    if say:
+        warn(
+            f"{argument}: {path}: {sum(bad)} row(s) whose {column} is no positive number "
+            f"(e.g. {first.get(column)!r}) do not count"
+        )
+    return frame[[not b for b in bad]].reset_index(drop=True)
+
+
 def load_published(folder: Path | None = None) -> pd.DataFrame:
     """The published rows that are references (results.published), read as any CSV is, each
     with `torch_release` and `cuda_release`; an empty frame where the folder holds none."""
     files = published_files(folder or published_folder())
-    rows = load_rows(files, "the published rows") if files else pd.DataFrame()
+    rows = load_rows(files, "the published rows", "drop") if files else pd.DataFrame()
     return with_releases(rows[[is_reference(r) for r in rows.to_dict("records")]])
 
 

@@ -15,7 +15,7 @@ from dlbench.analysis.documents import write_pdf, write_pptx
 from dlbench.analysis.load import finished_rows, load_rows
 from dlbench.analysis.markdown import markdown_table, markdown_text
 from dlbench.analysis.report_rows import ReportRows, Section
-from dlbench.analysis.sections import fleet_part, report_sections
+from dlbench.analysis.sections import fleet_part, report_sections, serving_part
 from dlbench.errors import UserError
 from dlbench.results.store import writable_folder
 
@@ -65,9 +65,9 @@ def _write_files(
     rows, out_dir, baseline, max_slowdown, timelines, pdf, pptx, prices, same_code
 ) -> Report:
     sections, pngs, empty = [], [], []
-    fleet = fleet_part(rows)
-    if fleet is not None and finished_rows(rows).empty:  # peak rows of a fleet, nothing else
-        parts = iter([fleet])
+    alone = [p for p in (fleet_part(rows), serving_part(rows)) if p is not None]
+    if alone and finished_rows(rows).empty:  # peak rows of a fleet or serve rows, no benchmark
+        parts = iter(alone)
     else:
         prepared = ReportRows.prepare(
             rows, baseline, max_slowdown, timelines, prices or {}, same_code

@@ -172,16 +172,18 @@ def latency_at_batch_1(r: ReportRows) -> Part | None:
 
 def serving_under_load(r: ReportRows) -> Part | None:
     """Requests a second within a p99 bound, beside offline throughput and batch-1 latency."""
-    table = serve_table(r.rows)
-    if table.empty:
-        return None
+    return serving_part(r.rows)
+
+
+def serving_part(rows: pd.DataFrame) -> Part | None:
+    """The serving section from any rows (a report of serve rows alone has only this one)."""
+    table, points = serve_table(rows), search_points(rows)
     text = (
         "dlbench serve: latency from each query's scheduled arrival; the figure is each rate "
         "a search tried and its p99 against the bound (docs/serving.md)."
     )
-    return Section("Serving under load", text, table), figures.latency_against_rate(
-        search_points(r.rows)
-    )
+    part = Section("Serving under load", text, table), figures.latency_against_rate(points)
+    return None if table.empty else part
 
 
 def generation_against_bandwidth(r: ReportRows) -> Part | None:

@@ -4,9 +4,12 @@ batch-1 latency; and each rate a search tried with its p99, for latency against 
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from dlbench.analysis.load import finished_rows, machine_labels
+from dlbench.errors import number_or_none
 
 SERVE_TABLE = {
     "model": "model",
@@ -45,21 +48,36 @@ def serve_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def search_points(rows: pd.DataFrame) -> pd.DataFrame:
     """Each rate a search tried (`serve_points`: qps:p99_ms:ok|over) with its model, machine
-    and bound."""
+    and bound; a point that is not three such fields (a hand edit) is left out."""
     found = serve_rows(rows)
     points = []
     if "serve_points" in found:
         for r in found.dropna(subset=["serve_points"]).to_dict("records"):
-            for point in str(r["serve_points"]).split():
-                qps, p99, outcome = point.split(":")
-                points.append(
-                    {
-                        "model": r["model"],
-                        "machine": r["machine"],
-                        "qps": float(qps),
-                        "p99_ms": float(p99),
-                        "passed": outcome == "ok",
-                        "bound_ms": r.get("serve_slo_p99_ms"),
-                    }
-                )
+            for point in str(r["serve_points"]).replace(";", " ").split():
+                parsed = _search_point(point)
+                if parsed is not None:
+                    qps, p99, passed = parsed
+                    points.append(
+                        {
+                            "model": r["model"],
+                            "machine": r["machine"],
+                            "qps": qps,
+                            "p99_ms": p99,
+                            "passed": passed,
+                            "bound_ms": r.get("serve_slo_p99_ms"),
+                        }
+                    )
     return pd.DataFrame(points)
+
+
+def _search_point(point: str) -> tuple[float, float, bool] | None:
+    """`qps:p99_ms:ok|over` as numbers and whether it passed; None for anything else."""
+    fields = point.split(":")
+    if len(fields) != 3 or fields[2] not in ("ok", "over"):
+        return None
+    qps, p99 = number_or_none(fields[0]), number_or_none(fields[1])
+    if qps is None or p99 is None or not (math.isfinite(qps) and math.isfinite(p99)):
+        return None
+    if qps <= 0 or p99 < 0:
+        return None
+    return qps, p99, fields[2] == "ok"

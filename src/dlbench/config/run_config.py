@@ -9,6 +9,7 @@ import re
 import typing
 from dataclasses import dataclass, field
 
+from dlbench.config.fp8_recipes import resolve_recipe
 from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
 from dlbench.config.sections import (
     AccelerationConfig,
@@ -34,6 +35,12 @@ class RunConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     cost: CostConfig = field(default_factory=CostConfig)
+
+    def __post_init__(self) -> None:
+        """What crosses sections, checked where every config is made (the command line, a
+        plan's points, a server's settings): an FP8 recipe of the run's own mode."""
+        if self.acceleration.fp8_recipe is not None:
+            resolve_recipe(self.acceleration.fp8_recipe, self.workload.mode)
 
     @classmethod
     def of(cls, **settings: object) -> RunConfig:

@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Mapping
 from pathlib import Path
 
-from dlbench.errors import UserError, number_or_none
+from dlbench.errors import UserError, number_or_none, warn
 from dlbench.results.pairing import (
     COMPARED_KINDS,
     EXPERIMENT_KEY,
@@ -57,20 +57,75 @@ BELOW, ABOVE = "below_published", "above_published"  # the verdict's words for a
 
 
 def published_files(folder: Path) -> list[Path]:
-    """The dlbench CSVs of a published folder: not the per-rank side files, nor the bare
-    loops' files beside them (the yardstick's, not rows)."""
-    return [
-        path
-        for path in sorted(folder.glob("*.csv"))
-        if not path.name.endswith(".per_rank.csv") and _ours(CsvStore(path))
-    ]
+    """The dlbench CSVs of a published folder that can be read: not the per-rank side files,
+    nor the bare loops' files beside them (the yardstick's, not rows); a file that cannot be
+    read (no regular file, not UTF-8 text, a damaged line) does not count, said once."""
+    return [path for path, _ in _published_tables(folder)]
+
+
+@functools.cache
+def _published_tables(folder: Path) -> tuple[tuple[Path, tuple[dict[str, str], ...]], ...]:
+    """Each readable dlbench CSV of the folder with its rows, read once a process; a warning
+    for each file, and each file's rows of no figure, that do not count."""
+    tables = []
+    for path in sorted(folder.glob("*.csv")) if folder.is_dir() else []:
+        if path.name.endswith(".per_rank.csv"):
+            continue
+        store = CsvStore(path, flag=_label(folder))
+        try:
+            if not path.is_file():  # a FIFO would hold the reader until someone writes to it
+                raise UserError(f"{_label(folder)}: {path} is not a regular file")
+            if not _ours(store):
+                continue
+            store.check_rows()
+            rows = store.rows()
+        except UserError as exc:
+            warn(f"{exc}; it does not count")
+            continue
+        _say_rows_of_no_figure(path, rows, folder)
+        tables.append((path, tuple(rows)))
+    return tuple(tables)
+
+
+def _label(folder: Path) -> str:
+    """How the user named the folder, for messages."""
+    given = os.environ.get(FOLDER_VARIABLE)
+    return f"{FOLDER_VARIABLE}={given}" if given else "the published rows"
 
 
 def _ours(store: CsvStore) -> bool:
     try:
         return bool(store.header())
-    except UserError:
+    except UserError as exc:
+        if "not a dlbench CSV" in str(exc):  # a bare loop's file beside the rows
+            return False
+        raise
+
+
+def _say_rows_of_no_figure(path: Path, rows: list[dict[str, str]], folder: Path) -> None:
+    """One warning for a file's finished rows whose figure cell holds no positive number (a
+    hand edit: `abc`, 0, -5, inf); an empty cell measured nothing and is no one's mistake."""
+    bad = [r for r in rows if not_counted(r)]
+    if bad:
+        column = figure_of(bad[0])[0]
+        warn(
+            f"{_label(folder)}: {path}: {len(bad)} row(s) whose {column} is no positive number "
+            f"(e.g. {bad[0].get(column)!r}) do not count"
+        )
+
+
+def not_counted(row: Mapping[str, object]) -> bool:
+    """Whether a finished row of a compared kind holds a figure that is no positive finite
+    number (a hand edit: `abc`, 0, -5, inf): a row that counts for no comparison. An empty
+    cell is not one (nothing was measured there: its own verdict says so)."""
+    kind = kind_of(row)
+    if kind not in COMPARED_KINDS or not finished(row, kind):
         return False
+    cell = row.get(figure_of(row)[0])
+    empty = (
+        cell is None or (isinstance(cell, float) and math.isnan(cell)) or str(cell).strip() == ""
+    )
+    return not empty and _figure(row) is None
 
 
 def is_reference(row: Mapping[str, object]) -> bool:
@@ -95,10 +150,28 @@ def published_rows(folder: Path) -> tuple[dict[str, str], ...]:
     (`published_file`)."""
     return tuple(
         {**row, "published_file": path.name}
-        for path in published_files(folder)
-        for row in CsvStore(path).rows()
+        for path, rows in _published_tables(folder)
+        for row in rows
         if is_reference(row)
     )
+
+
+def forget_published() -> None:
+    """Read the published folders again at their next use (a test that edits one)."""
+    published_rows.cache_clear()
+    _published_tables.cache_clear()
+
+
+def check_published_folder() -> None:
+    """A UserError, before anything runs, where DLBENCH_PUBLISHED_DIR names no folder: a row
+    measured then would be held against nothing without a word."""
+    given = os.environ.get(FOLDER_VARIABLE)
+    if given and not Path(given).is_dir():
+        state = "does not exist" if not Path(given).exists() else "is not a folder"
+        raise UserError(
+            f"{FOLDER_VARIABLE}: {given} {state}; name a folder of published CSVs, or unset it "
+            "to hold rows against the package's"
+        )
 
 
 def published_folder() -> Path:

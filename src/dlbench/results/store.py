@@ -91,7 +91,7 @@ class CsvStore:
         later too). A short line is a row whose writer was killed mid-line: readers see its
         missing cells as empty, and the next row starts on a line of its own."""
         header = self.header()
-        with self.path.open(newline="", encoding="utf-8-sig") as f:
+        with self._opened() as f:
             reader = csv.reader(f)
             next(reader, None)
             try:
@@ -106,14 +106,37 @@ class CsvStore:
                         )
             except csv.Error as exc:
                 raise UserError(f"{self.flag}: cannot read {self.path}: {exc}") from None
+            except UnicodeDecodeError as exc:
+                raise self._not_text(exc) from None
+
+    @contextlib.contextmanager
+    def _opened(self) -> Iterator[io.TextIOBase]:
+        """The file open for reading as UTF-8 text: a UserError for what is no regular file
+        (a FIFO would hold the reader until someone writes to it) or cannot be opened."""
+        if self.path.exists() and not self.path.is_file():
+            raise UserError(f"{self.flag}: {self.path} is not a regular file; name a .csv file")
+        try:
+            f = self.path.open(newline="", encoding="utf-8-sig")
+        except OSError as exc:
+            raise UserError(f"{self.flag}: cannot read {self.path}: {exc.strerror}") from None
+        with f:
+            yield f
+
+    def _not_text(self, exc: UnicodeDecodeError) -> UserError:
+        return UserError(
+            f"{self.flag}: cannot read {self.path}: not UTF-8 text ({exc.reason}); it was left "
+            "untouched"
+        )
 
     def header(self) -> list[str]:
         """The existing header; a UserError if the file is unreadable or not a dlbench CSV."""
         try:
-            with self.path.open(newline="", encoding="utf-8-sig") as f:
+            with self._opened() as f:
                 first = next(csv.reader(f), [])
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            raise UserError(f"{self.flag}: cannot read {self.path}: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise self._not_text(exc) from None
+        except csv.Error as exc:
+            raise UserError(f"{self.flag}: cannot read {self.path}: {exc}") from None
         if not first:
             return []
         twice = sorted({c for c in first if first.count(c) > 1})
@@ -150,8 +173,13 @@ class CsvStore:
         if not self.path.exists():
             return []
         self.header()
-        with self.path.open(newline="", encoding="utf-8-sig") as f:
-            return [{k: as_given(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        with self._opened() as f:
+            try:
+                return [{k: as_given(v) for k, v in row.items()} for row in csv.DictReader(f)]
+            except UnicodeDecodeError as exc:
+                raise self._not_text(exc) from None
+            except csv.Error as exc:
+                raise UserError(f"{self.flag}: cannot read {self.path}: {exc}") from None
 
     def _append_lines(self, header: list[str], rows: list[dict[str, object]]) -> None:
         buf = io.StringIO()

@@ -17,6 +17,7 @@ from types import ModuleType
 
 from dlbench.config.serve_scenarios import serve_scenario
 from dlbench.errors import EXIT_FAILED, UserError, exception_line
+from dlbench.results.store import writable_folder
 from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.sut import SystemUnderTest
 from dlbench.signals import Interrupted
@@ -214,10 +215,21 @@ class LoadAbandoned(Exception):
         self.exit_code = exit_code
 
 
+def logs_folder(csv: Path) -> Path:
+    """Where a CSV's loads keep LoadGen's logs: `<csv's stem>.loadgen/` beside it."""
+    return csv.parent / f"{csv.stem}.loadgen"
+
+
+def check_logs_folder(csv: Path) -> None:
+    """A UserError before anything warms up where the logs could not be kept after the load
+    (a file of that name, a folder not writable): the whole load would be lost."""
+    writable_folder(logs_folder(csv), "--output (LoadGen's logs)")
+
+
 def keep_logs(log_dir: Path, csv: Path, run_id: str) -> str:
-    """The load's summary and detail logs beside the CSV (`<csv>.loadgen/<run id>/`); the
-    summary's path from the CSV's folder."""
-    kept = csv.parent / f"{csv.stem}.loadgen" / run_id
+    """The load's summary and detail logs beside the CSV (`<csv's stem>.loadgen/<run id>/`);
+    the summary's path from the CSV's folder."""
+    kept = logs_folder(csv) / run_id
     kept.mkdir(parents=True, exist_ok=True)
     for name in KEPT_LOGS:
         shutil.copyfile(log_dir / name, kept / name)

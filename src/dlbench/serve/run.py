@@ -20,9 +20,10 @@ from dlbench.config.serve_scenarios import serve_scenario
 from dlbench.console import error_line, stderr
 from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.engine.distribution.devices import plan_devices
+from dlbench.errors import UserError
 from dlbench.results.efficiency import energy_columns
 from dlbench.results.environment import collect_environment
-from dlbench.results.published import published_columns, published_line
+from dlbench.results.published import check_published_folder, published_columns, published_line
 from dlbench.results.row import RowBuilder, failure_row, identity, new_run_id
 from dlbench.results.store import CsvStore
 from dlbench.serve.batching import BatchPolicy
@@ -30,6 +31,7 @@ from dlbench.serve.loadgen import (
     Load,
     LoadAbandoned,
     LoadGenResult,
+    check_logs_folder,
     keep_logs,
     loadgen,
     loadgen_version,
@@ -37,7 +39,7 @@ from dlbench.serve.loadgen import (
 )
 from dlbench.serve.model_server import ModelServer
 from dlbench.serve.search import find_qps
-from dlbench.serve.settings import ServeSettings
+from dlbench.serve.settings import ServeSettings, answering_limit_s
 from dlbench.telemetry.monitor import TelemetryMonitor, open_monitor
 from dlbench.workloads import get_workload
 
@@ -53,6 +55,8 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     loadgen()  # missing: one line before anything is built
     store = CsvStore(s.output)
     store.check_writable()
+    check_published_folder()
+    check_logs_folder(s.output)
     workload = get_workload(s.model)
     shape = workload.shape(s.width, s.height, s.seq_len)
     devices = plan_devices(s.accelerator, "1")
@@ -80,6 +84,7 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
         "serve_offline_samples_per_s": server.offline_rate(REFERENCE_MIN_S),
         "serve_batch1_p50_ms": server.batch1_median_ms(REFERENCE_QUERIES),
     }
+    _check_answerable(s, float(references["serve_offline_samples_per_s"]))
     slo = s.bound_ms()
     run_id = s.run_id or new_run_id()
     scratch = Path(tempfile.mkdtemp(prefix="dlbench-loadgen-"))
@@ -146,7 +151,7 @@ def _scenario_load(
             **common,
             expected=expected,
             bound_ms=slo if rate else None,
-            coalesce=s.coalesce,
+            coalesce=s.coalesce is not False,
         )
         folder = scratch / f"load-{len(splits)}"
         at = f" at {qps:,.1f} queries/s" if qps else ""
@@ -166,6 +171,25 @@ def _scenario_load(
     parts.add("the search", search.columns())
     reported = search.reported
     return reported.result, splits[reported.qps], windows[reported.qps], parts
+
+
+def _check_answerable(s: ServeSettings, offline_rate: float) -> None:
+    """A UserError before the load where this server, at its best (its offline rate), could
+    not answer what the rate issues within the load's answering time (serve.settings.
+    answering_limit_s): LoadGen schedules every query up front and waits for each answer, so
+    such a load runs on long past its duration while its queue grows (minutes, gigabytes)."""
+    if s.qps is None or offline_rate <= 0:
+        return
+    seconds, queries = s.minimums()
+    issued = max(float(queries), s.qps * seconds)
+    needed, limit = issued / offline_rate, answering_limit_s(seconds)
+    if needed > limit:
+        raise UserError(
+            f"--qps {s.qps:g}: this server answers at most about {offline_rate:,.1f} queries/s "
+            f"(its offline rate), so the load's {issued:,.0f} queries would take {needed:,.0f} s "
+            f"to answer, past the {limit:g} s a load of {seconds:g} s may take (a --qps near "
+            "the offline rate, or --find-qps)"
+        )
 
 
 def _leave(

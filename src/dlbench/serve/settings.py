@@ -25,6 +25,9 @@ MAX_QUERIES = 10**7
 MAX_SERVE_BATCH = 4096
 MAX_SLO_MS = 60_000.0
 MAX_LOAD_S = 3600.0  # a load that would last longer is refused before anything warms up
+# how long past its least duration a load may take to be answered (a rate beyond the server's
+# offline rate queues): twice the duration, or the duration and this much, whichever is more
+OVERLOAD_GRACE_S = 60.0
 # MLPerf Inference's own minimums (--mlperf-rules): the duration, and the queries by scenario
 MLPERF_MIN_DURATION_S = 600.0
 MLPERF_MIN_QUERIES = {name: s.mlperf_min_queries for name, s in SERVE_SCENARIOS.items()}
@@ -59,7 +62,9 @@ class ServeSettings:
         f"({_RULES}); replaces --min-duration and --queries.",
         switch=True,
     )
-    coalesce: bool = option(True, "Server: LoadGen hands over queries due together at once.")
+    coalesce: bool | None = option(
+        None, "Server: LoadGen hands over queries due together at once (default: on)."
+    )
     search_budget: float = option(240.0, "Seconds --find-qps may spend.")
     # RunConfig's settings, as a server runs them: its weights in bf16, each bucket compiled
     # and replayed as a CUDA graph
@@ -81,9 +86,9 @@ class ServeSettings:
         check_count("--max-batch", self.max_batch, MAX_SERVE_BATCH)
         self.run_config()  # RunConfig's settings, checked where every run's are
         check_count("--queries", self.queries, MAX_QUERIES)
-        _in_range("--qps", self.qps, 0.0, MAX_QPS)
-        _in_range("--slo-p99-ms", self.slo_p99_ms, 0.0, MAX_SLO_MS)
-        _in_range("--batch-timeout-ms", self.batch_timeout_ms, -1.0, MAX_SLO_MS)
+        _in_range("--qps", self.qps, MAX_QPS)
+        _in_range("--slo-p99-ms", self.slo_p99_ms, MAX_SLO_MS)
+        _in_range("--batch-timeout-ms", self.batch_timeout_ms, MAX_SLO_MS, zero=True)
         check_seconds("--min-duration", self.min_duration)
         check_seconds("--search-budget", self.search_budget)
         self.tag_columns()
@@ -128,6 +133,7 @@ class ServeSettings:
             raise UserError(
                 f"{flag}: only the server scenario has a rate ({self.scenario} has none)"
             )
+        self._check_unused(rate)
         from dlbench.workloads import get_workload  # the registry imports torch: not at start-up
 
         if get_workload(self.model).family == "llm":
@@ -136,6 +142,31 @@ class ServeSettings:
             )
         if self.precision == "fp8":
             raise invalid("--precision", self.precision, "not served yet; use bf16-true")
+
+    def _check_unused(self, rate: bool) -> None:
+        """A flag the scenario or the rules would drop without a word, refused by name."""
+        given = {k: getattr(self, k) != SERVE_SETTINGS[k].default for k in SERVE_SETTINGS}
+        unused = {
+            "--slo-p99-ms": not rate and given["slo_p99_ms"],
+            "--coalesce": not rate and given["coalesce"],
+            "--search-budget": not self.find_qps and given["search_budget"],
+        }
+        for flag, dropped in unused.items():
+            if dropped:
+                why = "--find-qps" if flag == "--search-budget" else "the server scenario"
+                raise UserError(f"{flag}: only {why} takes it ({self.scenario} was given)")
+        for flag, key in (("--min-duration", "min_duration"), ("--queries", "queries")):
+            if self.mlperf_rules and given[key]:
+                raise UserError(
+                    f"{flag}: --mlperf-rules sets MLPerf's own minimums in its place; give one "
+                    "or the other"
+                )
+        seconds, _ = self.minimums()
+        if self.find_qps and self.search_budget < seconds:
+            raise UserError(
+                f"--search-budget: {self.search_budget:g} s cannot hold one load of at least "
+                f"{seconds:g} s; give more, or a shorter --min-duration"
+            )
 
     def _check_length(self) -> None:
         """A load that would outlast MAX_LOAD_S, refused before anything warms up: the least
@@ -172,7 +203,7 @@ class ServeSettings:
             "serve_slo_p99_ms": self.bound_ms() if server else None,
             "serve_qps": self.qps,
             "serve_find_qps": self.find_qps,
-            "serve_coalesce": self.coalesce if server else None,
+            "serve_coalesce": (self.coalesce is not False) if server else None,
             "serve_mlperf_rules": self.mlperf_rules,
             "serve_min_duration_s": seconds,
             "serve_min_queries": queries,
@@ -193,13 +224,19 @@ SERVE_SETTINGS = declared_settings(ServeSettings, "serve")
 SERVE_SWEEP_OWNED = tuple(k for k in SWEEP_OWNED if k in SERVE_SETTINGS)
 
 
-def _in_range(flag: str, value: float | None, above: float, most: float) -> None:
-    """A finite number over `above` and at most `most` (None: not given)."""
+def answering_limit_s(seconds: float) -> float:
+    """The longest a load of at least `seconds` may take to be answered."""
+    return min(MAX_LOAD_S, max(2.0 * seconds, seconds + OVERLOAD_GRACE_S))
+
+
+def _in_range(flag: str, value: float | None, most: float, zero: bool = False) -> None:
+    """A finite number over 0 (or 0 itself, with `zero`) and at most `most` (None: not
+    given)."""
     if value is None:
         return
     check_finite(flag, value)
-    if not above < value <= most:
-        floor = "0 or more" if above < 0 else "over 0"
+    if not (value >= 0.0 if zero else value > 0.0) or value > most:
+        floor = "0 or more" if zero else "over 0"
         raise invalid(flag, value, f"must be {floor} and at most {most:,g}")
 
 

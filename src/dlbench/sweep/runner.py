@@ -24,6 +24,7 @@ from dlbench.config.tags import ISOLATIONS
 from dlbench.console import stderr
 from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
+from dlbench.results.published import check_published_folder
 from dlbench.results.row import failure_row
 from dlbench.results.store import CsvStore, held
 from dlbench.signals import Interrupted
@@ -149,6 +150,7 @@ class SweepRunner:
         """All points under the sweep's lock on the CSV, with a progress bar; power limits
         restored however it ends."""
         self.store.check_writable()
+        check_published_folder()
         lock = FileLock(self.store.beside(".sweep.lock"), timeout=0)
         busy = f"another sweep is writing {self.store.path}; wait for it or choose another --output"
         with held(lock, "--output", busy):
