@@ -12,6 +12,7 @@ from dlbench.results.generation_columns import GENERATION_COLUMNS
 from dlbench.results.peaks.columns import PEAK_COLUMNS
 from dlbench.results.serve_columns import SERVE_COLUMNS
 from dlbench.results.stats import (
+    DRIFT_INTERVALS,
     MAX_DRIFT_PCT,
     MAX_NOISE_PCT,
     MAX_OUTLIER_TIME_PCT,
@@ -130,7 +131,8 @@ COLUMNS: dict[str, str] = {
     "step_outlier_time_pct": "the outliers' time beyond a median step, % of the window (noisy "
     f"beyond {MAX_OUTLIER_TIME_PCT:g} where they are rare: they moved the number)",
     "step_time_drift_pct": "the second half's median step against the first half's, % (drift "
-    f"beyond {MAX_DRIFT_PCT:g} and beyond the interval)",
+    f"beyond {MAX_DRIFT_PCT:g} and beyond {DRIFT_INTERVALS:g} times the interval: the halves' "
+    "difference is that much wider)",
     "throughput_interval_pct": "half the width of the throughput's 95 % confidence interval, % "
     "of it (batch means; docs/timing.md#noise)",
     "slowest_rank_median_step_ms": "median step time of the slowest rank",

@@ -15,13 +15,15 @@ from dataclasses import asdict, dataclass
 # moved the number. Outliers are rare steps (one, or at most RARE_OUTLIERS_PCT of the steps):
 # where more lie outside the fences, the steps have two modes (a sampler thread sharing the
 # host's cores) and the interval, not the fences, says how well the number is known. A second
-# half whose median step is more than MAX_DRIFT_PCT off the first's, and off by more than the
-# interval, drifted (heat, clocks, a neighbour arriving).
+# half whose median step is more than MAX_DRIFT_PCT off the first's, and off by more than chance
+# allows, drifted (heat, clocks, a neighbour arriving): each half holds half the steps, so the
+# difference of the two has DRIFT_INTERVALS times the width of the whole window's interval.
 MAX_NOISE_PCT = 5.0
 MAX_SPREAD_PCT = 10.0
 MAX_OUTLIER_TIME_PCT = 1.0
 RARE_OUTLIERS_PCT = 10.0
 MAX_DRIFT_PCT = 3.0
+DRIFT_INTERVALS = 2.0  # sqrt(2) for half the steps in each half, sqrt(2) for their difference
 MAD_TO_SIGMA = 1.4826  # a normal distribution's standard deviation is 1.4826 MADs
 TUKEY_FENCE = 1.5  # outliers lie this many interquartile ranges beyond the quartiles
 FENCE_FLOOR = 1e-6  # ... and further than this share of the median (equal steps: no outliers)
@@ -130,7 +132,7 @@ class Noise:
             or self.outliers_moved_it
         ):
             found.append("noisy")
-        if abs(self.drift_pct) > max(MAX_DRIFT_PCT, self.interval_pct):
+        if abs(self.drift_pct) > max(MAX_DRIFT_PCT, DRIFT_INTERVALS * self.interval_pct):
             found.append("drift")
         return found
 
