@@ -67,7 +67,7 @@ def test_every_runconfig_field_survives_the_workers_round_trip(tmp_path):
 
     from dlbench.config import RunConfig
     from dlbench.config.flags import config_args, config_from_json, config_to_json
-    from dlbench.config.tags import RowTags
+    from dlbench.config.row_tags import RowTags
 
     config = RunConfig.of(
         model="vit", mode="infer", batch_size=3, n_iters=11, warmup_steps=2, precision="fp8",

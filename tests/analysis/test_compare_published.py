@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 
 from dlbench.analysis.compare import NOT_PUBLISHED
+from dlbench.analysis.compare_published import compare_with_published
 from dlbench.analysis.load import load_rows
-from dlbench.analysis.published import compare_with_published
 from dlbench.results.published import FOLDER_VARIABLE, PACKAGED_DIR
 from tests.analysis.rows import benchmark_row, write_rows
 from tests.conftest import cli_env, run_cli

@@ -66,7 +66,7 @@ def test_help_lists_every_run_flag():
 def test_row_tags_keep_labels_apart_from_the_facts_dlbench_adds():
     """Typed tags (issue 56): a sweep's isolation and a searched batch size are facts of their
     own, labels stay labels, and a command line's pairs give the same tags back."""
-    from dlbench.config.tags import RowTags
+    from dlbench.config.row_tags import RowTags
 
     tags = RowTags({"purpose": "latency"}).with_facts(isolation="worker", batch_size_mode="auto")
     facts = {"isolation": "worker", "batch_size_mode": "auto"}

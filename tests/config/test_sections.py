@@ -14,7 +14,7 @@ import typer.main
 from dlbench.cli import app
 from dlbench.config import PANELS, SETTINGS, RunConfig
 from dlbench.config.flags import config_args, config_from_json, config_to_json, flag_name
-from dlbench.config.tags import RowTags
+from dlbench.config.row_tags import RowTags
 from dlbench.errors import UserError
 from dlbench.sweep.plan import ServePoint
 from dlbench.sweep.plan_file import check_points, load_plan, packaged_plans

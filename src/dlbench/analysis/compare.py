@@ -24,8 +24,7 @@ from dlbench.analysis.load import (
     split_invalid,
     text_column,
 )
-from dlbench.analysis.machines import code_labels
-from dlbench.analysis.machines import same_code as one_code
+from dlbench.analysis.machines import code_labels, pairs_of_one_code
 from dlbench.config.serve_scenarios import serve_figure
 from dlbench.errors import UserError
 from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, canonical
@@ -250,7 +249,7 @@ def compare_runs(
         text_column(joined, f"code_{side}" if f"code_{side}" in joined else "code")
         for side in ("baseline", "candidate")
     )
-    joined["one_code"] = one_code(*codes)
+    joined["one_code"] = pairs_of_one_code(*codes)
     lines = []
     for _, r in joined.iterrows():
         line = {k: r[k] for k in key}

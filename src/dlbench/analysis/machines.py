@@ -10,8 +10,7 @@ import math
 import pandas as pd
 
 from dlbench.analysis.load import flag_column
-from dlbench.results.pairing import RUN_KEY, canonical, code_label
-from dlbench.results.pairing import same_code as one_code
+from dlbench.results.pairing import RUN_KEY, canonical, code_label, same_code
 
 # Differences between rows of one configuration that repeats cannot resolve (clocks, heat,
 # machines of one kind): a move by the code must be larger than this and the rows' own spread.
@@ -36,10 +35,10 @@ def code_labels(rows: pd.DataFrame) -> pd.Series:
     )
 
 
-def same_code(a: pd.Series, b: pd.Series) -> pd.Series:
+def pairs_of_one_code(a: pd.Series, b: pd.Series) -> pd.Series:
     """Pair by pair, whether two sides' code labels name one known commit
     (results.pairing.same_code)."""
-    return pd.Series([one_code(x, y) for x, y in zip(a, b)], index=a.index, dtype=bool)
+    return pd.Series([same_code(x, y) for x, y in zip(a, b)], index=a.index, dtype=bool)
 
 
 def workload_family(row: pd.Series) -> str:
@@ -93,7 +92,7 @@ def machine_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     pairs["noise_pct"] = spreads.pow(2).sum(axis=1, min_count=1).pow(0.5)
     pairs["within_noise"] = 100.0 * (pairs["speedup"] - 1).abs() <= pairs["noise_pct"]
     # one known commit on both sides; rows that name no commit may come from any code
-    pairs["same_code"] = same_code(pairs["code"], pairs["code_baseline"])
+    pairs["same_code"] = pairs_of_one_code(pairs["code"], pairs["code_baseline"])
     pairs["workload"] = [workload_name(r) for _, r in pairs.iterrows()]
     return pairs.reset_index(drop=True)
 

@@ -97,10 +97,10 @@ def compare(
     import textwrap
 
     from dlbench.analysis.compare import compare_runs
+    from dlbench.analysis.compare_published import compare_with_published
     from dlbench.analysis.compare_view import display_table, terminal_lines, verdict_line
     from dlbench.analysis.load import load_rows, require_columns
     from dlbench.analysis.markdown import markdown_table
-    from dlbench.analysis.published import compare_with_published
     from dlbench.console import show_frame
     from dlbench.errors import EXIT_FAILED, UserError, check_finite
 

@@ -106,8 +106,8 @@ def options_of(
 
 def config_from_flags(flags: dict[str, Any], **fixed: Any) -> RunConfig:
     """A RunConfig from a command's run flags (repeated flags as tuples, --tag as columns)."""
-    from dlbench.config.tags import RowTags
-    from dlbench.results.tags import parse_tags
+    from dlbench.config.row_tags import RowTags
+    from dlbench.results.tag_columns import parse_tags
 
     values = {**flags, **fixed}
     if "ddp" in values:

@@ -11,7 +11,7 @@ import typing
 from pathlib import Path
 
 from dlbench.config import SETTINGS, RunConfig, Setting
-from dlbench.config.tags import RowTags
+from dlbench.config.row_tags import RowTags
 from dlbench.errors import UserError
 
 # Fields a sweep sets for each point itself; a plan that sets them is refused.

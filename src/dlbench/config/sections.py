@@ -35,8 +35,8 @@ from dlbench.config.limits import (
     MAX_WORKERS,
     MIN_SPREAD_STEPS,
 )
+from dlbench.config.row_tags import RowTags
 from dlbench.config.sources import DECODERS, STRATEGIES, DataSource, DdpSettings
-from dlbench.config.tags import RowTags
 from dlbench.errors import check_finite, check_seconds, invalid
 
 

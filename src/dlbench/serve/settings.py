@@ -16,7 +16,7 @@ from dlbench.config.run_config import shared
 from dlbench.config.sections import check_count
 from dlbench.config.serve_scenarios import SERVE_SCENARIOS
 from dlbench.errors import UserError, check_finite, check_seconds, invalid
-from dlbench.results.tags import parse_tags
+from dlbench.results.tag_columns import parse_tags
 
 SCENARIOS = tuple(SERVE_SCENARIOS)  # MLPerf's, as LoadGen runs them
 # what a load may ask for: more is a typo, and a rate times a duration is a list of arrivals

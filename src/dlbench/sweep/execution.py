@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlbench.config.tags import RowTags
+from dlbench.config.row_tags import RowTags
 from dlbench.errors import number_or_none
 from dlbench.results.row import new_run_id
 from dlbench.subprocesses import ChildResult

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from dlbench.config import CONFIG_KEY, RunConfig, resolved_strategy
 from dlbench.config.flags import config_args
 from dlbench.config.fp8_recipes import resolve_recipe
-from dlbench.config.tags import RowTags
+from dlbench.config.row_tags import RowTags
 from dlbench.errors import UserError
 from dlbench.results.pairing import key_text
 from dlbench.serve.settings import ServeSettings

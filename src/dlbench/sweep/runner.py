@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from dlbench.config.tags import ISOLATIONS
+from dlbench.config.row_tags import ISOLATIONS
 from dlbench.console import stderr
 from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
