@@ -33,7 +33,31 @@ from dlbench.results.stats import t_975
 
 NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
 FAILED_STATUSES = ("oom", "error", "timeout", "interrupted")
+# A line's verdict, each word once: what a gate reads (a failed or invalid verdict carries its
+# detail after the word, "failed (oom): ...", "invalid (noisy)", built by the functions below)
+SAME, FASTER, SLOWER, REGRESSION = "same", "faster", "slower", "regression"
+MISSING = "missing"  # a configuration of the baseline the candidate has no row of
+NEW = "new"  # a configuration of the candidate the baseline has no row of
 OTHER_CODE = "other code"  # --same-code: a pair measured by two versions of dlbench
+NOT_PUBLISHED = "not published"  # against the published rows: none of this configuration
+FAILED, INVALID = "failed", "invalid"
+
+
+def failed_verdict(status: object, error: str = "") -> str:
+    """`failed (STATUS)`, with the row's error after a colon."""
+    return f"{FAILED} ({status})" + (f": {error}" if error else "")
+
+
+def invalid_verdict(reasons: str) -> str:
+    """`invalid (REASONS)`: the candidate's rows of this configuration were invalid."""
+    return f"{INVALID} ({reasons})"
+
+
+def fails_the_gate(verdict: str) -> bool:
+    """A line the gate fails on whatever its figures: a failed, invalid or missing one."""
+    return verdict.startswith((FAILED, INVALID)) or verdict == MISSING
+
+
 ENVIRONMENT = (
     "gpu_name",
     "cpu",
@@ -62,13 +86,13 @@ class Comparison:
     @property
     def regressions(self) -> pd.DataFrame:
         """Configurations slower than the noise allows and by more than the threshold."""
-        return self.table[self.table["verdict"] == "regression"]
+        return self.table[self.table["verdict"] == REGRESSION]
 
     @property
     def failures(self) -> pd.DataFrame:
         """Baseline configurations the candidate did not finish: failed or missing."""
         verdict = self.table["verdict"]
-        return self.table[verdict.str.startswith(("failed", "invalid")) | (verdict == "missing")]
+        return self.table[verdict.map(fails_the_gate).astype(bool)]
 
     @property
     def passed(self) -> bool:
@@ -178,11 +202,11 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
 def change_verdict(change_pct: float, band_pct: float, threshold_pct: float, lower: bool) -> str:
     """same, faster, slower or regression; `lower`: a latency, where a rise is the slowdown."""
     if abs(change_pct) <= band_pct:
-        return "same"
+        return SAME
     worse = -change_pct if not lower else change_pct
     if worse < 0:
-        return "faster"
-    return "regression" if worse > threshold_pct else "slower"
+        return FASTER
+    return REGRESSION if worse > threshold_pct else SLOWER
 
 
 def _failure(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:
@@ -192,15 +216,15 @@ def _failure(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:
     _, invalid = split_invalid(comparable_rows(candidate))
     for _, row in invalid.iloc[::-1].iterrows():
         if all(canonical(row.get(k)) == wanted[k] for k in key):
-            return f"invalid ({canonical(row.get('verdict_reasons'))})"
+            return invalid_verdict(canonical(row.get("verdict_reasons")))
     status = candidate.get("status", pd.Series(dtype=object))
     failed = candidate[status.isin(FAILED_STATUSES)]
     for _, row in failed.iloc[::-1].iterrows():
         given = {k: canonical(row.get(k)) for k in key}
         if all(v == "" or v == wanted[k] for k, v in given.items()):
             error = canonical(row.get("error"))
-            return f"failed ({row['status']})" + (f": {error}" if error else "")
-    return "missing"
+            return failed_verdict(row["status"], error)
+    return MISSING
 
 
 def resolve_key(baseline: pd.DataFrame, candidate: pd.DataFrame, key: list[str] | None):
@@ -262,7 +286,7 @@ def compare_runs(
         if pd.isna(r["samples_per_s_candidate"]):
             line["verdict"] = _failure(candidate, key, r)
         elif pd.isna(r["samples_per_s_baseline"]):
-            line["verdict"] = "new"
+            line["verdict"] = NEW
         elif same_code and not r["one_code"]:
             line["verdict"] = OTHER_CODE
         else:
@@ -279,9 +303,6 @@ def compare_runs(
         line["note"] = _note(r)
         lines.append(line)
     return Comparison(pd.DataFrame(lines), key, threshold_pct)
-
-
-NOT_PUBLISHED = "not published"  # against the published rows: none of this configuration
 
 
 def _note(joined_row: pd.Series) -> str:

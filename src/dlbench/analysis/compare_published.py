@@ -13,11 +13,14 @@ import pandas as pd
 
 from dlbench.analysis.compare import (
     FAILED_STATUSES,
+    INVALID,
     NOISE_REASONS,
     NOT_PUBLISHED,
     OTHER_CODE,
     Comparison,
     change_verdict,
+    failed_verdict,
+    invalid_verdict,
 )
 from dlbench.analysis.load import finished_rows, latest
 from dlbench.errors import UserError, number_or_none
@@ -109,7 +112,7 @@ def _line(row: dict, key: list[str], threshold_pct: float, one_code: bool, folde
     note = figure.removeprefix("serve_") if kind_of(row) != "benchmark" else ""
     line.update(candidate=value, runs_candidate=1, note=note + (" (lower is better)" * lower))
     own = set(canonical(row.get("verdict_reasons")).split(";")) - {"", BELOW, *NOISE_REASONS}
-    invalid = f"invalid ({';'.join(sorted(own))})" if own and _invalid(row) else ""
+    invalid = invalid_verdict(";".join(sorted(own))) if own and _invalid(row) else ""
     published = published_columns(row, folder)
     if not published:  # an invalid row says so; only valid rows are ever published references
         note = "; ".join(n for n in (line["note"], f"the row is {invalid}" * bool(invalid)) if n)
@@ -127,7 +130,7 @@ def _line(row: dict, key: list[str], threshold_pct: float, one_code: bool, folde
 
 
 def _invalid(row: dict) -> bool:
-    return canonical(row.get("verdict")) == "invalid"
+    return canonical(row.get("verdict")) == INVALID
 
 
 def _failures(candidate: pd.DataFrame, finished: pd.DataFrame) -> pd.DataFrame:
@@ -142,6 +145,6 @@ def _failures(candidate: pd.DataFrame, finished: pd.DataFrame) -> pd.DataFrame:
 
 def _failed(row: dict, key: list[str]) -> dict:
     error = canonical(row.get("error"))
-    verdict = f"failed ({row['status']})" + (f": {error}" if error else "")
+    verdict = failed_verdict(row["status"], error)
     line = {k: canonical(row.get(k)) for k in key}
     return {**line, "verdict": verdict, "runs_candidate": 1, "note": ""}

@@ -15,7 +15,7 @@ import textwrap
 
 import pandas as pd
 
-from dlbench.analysis.compare import NOT_PUBLISHED, OTHER_CODE, Comparison
+from dlbench.analysis.compare import NEW, NOT_PUBLISHED, OTHER_CODE, Comparison
 from dlbench.results.pairing import canonical
 
 ALWAYS_SHOWN = ("model", "mode", "batch_size")
@@ -220,6 +220,6 @@ def verdict_line(comparison: Comparison) -> str:
         parts.append(f"nothing published for {names}: nothing to hold its rows against")
     if failed:
         parts.append(f"{failed} configuration(s) failed or missing in the candidate")
-        if failed == len(comparison.table[comparison.table["verdict"] != "new"]):
+        if failed == len(comparison.table[comparison.table["verdict"] != NEW]):
             parts.append("none matched: is the baseline from this machine and plan?")
     return "; ".join(parts)
