@@ -43,7 +43,8 @@ def test_a_point_far_below_its_published_row_is_measured_again_and_named(
 
     plan = tmp_path / "plan.yaml"
     plan.write_text(PLAN)
-    monkeypatch.setenv(FOLDER_VARIABLE, str(tmp_path / "none"))  # nothing published yet
+    (tmp_path / "none").mkdir()  # a folder of no published rows: nothing published yet
+    monkeypatch.setenv(FOLDER_VARIABLE, str(tmp_path / "none"))
     first = tmp_path / "first.csv"
     assert run_command(["sweep", str(plan), "--output", str(first)]) == 0
     [measured] = read_rows(first)

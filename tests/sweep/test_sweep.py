@@ -167,6 +167,9 @@ def test_sigterm_mid_sweep_leaves_valid_csv_and_rerun_completes_the_rest(tmp_pat
     first = read_rows(csv_path)
     assert 1 <= sum(r["status"] == "ok" for r in first) < 4
     assert {r["status"] for r in first} <= {"ok", "interrupted"}
+    # one worker measures one point at a time: the point in flight has its row, the points
+    # not yet started none (the rerun measures them)
+    assert sum(r["status"] == "interrupted" for r in first) <= 1
 
     again = run_cli("sweep", str(plan_file), "--output", str(csv_path), env=env_with(**FAULT_ENV))
     assert again.returncode == 0, again.stderr

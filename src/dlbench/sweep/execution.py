@@ -184,9 +184,12 @@ class SweepExecution:
             self.progress.console.print(line)
 
     def interrupted(self, why: str) -> None:
-        """Rows for the points in flight when a signal stopped the sweep."""
-        for run in self.runs.values():
-            self.runner._fail(self.points[run.index], run.run_id, run.tags, "interrupted", why)
+        """Rows for the points in flight when a signal stopped the sweep; a point still queued
+        never started and has none (a resumed sweep measures it)."""
+        started = self.pipeline.started_keys()
+        for key, run in self.runs.items():
+            if key in started or key[0] == "alone":
+                self.runner._fail(self.points[run.index], run.run_id, run.tags, "interrupted", why)
 
     def split(self) -> TimeSplit:
         """Where the sweep's wall time went (sweep.timing)."""

@@ -128,6 +128,10 @@ class Pipeline:
         if self.compiler:
             self.ahead.append(task)
 
+    def started_keys(self) -> set[object]:
+        """The keys of the points a worker has begun to measure (a compile ahead is not one)."""
+        return {t.key for t in self.running if t.worker is not self.compiling}
+
     @property
     def busy(self) -> bool:
         return bool(self.queue or self.running)
