@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.errors import UserError, one_line, warn
-from dlbench.results.pairing import RUN_KEY, figure_of, finished, machine, release
+from dlbench.errors import UserError, one_line
+from dlbench.results.pairing import RUN_KEY, finished, machine, release
 from dlbench.results.published import (
     RELEASES,
     is_reference,
-    not_counted,
     published_files,
     published_folder,
+    rows_not_counted,
 )
 from dlbench.results.schema import NUMBER_COLUMNS, TEXT_COLUMNS, is_true
 from dlbench.results.store import CsvStore, as_given, one_line_cell
@@ -75,20 +75,9 @@ def _numbers_as_numbers(frame: pd.DataFrame, path: Path, argument: str) -> None:
 def _without_rows_of_no_figure(
     frame: pd.DataFrame, path: Path, argument: str, say: bool
 ) -> pd.DataFrame:
-    """The frame less its finished rows whose figure cell holds no positive number (`abc`, 0,
-    -5, inf: a hand edit); an empty cell measured nothing and is left as it is."""
-    records = frame.to_dict("records")
-    bad = [not_counted(r) for r in records]
-    if not any(bad):
-        return frame
-    first = records[bad.index(True)]
-    column = figure_of(first)[0]
-    if say:
-        warn(
-            f"{argument}: {path}: {sum(bad)} row(s) whose {column} is no positive number "
-            f"(e.g. {first.get(column)!r}) do not count"
-        )
-    return frame[[not b for b in bad]].reset_index(drop=True)
+    """The frame less its rows that do not count (results.published.rows_not_counted)."""
+    bad = rows_not_counted(argument, path, frame.to_dict("records"), say)
+    return frame[[not b for b in bad]].reset_index(drop=True) if any(bad) else frame
 
 
 def load_published(folder: Path | None = None) -> pd.DataFrame:

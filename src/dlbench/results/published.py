@@ -34,7 +34,7 @@ from dlbench.results.pairing import (
     machine,
     release,
 )
-from dlbench.results.store import CsvStore
+from dlbench.results.store import CsvStore, NotDlbenchCsv
 
 PACKAGED_DIR = Path(__file__).resolve().parents[1] / "published"
 # A folder of one's own published rows (a fleet's), held against in place of the package's
@@ -82,7 +82,7 @@ def _published_tables(folder: Path) -> tuple[tuple[Path, tuple[dict[str, str], .
         except UserError as exc:
             warn(f"{exc}; it does not count")
             continue
-        _say_rows_of_no_figure(path, rows, folder)
+        rows_not_counted(_label(folder), path, rows)
         tables.append((path, tuple(rows)))
     return tuple(tables)
 
@@ -96,22 +96,24 @@ def _label(folder: Path) -> str:
 def _ours(store: CsvStore) -> bool:
     try:
         return bool(store.header())
-    except UserError as exc:
-        if "not a dlbench CSV" in str(exc):  # a bare loop's file beside the rows
-            return False
-        raise
+    except NotDlbenchCsv:  # a bare loop's file beside the rows
+        return False
 
 
-def _say_rows_of_no_figure(path: Path, rows: list[dict[str, str]], folder: Path) -> None:
-    """One warning for a file's finished rows whose figure cell holds no positive number (a
-    hand edit: `abc`, 0, -5, inf); an empty cell measured nothing and is no one's mistake."""
-    bad = [r for r in rows if not_counted(r)]
-    if bad:
-        column = figure_of(bad[0])[0]
+def rows_not_counted(
+    label: str, path: Path, rows: list[Mapping[str, object]], say: bool = True
+) -> list[bool]:
+    """Which of a file's rows do not count (not_counted), with one warning for them where
+    `say` (`label` names how the user gave the file)."""
+    bad = [not_counted(r) for r in rows]
+    if say and any(bad):
+        first = rows[bad.index(True)]
+        column = figure_of(first)[0]
         warn(
-            f"{_label(folder)}: {path}: {len(bad)} row(s) whose {column} is no positive number "
-            f"(e.g. {bad[0].get(column)!r}) do not count"
+            f"{label}: {path}: {sum(bad)} row(s) whose {column} is no positive number "
+            f"(e.g. {first.get(column)!r}) do not count"
         )
+    return bad
 
 
 def not_counted(row: Mapping[str, object]) -> bool:

@@ -58,6 +58,10 @@ def _safe_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
     return [{k: spreadsheet_safe(one_line_cell(v)) for k, v in row.items()} for row in rows]
 
 
+class NotDlbenchCsv(UserError):
+    """A readable CSV without dlbench's identity columns (a bare loop's file, another tool's)."""
+
+
 class CsvStore:
     """A dlbench CSV; a row with new columns rewrites the file atomically with their union."""
 
@@ -145,7 +149,7 @@ class CsvStore:
             raise UserError(f"{self.flag}: {self.path} names {names} twice in its header")
         missing = [c for c in IDENTITY_COLUMNS if c not in first]
         if missing:
-            raise UserError(
+            raise NotDlbenchCsv(
                 f"{self.flag}: {self.path} is not a dlbench CSV (no {', '.join(missing)} column); "
                 "it was left untouched, choose another file"
             )
