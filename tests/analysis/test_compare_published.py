@@ -119,7 +119,7 @@ def test_a_serve_part_with_its_rate_found_halved_fails_alone_and_against_the_par
 def test_a_part_with_a_point_cut_short_fails_the_gate_on_it(tmp_path):
     """A part whose call's limit cut a point (its row `interrupted`, as `0f4709e`'s H200
     serve part shipped) fails the one-file gate, naming the point."""
-    rows = list(csv.DictReader(H100_SERVE.open()))
+    rows = list(csv.DictReader(H100_SERVE.read_text().splitlines()))
     rows[-1]["status"] = "interrupted"
     cut = _written(tmp_path / "cut.csv", rows)
     out = run_cli("compare", str(cut))

@@ -57,7 +57,7 @@ def test_fp8_runs_compiled_and_its_row_says_what_ran_in_fp8(tmp_path, model, mod
     config = RunConfig.of(model=model, mode=mode, precision="fp8", batch_size=8, n_iters=10,
                           warmup_steps=2, output=out, **shape)  # fmt: skip
     assert execute(config) == 0
-    [row] = list(csv.DictReader(out.open()))
+    [row] = list(csv.DictReader(out.read_text().splitlines()))
     assert row["precision"] == "fp8" and row["compile"] == "True"
     assert row["fp8_recipe"] == ("tensorwise" if mode == "train" else "rowwise_dynamic")
     assert int(row["fp8_linear_layers"]) > 0 and row["last_step_finite"] == "True"
@@ -73,7 +73,7 @@ def test_training_with_the_head_in_float8_runs_compiled_and_counts_the_head(tmp_
                               seq_len=256, fp8_recipe=recipe, n_iters=10, warmup_steps=2,
                               output=out)  # fmt: skip
         assert execute(config) == 0
-    body, with_head = list(csv.DictReader(out.open()))
+    body, with_head = list(csv.DictReader(out.read_text().splitlines()))
     assert with_head["fp8_recipe"] == "tensorwise_with_head"
     assert int(with_head["fp8_linear_layers"]) == int(body["fp8_linear_layers"]) + 1
     assert float(with_head["fp8_flops_share"]) > float(body["fp8_flops_share"])
@@ -89,7 +89,7 @@ def test_validate_holds_fp8_training_to_a_bare_torchao_loop(tmp_path) -> None:
                           seq_len=64, compile=True, n_iters=10, warmup_steps=2,
                           output=out)  # fmt: skip
     assert execute_validate(config, repeats=2) == 0
-    [row] = list(csv.DictReader(out.open()))
+    [row] = list(csv.DictReader(out.read_text().splitlines()))
     assert row["precision"] == "fp8" and row["fp8_recipe"] == "tensorwise"
     ratios = [float(r) for r in row["harness_ratios"].split()]
     assert len(ratios) == 2 and all(0.5 < r < 2 for r in ratios)  # both loops ran, both timed
@@ -102,7 +102,7 @@ def test_decode_with_the_head_in_float8_reads_fewer_bytes_and_its_row_says_so(tm
                               fp8_recipe=recipe, prompt_len=16, new_tokens=16, n_iters=2,
                               warmup_steps=1, output=out)  # fmt: skip
         assert execute(config) == 0
-    kept, quantized = list(csv.DictReader(out.open()))
+    kept, quantized = list(csv.DictReader(out.read_text().splitlines()))
     assert quantized["fp8_recipe"] == "rowwise_dynamic_with_head"
     assert int(quantized["fp8_linear_layers"]) == int(kept["fp8_linear_layers"]) + 1
     head_bytes = 32000 * 768  # llm_125m's vocabulary x hidden: bf16 two bytes, float8 one

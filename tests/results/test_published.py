@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.results import published
-from dlbench.results.pairing import canonical, code_label, finished, machine, release
+from dlbench.results.pairing import code_label, finished, key_text, machine, release
 from dlbench.results.published import (
     PACKAGED_DIR,
     forget_published,
@@ -176,11 +176,20 @@ def test_a_shipped_row_measured_again_reads_one_within_its_band():
         assert verdict_columns({**again, **columns})["verdict_reasons"] != "below_published"
 
 
-def test_rows_pair_on_canonical_values_releases_machines_and_code():
-    assert [canonical(v) for v in (64, 64.0, "64", None, float("nan"), True)] == [
-        "64", "64", "64", "", "", "True"
+def test_rows_pair_on_one_key_text_releases_machines_and_code():
+    """A run's own cells, a CSV's text and pandas' floats give one text; versions and ids keep
+    theirs."""
+    given = (64, 64.0, "64", "64.0", 700.0, "700.0", None, float("nan"), True, "True", "0.5")
+    assert [key_text(v) for v in given] == [
+        "64", "64", "64", "64", "700", "700", "", "", "True", "True", "0.5"
     ]  # fmt: skip
-    assert canonical("13.0") == "13.0" and canonical("bf16-mixed") == "bf16-mixed"
+    assert key_text("bf16-mixed") == "bf16-mixed" and key_text("inf") == "inf"
+    assert key_text("13.0", "cuda") == "13.0" and key_text("12.10", "cuda") == "12.10"
+    assert key_text("1234e10", "dlbench_commit") == "1234e10"
+    assert (
+        code_label({"dlbench": "0.2.0", "dlbench_commit": "1234e10", "dlbench_dirty": "False"})[6:]
+        == "1234e10"
+    )
     assert release("2.11.0+cu130") == "2.11" and release("13.0") == "13.0" and release(None) == ""
     assert machine({"gpu_name": H100, "cpu": "x"}) == H100
     assert machine({"gpu_name": "", "cpu": "AMD EPYC"}) == "CPU AMD EPYC"

@@ -27,7 +27,7 @@ from dlbench.analysis.load import (
 from dlbench.analysis.machines import code_labels, pairs_of_one_code
 from dlbench.config.serve_scenarios import serve_figure
 from dlbench.errors import UserError
-from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, canonical
+from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, key_text
 from dlbench.results.serve_columns import SERVE_KEY
 from dlbench.results.stats import t_975
 
@@ -174,7 +174,7 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     noisy = invalid[_only_noisy(invalid)]
     runs = pd.concat([valid, noisy.assign(noisy=True)]) if not noisy.empty else valid
     for k in key:
-        runs[k] = runs[k].map(canonical)
+        runs[k] = runs[k].map(lambda v, k=k: key_text(v, k))
     runs = latest(runs, [*key, "repeat"] if "repeat" in runs else key)
     lines = []
     for values, group in runs.groupby(key, dropna=False, sort=False):
@@ -215,14 +215,14 @@ def _failure(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:
     invalid, else `missing`."""
     _, invalid = split_invalid(comparable_rows(candidate))
     for _, row in invalid.iloc[::-1].iterrows():
-        if all(canonical(row.get(k)) == wanted[k] for k in key):
-            return invalid_verdict(canonical(row.get("verdict_reasons")))
+        if all(key_text(row.get(k), k) == wanted[k] for k in key):
+            return invalid_verdict(key_text(row.get("verdict_reasons")))
     status = candidate.get("status", pd.Series(dtype=object))
     failed = candidate[status.isin(FAILED_STATUSES)]
     for _, row in failed.iloc[::-1].iterrows():
-        given = {k: canonical(row.get(k)) for k in key}
+        given = {k: key_text(row.get(k), k) for k in key}
         if all(v == "" or v == wanted[k] for k, v in given.items()):
-            error = canonical(row.get("error"))
+            error = key_text(row.get("error"))
             return failed_verdict(row["status"], error)
     return MISSING
 
@@ -324,6 +324,7 @@ def _note(joined_row: pd.Series) -> str:
         b = joined_row.get(f"{column}_candidate")
         if pd.isna(a) or pd.isna(b):
             continue
-        if canonical(a) != canonical(b):  # 16 and 16.0 alike: a column with a gap reads float
-            notes.append(f"{column} {canonical(a)} -> {canonical(b)}")
+        was, now = key_text(a, column), key_text(b, column)  # 16 and 16.0 alike
+        if was != now:
+            notes.append(f"{column} {was} -> {now}")
     return "; ".join(notes)

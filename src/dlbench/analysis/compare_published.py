@@ -28,9 +28,9 @@ from dlbench.results.pairing import (
     COMPARED_KINDS,
     EXPERIMENT_KEY,
     GATE_THRESHOLD_PCT,
-    canonical,
     code_label,
     figure_of,
+    key_text,
     kind_of,
     machine,
     same_code,
@@ -68,8 +68,8 @@ def compare_with_published(
     lines += [_failed(r, key) for r in _failures(candidate, rows).to_dict("records")]
     columns = [*key, "baseline", "candidate", "runs_baseline", "runs_candidate", "verdict", "note"]
     table = pd.DataFrame(lines, columns=[*columns, "change_pct", "noise_pct"])
-    known = {canonical(r.get("gpu_name")) for r in published_rows(folder)}
-    measured = {canonical(g) for g in rows.get("gpu_name", pd.Series(dtype=object))}
+    known = {key_text(r.get("gpu_name")) for r in published_rows(folder)}
+    measured = {key_text(g) for g in rows.get("gpu_name", pd.Series(dtype=object))}
     unpublished = sorted(machine({"gpu_name": g}) for g in measured - known)
     return Comparison(table, key, threshold_pct, tuple(unpublished))
 
@@ -99,7 +99,7 @@ def _comparable(candidate: pd.DataFrame) -> pd.DataFrame:
 
 def _configuration(row: dict) -> str:
     kind = kind_of(row)
-    return "|".join([kind, *(canonical(row.get(k)) for k in published_key(kind)), machine(row)])
+    return "|".join([kind, *(key_text(row.get(k), k) for k in published_key(kind)), machine(row)])
 
 
 def _line(row: dict, key: list[str], threshold_pct: float, one_code: bool, folder: Path) -> dict:
@@ -108,10 +108,10 @@ def _line(row: dict, key: list[str], threshold_pct: float, one_code: bool, folde
     not noise alone) is that."""
     figure, lower = figure_of(row)
     value = number_or_none(row.get(figure))
-    line: dict[str, object] = {k: canonical(row.get(k)) for k in key}
+    line: dict[str, object] = {k: key_text(row.get(k), k) for k in key}
     note = figure.removeprefix("serve_") if kind_of(row) != "benchmark" else ""
     line.update(candidate=value, runs_candidate=1, note=note + (" (lower is better)" * lower))
-    own = set(canonical(row.get("verdict_reasons")).split(";")) - {"", BELOW, *NOISE_REASONS}
+    own = set(key_text(row.get("verdict_reasons")).split(";")) - {"", BELOW, *NOISE_REASONS}
     invalid = invalid_verdict(";".join(sorted(own))) if own and _invalid(row) else ""
     published = published_columns(row, folder)
     if not published:  # an invalid row says so; only valid rows are ever published references
@@ -130,7 +130,7 @@ def _line(row: dict, key: list[str], threshold_pct: float, one_code: bool, folde
 
 
 def _invalid(row: dict) -> bool:
-    return canonical(row.get("verdict")) == INVALID
+    return key_text(row.get("verdict")) == INVALID
 
 
 def _failures(candidate: pd.DataFrame, finished: pd.DataFrame) -> pd.DataFrame:
@@ -144,7 +144,7 @@ def _failures(candidate: pd.DataFrame, finished: pd.DataFrame) -> pd.DataFrame:
 
 
 def _failed(row: dict, key: list[str]) -> dict:
-    error = canonical(row.get("error"))
+    error = key_text(row.get("error"))
     verdict = failed_verdict(row["status"], error)
-    line = {k: canonical(row.get(k)) for k in key}
+    line = {k: key_text(row.get(k), k) for k in key}
     return {**line, "verdict": verdict, "runs_candidate": 1, "note": ""}

@@ -16,7 +16,7 @@ import textwrap
 import pandas as pd
 
 from dlbench.analysis.compare import NEW, NOT_PUBLISHED, OTHER_CODE, Comparison
-from dlbench.results.pairing import canonical
+from dlbench.results.pairing import key_text
 
 ALWAYS_SHOWN = ("model", "mode", "batch_size")
 HEADERS = {
@@ -90,7 +90,7 @@ def _cells(
     """Each line's cells, and its note texts."""
     lines, texts = [], []
     for _, r in comparison.table.iterrows():
-        cells = {k: canonical(r[k]) or "-" for k in shown}
+        cells = {k: key_text(r[k], k) or "-" for k in shown}
         verdict, detail = _verdict_and_detail(str(r["verdict"]))
         change = r.get("change_pct")
         measured = change is not None and not pd.isna(change)
@@ -169,7 +169,7 @@ def _key_lines(table: pd.DataFrame, key: list[str], shown: list[str], width: int
     """The key columns with one value ("same for all") and those that vary only with the
     shown ones."""
     constant = [k for k in key if k not in shown and table[k].nunique(dropna=False) <= 1]
-    values = {k: canonical(table[k].iloc[0]) for k in constant}
+    values = {k: key_text(table[k].iloc[0], k) for k in constant}
     same = ", ".join(f"{k}={v}" for k, v in values.items() if v)
     implied = [k for k in key if k not in shown and k not in constant]
     lines = textwrap.wrap(f"same for all: {same}", width, subsequent_indent="  ") if same else []

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from dlbench.analysis.load import flag_column
-from dlbench.results.pairing import RUN_KEY, canonical, code_label, same_code
+from dlbench.results.pairing import RUN_KEY, code_label, key_text, same_code
 
 # Differences between rows of one configuration that repeats cannot resolve (clocks, heat,
 # machines of one kind): a move by the code must be larger than this and the rows' own spread.
@@ -57,7 +57,7 @@ def workload_family(row: pd.Series) -> str:
 def _keyed(runs: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """The key columns as text that compares equal across files (64 and 64.0, True and
     "True"), so rows from two CSVs of one configuration group together."""
-    return runs.assign(**{k: runs[k].map(canonical) for k in key})
+    return runs.assign(**{k: runs[k].map(lambda v, k=k: key_text(v, k)) for k in key})
 
 
 def _spread_pct(values: pd.Series) -> float:

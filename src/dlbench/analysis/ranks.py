@@ -11,7 +11,7 @@ import pandas as pd
 from dlbench.analysis.load import load_published, with_releases
 from dlbench.analysis.machines import code_labels, workload_name
 from dlbench.analysis.report_rows import Part, ReportRows, Section, named_line
-from dlbench.results.pairing import GATE_THRESHOLD_PCT, canonical
+from dlbench.results.pairing import GATE_THRESHOLD_PCT, key_text
 from dlbench.results.published import PUBLISHED_KEY
 
 LOW_SHARE = 1 - GATE_THRESHOLD_PCT / 100  # under its configuration's median by more than the gate
@@ -26,7 +26,8 @@ def rank_table(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     known = known.drop_duplicates(subset=["run_id"], keep="first").copy()  # a published CSV given
     known["code"] = code_labels(known)
     key = [k for k in PUBLISHED_KEY if k in known.columns] + ["code"]
-    grouped = known.assign(**{k: known[k].map(canonical) for k in key}).groupby(key, dropna=False)
+    keyed = known.assign(**{k: known[k].map(lambda v, k=k: key_text(v, k)) for k in key})
+    grouped = keyed.groupby(key, dropna=False)
     lines = []
     for _, group in grouped:
         if len(group) < 2 or not group["_given"].any():
@@ -39,8 +40,8 @@ def rank_table(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
                 {
                     "workload": workload_name(row),
                     "machine": row.get("machine", ""),
-                    "host": canonical(row.get("hostname")),
-                    "GPU": canonical(row.get("gpu_uuid"))[:8],
+                    "host": key_text(row.get("hostname"), "hostname"),
+                    "GPU": key_text(row.get("gpu_uuid"), "gpu_uuid")[:8],
                     "code": row["code"],
                     "rows": len(group),
                     "percentile": 100.0 * below / (len(group) - 1),

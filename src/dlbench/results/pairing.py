@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from dlbench.config import CONFIG_KEY
 from dlbench.config.serve_scenarios import serve_figure
+from dlbench.results.schema import TEXT_COLUMNS
 from dlbench.results.serve_columns import SERVE_KEY
 
 # What makes two benchmark rows measure the same thing (a GPU column is added for comparisons).
@@ -50,26 +51,23 @@ GATE_THRESHOLD_PCT = 5.0
 UNKNOWN_CODE = "(commit unknown)"  # rows from before rows named their commit
 
 
-def canonical(value: object) -> str:
-    """A key value as text that compares equal across files and readers: 64 and 64.0 alike (a
-    column with a gap reads as floats), a row's own 64 and True as a CSV holds them, NaN and
-    None empty."""
+def key_text(value: object, column: str = "") -> str:
+    """A cell as text that compares equal across files and readers: a run's own 700.0 and True,
+    a CSV's "700.0" and "True", and the 64.0 pandas reads from a column with a gap all give
+    what one of them wrote ("700", "True", "64"); NaN and None give "". A version or id column
+    (results.schema.TEXT_COLUMNS, `column`) keeps its text: "13.0" stays, "12.10" is not 12.1."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return str(value)
-
-
-def key_text(value: object) -> str:
-    """A key value as text that a run's own row (700.0, a float; True, a bool) and a CSV's
-    cells ("700.0", "True") give alike; never for a version, whose "12.10" is not 12.1."""
-    text = canonical(value)
+    text = str(value)
+    if column in TEXT_COLUMNS:
+        return text
     try:
         number = float(text)
     except ValueError:
         return text
-    return str(int(number)) if number.is_integer() else text
+    return str(int(number)) if number.is_integer() and math.isfinite(number) else text
 
 
 def release(version: object) -> str:
@@ -81,15 +79,15 @@ def release(version: object) -> str:
 
 def machine(row: Mapping[str, object]) -> str:
     """What ran the row: the GPU model, or `CPU <processor>` for a CPU run."""
-    return canonical(row.get("gpu_name")) or f"CPU {canonical(row.get('cpu'))}".strip()
+    return key_text(row.get("gpu_name")) or f"CPU {key_text(row.get('cpu'))}".strip()
 
 
 def code_label(row: Mapping[str, object]) -> str:
     """The code that measured a row: `0.2.0 1a2b3c4` (`+dirty` with changes), or the release
     alone with `(commit unknown)` for rows from before rows named their commit."""
-    version = canonical(row.get("dlbench"))
-    commit = canonical(row.get("dlbench_commit"))
-    dirty = canonical(row.get("dlbench_dirty"))
+    version = key_text(row.get("dlbench"), "dlbench")
+    commit = key_text(row.get("dlbench_commit"), "dlbench_commit")
+    dirty = key_text(row.get("dlbench_dirty"), "dlbench_dirty")
     if commit in ("", "unknown") or dirty not in ("True", "False"):
         return f"{version} {UNKNOWN_CODE}"
     return f"{version} {commit[:7]}{'+dirty' if dirty == 'True' else ''}"
@@ -103,7 +101,7 @@ def same_code(a: str, b: str) -> bool:
 
 def kind_of(row: Mapping[str, object]) -> str:
     """A row's kind (`run_kind`); a row from before rows named their kind is a benchmark."""
-    return canonical(row.get("run_kind")) or "benchmark"
+    return key_text(row.get("run_kind")) or "benchmark"
 
 
 def experiment_key(kind: str) -> tuple[str, ...]:
@@ -120,4 +118,4 @@ def figure_of(row: Mapping[str, object]) -> tuple[str, bool]:
 def finished(row: Mapping[str, object], kind: str) -> bool:
     """Whether a row is a finished run of `kind` (benchmark, validate, scaling, loader, peak,
     serve); a row from before rows named their kind is a benchmark."""
-    return row.get("status") == "ok" and (canonical(row.get("run_kind")) or "benchmark") == kind
+    return row.get("status") == "ok" and (key_text(row.get("run_kind")) or "benchmark") == kind

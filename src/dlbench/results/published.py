@@ -25,7 +25,6 @@ from dlbench.results.pairing import (
     COMPARED_KINDS,
     EXPERIMENT_KEY,
     GATE_THRESHOLD_PCT,
-    canonical,
     experiment_key,
     figure_of,
     finished,
@@ -135,8 +134,8 @@ def is_reference(row: Mapping[str, object]) -> bool:
     own window (its verdict, less any comparison with the rows published before it) with the
     figure its kind is compared on."""
     kind = kind_of(row)
-    reasons = {r for r in canonical(row.get("verdict_reasons")).split(";") if r} - {BELOW}
-    valid = canonical(row.get("verdict")) in ("valid", "") or not reasons
+    reasons = {r for r in key_text(row.get("verdict_reasons")).split(";") if r} - {BELOW}
+    valid = key_text(row.get("verdict")) in ("valid", "") or not reasons
     return kind in COMPARED_KINDS and finished(row, kind) and valid and _figure(row) is not None
 
 
@@ -190,7 +189,7 @@ def releases(row: Mapping[str, object]) -> dict[str, str]:
 def _match(row: Mapping[str, object]) -> tuple[str, ...]:
     keyed = {**row, **releases(row)}
     kind = kind_of(row)
-    return (kind, *(key_text(keyed.get(k)) for k in published_key(kind)), machine(row))
+    return (kind, *(key_text(keyed.get(k), k) for k in published_key(kind)), machine(row))
 
 
 def matching_rows(row: Mapping[str, object], folder: Path | None = None) -> list[dict[str, str]]:
