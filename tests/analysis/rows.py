@@ -13,6 +13,7 @@ def benchmark_row(**columns: object) -> dict[str, object]:
     row = {
         **identity(None, "ok"),
         "run_kind": "benchmark",
+        "data": "synthetic",
         "model": "resnet50",
         "mode": "train",
         "precision": "bf16-mixed",
@@ -28,7 +29,8 @@ def benchmark_row(**columns: object) -> dict[str, object]:
         "driver": "580.159.04",
         "torch": "2.11.0",
     }
-    return {**row, **columns}
+    row = {**row, **columns}
+    return {"strategy": "ddp" if float(row["world_size"]) > 1 else "single", **row}
 
 
 def write_rows(path: Path, rows: list[dict[str, object]]) -> Path:

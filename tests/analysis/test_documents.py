@@ -122,7 +122,8 @@ def test_pdf_and_pptx_hold_a_page_per_section_and_a_slide_per_figure(csvs, telem
     assert titles[0] == "dlbench report" and "Input pipeline" in titles
     assert "Telemetry timeline" in titles
     table = next(sh for sh in slides[0].shapes if sh.has_table).table
-    assert table.cell(0, 0).text == "model" and table.cell(1, 0).text == "resnet50"
+    # the first section's table: the H200 row against the H100's (both synthetic data, one GPU)
+    assert table.cell(0, 0).text == "machine" and table.cell(1, 0).text == "NVIDIA H200"
 
 
 def test_input_pipeline_section_says_where_the_loader_keeps_up(csvs, tmp_path):

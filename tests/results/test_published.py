@@ -19,6 +19,7 @@ from dlbench.results.published import (
     published_rows,
 )
 from dlbench.results.store import CsvStore
+from dlbench.results.upgrade import upgraded
 from dlbench.results.verdict import advice, verdict_columns
 from tests.analysis.rows import benchmark_row, write_rows
 
@@ -197,7 +198,8 @@ def test_rows_pair_on_one_key_text_releases_machines_and_code():
     assert code_label(commit) == "0.2.0 18695e1"
     assert code_label({**commit, "dlbench_dirty": True}) == "0.2.0 18695e1+dirty"
     assert code_label({**commit, "dlbench_commit": "unknown"}) == "0.2.0 (commit unknown)"
-    assert finished({"status": "ok"}, "benchmark") and not finished({"status": "ok"}, "serve")
+    assert finished(upgraded({"status": "ok"}), "benchmark")  # a row from before run_kind
+    assert not finished(upgraded({"status": "ok"}), "serve")
     assert finished({"status": "ok", "run_kind": "serve"}, "serve")
     assert not finished({"status": "oom", "run_kind": "benchmark"}, "benchmark")
 

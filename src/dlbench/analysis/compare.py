@@ -26,7 +26,7 @@ from dlbench.analysis.load import (
 )
 from dlbench.analysis.machines import code_labels, pairs_of_one_code
 from dlbench.config.serve_scenarios import serve_figure
-from dlbench.errors import UserError
+from dlbench.errors import UserError, number_or_none
 from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, key_text
 from dlbench.results.serve_columns import SERVE_KEY
 from dlbench.results.stats import t_975
@@ -105,15 +105,9 @@ NOISE_REASONS = {"noisy", "drift"}  # invalid for these alone: compared, with th
 
 def interval_pct(row: pd.Series | dict) -> float:
     """Half the width of one row's confidence interval of its throughput, in %: its own column
-    (results.stats.Noise), or for an older row the step spread over sqrt(steps), times
-    Student's t (results.stats.t_975)."""
-    recorded = row.get("throughput_interval_pct")
-    if recorded is not None and not pd.isna(recorded):
-        return float(recorded)
-    stdev_pct, steps = row.get("step_time_stdev_pct"), row.get("steps")
-    if any(v is None or pd.isna(v) for v in (stdev_pct, steps)) or float(steps) <= 1:
-        return math.nan
-    return t_975(int(float(steps)) - 1) * float(stdev_pct) / math.sqrt(float(steps))
+    (results.stats.Noise; results.upgrade's for an older row), NaN where it has none."""
+    recorded = number_or_none(row.get("throughput_interval_pct"))
+    return math.nan if recorded is None else recorded
 
 
 def _uncertainty_pct(group: pd.DataFrame) -> float:

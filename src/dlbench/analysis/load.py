@@ -17,6 +17,7 @@ from dlbench.results.published import (
 )
 from dlbench.results.schema import NUMBER_COLUMNS, TEXT_COLUMNS, is_true
 from dlbench.results.store import CsvStore, as_given, one_line_cell
+from dlbench.results.upgrade import missing_columns, upgraded
 
 
 def load_rows(paths: list[Path], argument: str = "CSV", figureless: str = "refuse") -> pd.DataFrame:
@@ -48,7 +49,7 @@ def load_rows(paths: list[Path], argument: str = "CSV", figureless: str = "refus
         if figureless != "refuse":
             frame = _without_rows_of_no_figure(frame, path, argument, figureless == "warn")
         _numbers_as_numbers(frame, path, argument)
-        frame = frame.copy()  # one block again: the conversion column by column fragments it
+        frame = _upgraded(frame)  # one block again: the conversion column by column fragments it
         frame["source"] = Path(path).name
         frames.append(frame)
     return pd.concat(frames, ignore_index=True, sort=False)
@@ -70,6 +71,16 @@ def _numbers_as_numbers(frame: pd.DataFrame, path: Path, argument: str) -> None:
                 f"{argument}: {path}: {column} holds {value!r} (line {at + 2}), not a number"
             )
         frame[column] = parsed.where(finished, frame[column])
+
+
+def _upgraded(frame: pd.DataFrame) -> pd.DataFrame:
+    """One file's rows with the columns written after them filled (results.upgrade)."""
+    missing = missing_columns(frame.columns)
+    if not missing:
+        return frame.copy()
+    filled = [upgraded(r, missing) for r in frame.to_dict("records")]
+    added = pd.DataFrame({c: [r[c] for r in filled] for c in missing}, index=frame.index)
+    return pd.concat([frame, added], axis=1).copy()  # one block: later columns add cleanly
 
 
 def _without_rows_of_no_figure(

@@ -14,8 +14,8 @@ COLUMNS += ["training verdict"]
 
 
 def _data(runs: pd.DataFrame) -> pd.Series:
-    """Each row's --data (rows from before the column existed read synthetic data)."""
-    return text_column(runs, "data", empty="synthetic")
+    """Each row's --data (results.upgrade fills it for rows from before the column)."""
+    return text_column(runs, "data")
 
 
 def _model_rate(runs: pd.DataFrame, model: str, batch: int, gpus: set[str]) -> float | None:

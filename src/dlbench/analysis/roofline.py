@@ -33,8 +33,7 @@ def decode_table(runs, baseline: str):
     if "decode_tokens_per_s" not in runs:
         return pd.DataFrame()
     rows = runs[runs["decode_tokens_per_s"].notna()].copy()
-    # rows from before the column existed ran the transformers model
-    rows["llm_impl"] = text_column(rows, "llm_impl", empty="hf")
+    rows["llm_impl"] = text_column(rows, "llm_impl")
     key = [c for c in DECODE_KEY if c in rows]
     if rows.empty:
         return pd.DataFrame()

@@ -29,10 +29,8 @@ SCALING_COLUMNS = [
 
 
 def _strategy(runs: pd.DataFrame) -> pd.Series:
-    """single or ddp; rows from before the column existed ran DDP exactly when world_size > 1."""
-    given = text_column(runs, "strategy")
-    implied = runs["world_size"].map(lambda n: "ddp" if n > 1 else "single")
-    return given.where(given != "", implied)
+    """single, ddp or fsdp (results.upgrade fills it for rows from before the column)."""
+    return text_column(runs, "strategy")
 
 
 def scaling_table(rows: pd.DataFrame) -> pd.DataFrame:

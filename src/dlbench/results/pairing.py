@@ -100,8 +100,9 @@ def same_code(a: str, b: str) -> bool:
 
 
 def kind_of(row: Mapping[str, object]) -> str:
-    """A row's kind (`run_kind`); a row from before rows named their kind is a benchmark."""
-    return key_text(row.get("run_kind")) or "benchmark"
+    """A row's kind (`run_kind`: benchmark, validate, scaling, loader, peak, serve, per_rank;
+    results.upgrade names a row from before the column a benchmark)."""
+    return key_text(row.get("run_kind"))
 
 
 def experiment_key(kind: str) -> tuple[str, ...]:
@@ -117,5 +118,5 @@ def figure_of(row: Mapping[str, object]) -> tuple[str, bool]:
 
 def finished(row: Mapping[str, object], kind: str) -> bool:
     """Whether a row is a finished run of `kind` (benchmark, validate, scaling, loader, peak,
-    serve); a row from before rows named their kind is a benchmark."""
-    return row.get("status") == "ok" and (key_text(row.get("run_kind")) or "benchmark") == kind
+    serve)."""
+    return row.get("status") == "ok" and kind_of(row) == kind

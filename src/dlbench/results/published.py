@@ -34,6 +34,7 @@ from dlbench.results.pairing import (
     release,
 )
 from dlbench.results.store import CsvStore, NotDlbenchCsv
+from dlbench.results.upgrade import missing_columns, upgraded
 
 PACKAGED_DIR = Path(__file__).resolve().parents[1] / "published"
 # A folder of one's own published rows (a fleet's), held against in place of the package's
@@ -63,7 +64,7 @@ def published_files(folder: Path) -> list[Path]:
 
 
 @functools.cache
-def _published_tables(folder: Path) -> tuple[tuple[Path, tuple[dict[str, str], ...]], ...]:
+def _published_tables(folder: Path) -> tuple[tuple[Path, tuple[dict[str, object], ...]], ...]:
     """Each readable dlbench CSV of the folder with its rows, read once a process; a warning
     for each file, and each file's rows of no figure, that do not count."""
     tables = []
@@ -77,7 +78,8 @@ def _published_tables(folder: Path) -> tuple[tuple[Path, tuple[dict[str, str], .
             if not _ours(store):
                 continue
             store.check_rows()
-            rows = store.rows()
+            missing = missing_columns(store.header())  # rows from before these columns
+            rows = [upgraded(row, missing) for row in store.rows()]
         except UserError as exc:
             warn(f"{exc}; it does not count")
             continue
@@ -146,7 +148,7 @@ def _figure(row: Mapping[str, object]) -> float | None:
 
 
 @functools.cache
-def published_rows(folder: Path) -> tuple[dict[str, str], ...]:
+def published_rows(folder: Path) -> tuple[dict[str, object], ...]:
     """Every reference row of the published CSVs, each with the file it came from
     (`published_file`)."""
     return tuple(

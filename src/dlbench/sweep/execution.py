@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from dlbench.config.row_tags import RowTags
 from dlbench.errors import number_or_none
+from dlbench.results.pairing import kind_of
 from dlbench.results.row import new_run_id
 from dlbench.subprocesses import ChildResult
 from dlbench.sweep.ahead import compiles, memory_estimate
@@ -165,7 +166,7 @@ class SweepExecution:
             if point.label in measured or not self._goes_in_pipeline(point):
                 continue
             row = self.runner.latest_row(point, rows)
-            if row is None or row.get("run_kind", "benchmark") != "benchmark":
+            if row is None or kind_of(row) != "benchmark":
                 continue
             held = HeldRow.of(point.label, row)
             self.outcome.held.append(held)

@@ -21,7 +21,7 @@ from dlbench.config.flags import config_args
 from dlbench.config.fp8_recipes import resolve_recipe
 from dlbench.config.row_tags import RowTags
 from dlbench.errors import UserError
-from dlbench.results.pairing import key_text
+from dlbench.results.pairing import key_text, kind_of
 from dlbench.serve.settings import ServeSettings
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class SweepPoint:
     def matches(self, row: dict[str, str]) -> bool:
         """Whether a stored row measured this point: a benchmark row, on the fields the point
         sets and its distinguishing tags."""
-        if row.get("run_kind", "benchmark") not in ("", "benchmark"):
+        if kind_of(row) != "benchmark":
             return False
         wanted = {"mode": self.mode, **self.flags}
         if wanted.get("batch_size") == "auto":
@@ -163,7 +163,7 @@ class ServePoint:
         """Whether a stored row served this point: a serve row measured with every setting the
         point's (ServeSettings.columns: model, batcher, bound, rate, minimums, compile ...),
         with its tags."""
-        if row.get("run_kind") != "serve":
+        if kind_of(row) != "serve":
             return False
         for key, value in self.settings.columns().items():
             if key_text(row.get(key, "")) != key_text(value):

@@ -24,6 +24,7 @@ from dlbench.config.row_tags import ISOLATIONS
 from dlbench.console import stderr
 from dlbench.errors import EXIT_FAILED, EXIT_OK, EXIT_OOM, UserError
 from dlbench.results.environment import collect_environment
+from dlbench.results.pairing import kind_of
 from dlbench.results.published import check_published_folder
 from dlbench.results.row import failure_row
 from dlbench.results.store import CsvStore, held
@@ -223,7 +224,7 @@ class SweepRunner:
             if point.label in measured:
                 continue
             mine = self.latest_row(point, rows)
-            if mine is not None and mine.get("run_kind", "benchmark") == "benchmark":
+            if mine is not None and kind_of(mine) == "benchmark":
                 outcome.held.append(HeldRow.of(point.label, mine))
 
     def latest_row(self, point: Point, rows: list[dict[str, str]]) -> dict[str, str] | None:
