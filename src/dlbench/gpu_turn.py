@@ -2,10 +2,10 @@
 measured (sweep.turns grants the turn): whatever a row's figures or a timed choice depend on runs
 while every other worker waits, off the GPU. Two kinds of work take the turn:
 
-- `MEASURE`: the steady warm-up, the window and the passes after it, and the idle power baseline;
-- `CHOICE`: a choice made by timing kernels (inductor's and Triton's autotuning, the graph's
-  check against the eager step), so that a point compiled beside others picks what it would
-  alone.
+- `MEASURE`: a graphed step's check against the eager step, the steady warm-up, the window and
+  the passes after it, and the idle power baseline;
+- `CHOICE`: a choice made by timing kernels (inductor's and Triton's autotuning), so that a
+  point compiled beside others picks what it would alone.
 
 A worker holds the turn from a `hold` to the end of the region around it; `alone` holds it for a
 block. The others give way only where they can, never stopped from outside (a process stopped

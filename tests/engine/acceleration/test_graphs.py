@@ -146,3 +146,39 @@ def test_the_output_watch_lets_nothing_go_while_a_graph_is_captured(monkeypatch)
         "last_step_finite": False,
         "final_loss": pytest.approx(float("nan"), nan_ok=True),
     }
+
+
+class _Turns:
+    """A sweep's line as a worker sees it: records each turn asked and given back."""
+
+    waited_s = 0.0
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def ask(self, kind: str) -> None:
+        self.said.append(kind)
+
+    def done(self) -> None:
+        self.said.append("done")
+
+    def checkpoint(self) -> None:
+        return None
+
+    def compiling(self, on: bool) -> None:
+        return None
+
+
+def test_a_graphed_point_checks_its_graph_and_measures_in_one_turn(cpu_capture, tmp_path):
+    """The graph's check against the eager step is timed alone, and so is the window: one
+    turn for both, so the others give way once a point, not twice."""
+    from dlbench import gpu_turn
+
+    turns = _Turns()
+    gpu_turn.use(turns)
+    try:
+        _run(tmp_path, "timm:test_resnet", "infer")
+    finally:
+        gpu_turn.release()
+        gpu_turn.use(None)
+    assert turns.said == [gpu_turn.MEASURE, "done"]  # was a choice's turn, then the window's

@@ -104,8 +104,10 @@ def prepare_step(session, settings: LoopSettings, cuda_graphs: bool):
         session.step(i)
     synchronize(session.device)
     captured = session.graphed()
-    with gpu_turn.alone(gpu_turn.CHOICE):  # a choice by timing: made as it would be alone
-        graphed, checked = faster_of(session, captured, settings.warmup_steps)
+    # A choice by timing, made as it would be alone, in the turn the window runs in (the
+    # region around the loop keeps it): the others give way once a point, not twice.
+    gpu_turn.hold(gpu_turn.MEASURE)
+    graphed, checked = faster_of(session, captured, settings.warmup_steps)
     synchronize(session.device)
     warm = GraphWarmup(
         time.perf_counter() - began,
