@@ -20,6 +20,7 @@ OLD, NEW = "a" * 40, "b" * 40
 def _report(tmp_path: Path, *csvs: Path, extra: tuple[str, ...] = ()) -> str:
     out = run_cli("report", *csvs, "-o", tmp_path / "report", "--baseline", "H100", *extra)
     assert out.returncode == 0, out.stderr
+    assert "Warning" not in out.stderr, out.stderr  # pandas' (a frame of many blocks) included
     return (tmp_path / "report" / "report.md").read_text()
 
 
@@ -50,6 +51,12 @@ def test_the_report_on_the_reference_opens_with_the_h200_against_the_h100_per_fa
     code = "differs" if len(commits) > 1 else "same"
     assert {line[-2].strip() for line in lines} == {code}
     assert ("differ in code" in summary) == (len(commits) > 1)
+
+
+def test_the_example_report_of_every_single_gpu_part_warns_of_nothing(tmp_path):
+    """benchmarks/example_report.sh's files: frames read from many CSVs are one block a dtype."""
+    csvs = [c for c in sorted(PACKAGED_DIR.glob("*.csv")) if not c.name.startswith("multi-")]
+    assert "## " in _report(tmp_path, *csvs)
 
 
 def _row(code: str, rate: float, gpu: str = "NVIDIA H100 80GB HBM3", **more) -> dict:

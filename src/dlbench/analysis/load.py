@@ -52,7 +52,7 @@ def load_rows(paths: list[Path], argument: str = "CSV", figureless: str = "refus
         frame = _upgraded(frame)  # one block again: the conversion column by column fragments it
         frame["source"] = Path(path).name
         frames.append(frame)
-    return pd.concat(frames, ignore_index=True, sort=False)
+    return pd.concat(frames, ignore_index=True, sort=False).copy()  # one block a dtype
 
 
 def _numbers_as_numbers(frame: pd.DataFrame, path: Path, argument: str) -> None:
