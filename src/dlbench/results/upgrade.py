@@ -1,6 +1,7 @@
 """Rows from before a column existed, read as today's: the one place that says what such a row
-meant. Every reader of rows (analysis.load, the published rows, a sweep resuming) upgrades
-each file's rows here, so the code after it asks a column, never whether the column is there.
+meant. The readers of rows from other code (analysis.load, the published rows) upgrade each
+file's rows here, so the code after them asks a column, never whether the column is there; a
+sweep resumes only from rows of its own code, which have every column.
 
 A column is filled only where a file has none (its rows were written before it existed); an
 empty cell of a file that has the column is what its run wrote, and stays empty."""
