@@ -24,7 +24,7 @@ from dlbench.analysis.load import (
     split_invalid,
     text_column,
 )
-from dlbench.analysis.machines import code_labels, pairs_of_one_code
+from dlbench.analysis.machines import code_labels, keyed, pairs_of_one_code
 from dlbench.config.serve_scenarios import serve_figure
 from dlbench.errors import UserError, number_or_none
 from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, key_text
@@ -167,9 +167,7 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     valid, invalid = split_invalid(comparable_rows(rows))
     noisy = invalid[_only_noisy(invalid)]
     runs = pd.concat([valid, noisy.assign(noisy=True)]) if not noisy.empty else valid
-    for k in key:
-        runs[k] = runs[k].map(lambda v, k=k: key_text(v, k))
-    runs = latest(runs, [*key, "repeat"] if "repeat" in runs else key)
+    runs = latest(keyed(runs, key), [*key, "repeat"] if "repeat" in runs else key)
     lines = []
     for values, group in runs.groupby(key, dropna=False, sort=False):
         newest = group.iloc[-1]

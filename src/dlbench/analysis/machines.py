@@ -54,7 +54,7 @@ def workload_family(row: pd.Series) -> str:
     return "CNN training" if row.get("mode") == "train" else "CNN inference"
 
 
-def _keyed(runs: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+def keyed(runs: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """The key columns as text that compares equal across files (64 and 64.0, True and
     "True"), so rows from two CSVs of one configuration group together."""
     return runs.assign(**{k: runs[k].map(lambda v, k=k: key_text(v, k)) for k in key})
@@ -73,7 +73,7 @@ def machine_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     (the two spreads combined; NaN without repeats) and whether the speed-up lies inside it.
     `runs`: valid benchmark rows with `machine` and `code` columns."""
     key = [c for c in (*RUN_KEY, "world_size") if c in runs]
-    runs = _keyed(runs, key).assign(
+    runs = keyed(runs, key).assign(
         bound=flag_column(runs, "host_bound"), family=runs.apply(workload_family, axis=1)
     )
     grouped = runs.groupby([*key, "machine"], dropna=False)
@@ -171,7 +171,7 @@ def code_moves(runs: pd.DataFrame) -> pd.DataFrame:
     median figures differ by more than their rows' spread and CODE_MOVE_FLOOR_PCT: one line per
     version, so the rows are read together, not as a difference between GPUs."""
     key = [c for c in (*RUN_KEY, "world_size", "machine") if c in runs]
-    runs = _keyed(runs, key)
+    runs = keyed(runs, key)
     lines = []
     for _, group in runs.groupby(key, dropna=False):
         if group["code"].nunique() < 2:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench.analysis.load import load_published, with_releases
-from dlbench.analysis.machines import code_labels, workload_name
+from dlbench.analysis.machines import code_labels, keyed, workload_name
 from dlbench.analysis.report_rows import Part, ReportRows, Section, named_line
 from dlbench.results.pairing import GATE_THRESHOLD_PCT, key_text
 from dlbench.results.published import PUBLISHED_KEY
@@ -26,8 +26,7 @@ def rank_table(runs: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     known = known.drop_duplicates(subset=["run_id"], keep="first").copy()  # a published CSV given
     known["code"] = code_labels(known)
     key = [k for k in PUBLISHED_KEY if k in known.columns] + ["code"]
-    keyed = known.assign(**{k: known[k].map(lambda v, k=k: key_text(v, k)) for k in key})
-    grouped = keyed.groupby(key, dropna=False)
+    grouped = keyed(known, key).groupby(key, dropna=False)
     lines = []
     for _, group in grouped:
         if len(group) < 2 or not group["_given"].any():
