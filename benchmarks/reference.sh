@@ -75,7 +75,7 @@ peak() {  # matmul per dtype, memory, host copies: what MFU against the attained
 }
 
 default() {
-    run sweep default --prepare-ahead --output "$(csv default)"
+    run sweep default --output "$(csv default)"
 }
 
 decode() {  # the 8B model at batch 1: decode reads its 16 GB of weights per token

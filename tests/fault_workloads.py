@@ -97,56 +97,6 @@ register_workload(
 )
 
 
-class WatchAloneModel(nn.Module):
-    """Takes 20 ms a step; whenever its process holds the GPU's turn (a sweep that prepares points
-    ahead), appends to DLBENCH_ALONE_LOG the CPU time (clock ticks) the sweep's other workers
-    have used so far: while one point measures, the others give way and use none. Its build
-    keeps the host busy for DLBENCH_ALONE_BUILD_S (default 1.5), as a compilation would."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(8, 4)
-        end = time.monotonic() + float(os.environ.get("DLBENCH_ALONE_BUILD_S", "1.5"))
-        while time.monotonic() < end:
-            pass
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from dlbench import gpu_turn
-        from dlbench.telemetry.isolation import _SWEEP_PROCESSES
-
-        time.sleep(0.02)
-        log = os.environ.get("DLBENCH_ALONE_LOG")
-        if log and gpu_turn._state.held:
-            ticks = sum(_cpu_ticks(pid) for pid in _SWEEP_PROCESSES)
-            with open(log, "a") as f:
-                f.write(f"{os.getpid()}:{id(self)} {len(_SWEEP_PROCESSES)} {ticks}\n")
-        return self.fc(x)
-
-
-def _cpu_ticks(pid: int) -> int:
-    """User and system clock ticks a process has used (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-register_workload(
-    Workload(
-        name="watch_alone",
-        summary="test workload that checks the sweep's other workers give way while it measures",
-        family="text",
-        sample_unit="sequence",
-        build=lambda shape: WatchAloneModel(),
-        make_batch=_batch,
-        loss=cross_entropy,
-        analytic_flops=lambda shape, mode: None,
-    )
-)
-
-
 class ServeFailModel(nn.Module):
     """Answers the model server's warm-up and references (the main thread), then raises on
     the DLBENCH_FAULT_AFTER-th batch (default 10) served in a load (another thread)."""

@@ -81,7 +81,7 @@ def test_every_runconfig_field_survives_the_workers_round_trip(tmp_path):
         data_decode="gpu",
         output=tmp_path / "o.csv", json=True, seed=7, max_noise=3.0, max_time=9.0, min_time=1.0,
         run_id="abc", telemetry=False, sample_interval=0.5, telemetry_log=tmp_path / "t.csv",
-        strict=True, usd_per_hour=2.5, nvtx=True, breakdown=True,
+        strict=True, processes=3, usd_per_hour=2.5, nvtx=True, breakdown=True,
         tags=RowTags({"purpose": "x"}, "process", "auto"),
     )  # fmt: skip
     defaults = RunConfig().settings()

@@ -3,14 +3,17 @@ and a sweep worker's points too; `guarded` turns what a user can get wrong into 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import io
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from dlbench import gpu_turn
 from dlbench.config import RunConfig
 from dlbench.console import error_line, show_result, stderr
 from dlbench.engine.acceleration.compile_cache import open_caches
@@ -20,8 +23,8 @@ from dlbench.engine.benchmark import run_benchmark
 from dlbench.engine.distribution.lost_ranks import RankLost
 from dlbench.engine.plan import make_plan
 from dlbench.engine.rows import measurement_row, per_rank_rows
-from dlbench.engine.timing.carried import carried_columns
 from dlbench.errors import (
+    EXIT_FAILED,
     EXIT_INVALID,
     EXIT_OK,
     EXIT_OOM,
@@ -30,12 +33,15 @@ from dlbench.errors import (
     exception_line,
 )
 from dlbench.results.environment import collect_environment
+from dlbench.results.pairing import figure_of
+from dlbench.results.processes import combined_row
 from dlbench.results.published import check_published_folder, published_line
-from dlbench.results.row import config_columns, failure_row
+from dlbench.results.row import config_columns, failure_row, new_run_id
 from dlbench.results.store import CsvStore
 from dlbench.results.verdict import advice
 from dlbench.signals import Interrupted, came_while_held, interruptible
 from dlbench.startup import since_command_start
+from dlbench.subprocesses import ChildResult, last_line_of, run_forked
 
 
 def guarded(call: Callable[[], int]) -> int:
@@ -119,7 +125,10 @@ def per_rank_path(output: Path) -> Path:
 
 def execute(config: RunConfig, auto_batch: bool = False) -> int:
     """Validate, run, append the row (rank 0 only) and print it; returns the exit code.
-    With `auto_batch` the batch size is searched first (engine.autobatch)."""
+    With `auto_batch` the batch size is searched first (engine.autobatch); with --processes
+    N, the run is measured in N fresh processes (`execute_in_processes`)."""
+    if config.measurement.processes > 1:
+        return execute_in_processes(config, auto_batch)
     startup_s = since_command_start()
     store = CsvStore(config.output.path)
     store.check_writable()
@@ -156,9 +165,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     if measurement.global_rank != 0:
         return EXIT_OK
     parts = measurement.parts
-    parts.add("the command's start", {"startup_s": startup_s})
-    parts.add("the sweep's turns", gpu_turn.wait_columns())
-    parts.add("what the process carried", carried_columns())
+    parts.add("the command's start", {"startup_s": startup_s, "processes": 1})
     parts.add("the caches", {"cache_dir": str(cache or "")})
     parts.add("the compile choice", choice.finish(measurement.loop.stats.median_s, cache))
     if search is not None:
@@ -170,3 +177,62 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     store.append(row)
     show_result(row, config.output.json, f"{advice(row)}\n{published_line(row)}")
     return EXIT_INVALID if config.measurement.strict and row["verdict"] == "invalid" else EXIT_OK
+
+
+def execute_in_processes(config: RunConfig, auto_batch: bool) -> int:
+    """The run in `--processes` fresh processes forked one after another from this one (which
+    never starts CUDA), each writing its row aside; one row for them all
+    (results.processes.combined_row). A process that fails ends the run with its own row."""
+    if auto_batch or config.devices.per_node != "1" or config.devices.num_nodes > 1:
+        raise UserError(
+            "--processes: runs one device per process with a given batch size (not "
+            "--batch-size auto, not several devices)"
+        )
+    store = CsvStore(config.output.path)
+    store.check_writable()
+    check_published_folder()
+    config = config.replace(run_id=config.output.run_id or new_run_id())
+    count, run_id = config.measurement.processes, config.output.run_id
+    with tempfile.TemporaryDirectory(prefix="dlbench-processes-") as folder:
+        aside = CsvStore(Path(folder) / "processes.csv")
+        for k in range(1, count + 1):
+            name = f"{run_id}-{k}"
+            one = config.replace(processes=1, output=aside.path, run_id=name, strict=False)
+            result = run_forked(functools.partial(_one_process, one))
+            rows = [r for r in aside.rows() if r.get("run_id") == name]
+            if not rows or rows[0].get("status") != "ok":
+                return _process_failed(config, store, rows, result, k)
+            stderr.print(f"process {k} of {count}: {_figure_text(rows[0])}")
+        row = combined_row(aside.rows(), run_id)
+    store.append(row)
+    show_result(row, config.output.json, f"{advice(row)}\n{published_line(row)}")
+    return EXIT_INVALID if config.measurement.strict and row["verdict"] == "invalid" else EXIT_OK
+
+
+def _one_process(config: RunConfig) -> tuple[int, str]:
+    """One of the processes: its row aside, its table unprinted; its exit and last line."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = guarded(lambda: execute(config))
+    return code, last_line_of(printed.getvalue())
+
+
+def _figure_text(row: dict[str, str]) -> str:
+    column = figure_of(row)[0]
+    median = float(row["step_time_median_ms"])
+    return f"{column} {float(row[column]):,.2f}, median step {median:.4f} ms"
+
+
+def _process_failed(
+    config: RunConfig, store: CsvStore, rows: list[dict[str, str]], result: ChildResult, k: int
+) -> int:
+    """The run's row where process `k` failed: the row it wrote (oom, error), under the run's
+    id, and its exit; where it wrote none (killed, crashed), an error row and a line saying
+    why."""
+    if rows:
+        store.append({**rows[0], "run_id": config.output.run_id})
+        return result.returncode or EXIT_FAILED
+    columns = {**config_columns(config), "run_id": config.output.run_id}
+    store.append(failure_row(columns, "error", result.last_line, collect_environment("cpu")))
+    count = config.measurement.processes
+    return report(f"process {k} of {count} ended without a row: {result.last_line}", EXIT_FAILED)

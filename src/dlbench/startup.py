@@ -45,6 +45,17 @@ def set_cuda_work_queues(environ: MutableMapping[str, str] = os.environ) -> None
     environ.setdefault(WORK_QUEUES_VARIABLE, WORK_QUEUES)
 
 
+# torch asks NVML, not the CUDA driver, whether a GPU is there: a process that asked the driver
+# could not fork a child that uses CUDA, and a sweep's worker forks each point
+# (subprocesses.run_forked). torch documents the variable; where NVML fails it asks the driver.
+FORK_SAFE_VARIABLE = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+def fork_safe_cuda_checks(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Before torch is asked about CUDA in this process (its children inherit it)."""
+    environ.setdefault(FORK_SAFE_VARIABLE, "1")
+
+
 # Launcher variables that dlbench, Lightning and lightning_utilities read as whole numbers, some
 # at import (a rank of `abc` ended in a ValueError deep inside an import): checked first.
 WHOLE_NUMBER_VARIABLES = (

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dlbench.signals import Interrupted
@@ -27,14 +28,21 @@ def die_with_parent() -> None:
     it dies (SIGKILL included), so that no point runs on and appends a row after its sweep is
     gone. Our own children (DDP ranks) inherit the request, aimed at us. Linux only."""
     parent = os.environ.get(PARENT_PID_VARIABLE)
-    if not parent or not sys.platform.startswith("linux"):
+    if not parent:
+        return
+    _die_with(int(parent))
+    os.environ[PARENT_PID_VARIABLE] = str(os.getpid())
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL for this process when `parent` dies (Linux; elsewhere nothing)."""
+    if not sys.platform.startswith("linux"):
         return
     import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != int(parent):  # the parent died before the request took hold
+    if os.getppid() != parent:  # the parent died before the request took hold
         os._exit(128 + signal.SIGKILL)
-    os.environ[PARENT_PID_VARIABLE] = str(os.getpid())
 
 
 KILL_GRACE_S = 10.0
@@ -96,3 +104,42 @@ def run_child(args: list[str], timeout_s: float, quiet: bool = True) -> ChildRes
     if code is not None and code < 0:
         last = f"killed by {signal.Signals(-code).name}" + (f"; {last}" if last else "")
     return ChildResult(code, last[:500])
+
+
+# What a forked child may say of how it ended (its last printed line), at most
+_LAST_LINE_BYTES = 500
+
+
+def run_forked(call: Callable[[], tuple[int, str]]) -> ChildResult:
+    """`call` in a forked child of this process, waited for: a fresh process (its own CUDA
+    context, allocator and threads) that costs no imports. This process must not have started
+    CUDA (a child could not), which is why dlbench asks torch for NVML's device count
+    (startup.fork_safe_cuda_checks). The child dies with this process; a signal that stops
+    this one stops the child first."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 70  # EX_SOFTWARE: `call` raised
+        try:
+            os.close(reader)
+            _die_with(os.getppid())
+            code, last = call()
+            os.write(writer, last.encode(errors="replace")[:_LAST_LINE_BYTES])
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(code)
+    os.close(writer)
+    try:
+        status = os.waitpid(pid, 0)[1]
+    except BaseException:  # a signal (Interrupted): the child goes first
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
+        os.close(reader)
+        raise
+    with os.fdopen(reader, "rb") as said:
+        last = said.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        last = f"killed by {signal.Signals(-code).name}" + (f"; {last}" if last else "")
+    return ChildResult(code, last)

@@ -13,13 +13,13 @@ BASE = {
     "errors",
     "console",
     "hardware",
+    "host",
     "signals",
     "subprocesses",
     "startup",
     "plugins",
     "provenance",
     "caches",
-    "gpu_turn",
 }
 # What each part may import (besides itself and BASE).
 ALLOWED: dict[str, set[str]] = {

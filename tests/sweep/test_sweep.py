@@ -470,53 +470,37 @@ def test_a_worker_imports_what_its_points_will_before_the_first_arrives(monkeypa
         gc.unfreeze()
 
 
-def test_a_worker_frees_a_points_memory_before_it_answers(monkeypatch):
-    """The parent times each point from its request to its answer: a point's teardown (its
-    garbage, compiled code, cached GPU blocks) belongs to it, not to the next point's seconds."""
+def test_a_worker_runs_each_point_in_a_fresh_child_and_outlives_a_failed_one(monkeypatch):
+    """Each point is forked from the worker (its own process, as a point run first would be),
+    answered with its exit and last line; a point that fails or is killed ends its child only,
+    and the worker answers the next."""
     import io
     import json
+    import signal
 
     from dlbench.sweep import worker
 
-    events = []
+    answers = []
 
-    def answer(fd: int, message: dict) -> None:
-        if "code" in message:
-            events.append("answer")
+    def point(config, auto_batch):
+        if config == "killed":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return (3 if config == "oom" else 0), f"pid {os.getpid()}"
 
-    config = json.dumps({"config": {}, "auto_batch": False})
+    tasks = b"".join(
+        json.dumps({"config": c}).encode() + b"\n" for c in ("a", "oom", "killed", "b")
+    )
     monkeypatch.setattr(worker, "_preload", lambda: None)
     monkeypatch.setattr(worker, "config_from_json", lambda c: c)
-    monkeypatch.setattr(worker, "_run_in_process", lambda c, a: (events.append("run"), (0, ""))[1])
-    monkeypatch.setattr(worker, "note_point_start", lambda: None)
-    monkeypatch.setattr(worker, "_release_memory", lambda: events.append("release"))
-    monkeypatch.setattr(worker, "send", answer)
-    worker.serve(io.BytesIO(f"{config}\n{config}\n".encode()), answers=-1)
-    assert events == ["run", "release", "answer"] * 2
-
-
-def test_a_worker_frees_a_points_garbage_and_freezes_only_what_survives():
-    """Between points the worker collects the point's cyclic garbage (its model) and freezes
-    the survivors, so later collections skip the long-lived process state."""
-    import gc
-    import weakref
-
-    from dlbench.sweep.worker import _release_memory
-
-    class Model:
-        pass
-
-    kept, dropped = Model(), Model()
-    dropped.cycle = dropped  # a point's model, reachable only through a cycle once it ends
-    gone = weakref.ref(dropped)
-    del dropped
-    gc.unfreeze()
-    try:
-        _release_memory()
-        assert gone() is None  # collected, not frozen
-        assert not any(o is kept for o in gc.get_objects())  # out of later collections' walk
-    finally:
-        gc.unfreeze()
+    monkeypatch.setattr(worker, "run_point", point)
+    monkeypatch.setattr(worker, "send", lambda fd, message: answers.append(message))
+    worker.serve(io.BytesIO(tasks), answers=-1)
+    ready, a, oom, killed, b = answers
+    assert ready == {"ready": True}
+    pids = {int(m["last"].split()[1]) for m in (a, oom, b)}
+    assert len(pids) == 3 and os.getpid() not in pids  # three children, none of them this one
+    assert (a["code"], oom["code"], b["code"]) == (0, 3, 0)
+    assert killed == {"code": -9, "last": "killed by SIGKILL"}
 
 
 def test_a_multi_process_point_runs_with_no_idle_worker_beside_it(monkeypatch):

@@ -36,16 +36,6 @@ RecheckOption = Annotated[
         "rows stay).",
     ),
 ]
-AheadOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--prepare-ahead/--no-prepare-ahead",
-        help="Build, compile and warm up the next points in other workers while one is "
-        "measured (each measurement and timed choice alone: the others give way); default: "
-        "on an NVIDIA GPU that lets several processes hold contexts.",
-        show_default=False,
-    ),
-]
 
 
 @app.command(
@@ -77,21 +67,17 @@ def sweep(
     isolation: Isolation = "worker",
     resume: Resume = True,
     recheck: RecheckOption = True,
-    prepare_ahead: AheadOption = None,
 ) -> None:
     from rich.console import Console
 
-    from dlbench.sweep.ahead import ahead_by_default
     from dlbench.sweep.launcher import Worker
     from dlbench.sweep.plan import parse_shard, shard_points
     from dlbench.sweep.plan_file import load_plan
     from dlbench.sweep.recheck import summary_lines
     from dlbench.sweep.runner import SweepRunner, finish, summary_table, time_lines
 
-    if prepare_ahead is None:
-        prepare_ahead = ahead_by_default()
-    # the worker's imports and CUDA start overlap this process's reading of the plan
-    early = Worker(turns=prepare_ahead).start() if isolation == "worker" and not dry_run else None
+    # the worker's imports overlap this process's reading of the plan
+    early = Worker().start() if isolation == "worker" and not dry_run else None
     try:
         sweep_plan = load_plan(plan)
         check_seconds("--settle-s", settle_s, zero=True)
@@ -120,7 +106,6 @@ def sweep(
             resume,
             early,
             recheck,
-            prepare_ahead,
         )
         _warn_of_an_unusable_cache_variable()
     except BaseException:

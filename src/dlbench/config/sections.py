@@ -31,6 +31,7 @@ from dlbench.config.limits import (
     DEFAULT_WARMUP_STEPS,
     MAX_COUNT,
     MAX_PRICE,
+    MAX_PROCESSES,
     MAX_STEPS,
     MAX_WORKERS,
     MIN_SPREAD_STEPS,
@@ -122,18 +123,15 @@ class MeasurementConfig:
         DEFAULT_WARMUP_STEPS, "Untimed steps first (a GPU adds more until steady)."
     )
     seed: int = option(0, "Random seed for weights and synthetic data.")
-    max_noise: float | None = option(
-        None, "Keep measuring until the step-time spread is under PCT %."
-    )
+    max_noise: float | None = option(None, "Measure until the spread is under PCT %.")
     max_time: float = option(60.0, "Cap in seconds for --max-noise measuring.")
     min_time: float | None = option(
         None,
         f"Measure at least this many seconds (default: {DEFAULT_MIN_TIME_S:g} with GPU "
         "telemetry, else 0).",
     )
-    strict: bool = option(
-        False, "Exit 4 when the row's verdict is invalid (for CI); the row is kept.", switch=True
-    )
+    processes: int = option(1, "Measure in N fresh processes (median row).")
+    strict: bool = option(False, "Exit 4 on an invalid verdict; row kept (CI).", switch=True)
 
     def __post_init__(self) -> None:
         check_count("--n-iters", self.n_iters, MAX_STEPS)
@@ -146,6 +144,7 @@ class MeasurementConfig:
             raise invalid("--max-noise", self.max_noise, "must be a percentage between 0 and 100")
         check_seconds("--max-time", self.max_time)
         check_seconds("--min-time", self.min_time, zero=True)
+        check_count("--processes", self.processes, MAX_PROCESSES)
 
 
 @dataclass(frozen=True)

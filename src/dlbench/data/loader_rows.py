@@ -8,11 +8,11 @@ import torch
 
 from dlbench.config import DataSource
 from dlbench.console import show_frame
-from dlbench.data.loader_workers import available_cpus
 from dlbench.data.on_device import OnDevice
 from dlbench.data.pipeline import check_data, open_pipeline
 from dlbench.data.throughput import LoaderResult, measure_loader, parse_worker_counts
 from dlbench.errors import invalid
+from dlbench.host import available_cpus
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore

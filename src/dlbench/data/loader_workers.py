@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import os
+from dlbench.host import available_cpus
 
 DEFAULT_MAX_WORKERS = 8  # --workers default: one per CPU, at most this many
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (a container's limit, not the host's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def default_workers() -> int:

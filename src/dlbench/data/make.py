@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.data.loader_workers import available_cpus
 from dlbench.errors import invalid
+from dlbench.host import available_cpus
 
 WORDS = [
     "the",

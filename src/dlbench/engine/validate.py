@@ -46,8 +46,8 @@ def _compare_loops(config: RunConfig, repeats: int) -> tuple[Measurement, list[f
     agree = agree_max(fabric)
     settings = loop_settings(plan.config, session.device.type)
     with session.context():  # graphs captured as the benchmark captures them
-        step, settings, graph = prepare_step(
-            session, settings, bool(plan.config.acceleration.cuda_graphs)
+        step, settings, graph = prepare_step(  # checked every time: the harness check's own
+            session, settings, bool(plan.config.acceleration.cuda_graphs), None
         )
     bare.cuda_graphs = bare.cuda_graphs and graph.graphed is not False  # like with like
     per_step = config.workload.batch_size * fabric.world_size  # samples of one step, all ranks

@@ -202,13 +202,16 @@ def matching_rows(row: Mapping[str, object], folder: Path | None = None) -> list
 
 def band_pct(row: Mapping[str, object], published: list[Mapping[str, object]]) -> float:
     """How far (in %) the ratio to the published median may lie from 1: the regression gate's
-    threshold, or wider where the new row's and the published rows' own confidence intervals and
-    the published rows' spread between them add up to more."""
+    threshold, or wider where the new row's and the published rows' own confidence intervals,
+    the published rows' spread between them and between the fresh processes each was measured
+    in (`process_spread_pct`) add up to more."""
     rates = [_figure(r) or 0.0 for r in published]
     spread = 100.0 * (max(rates) - min(rates)) / statistics.median(rates) if len(rates) > 1 else 0
     intervals = [number_or_none(r.get("throughput_interval_pct")) or 0.0 for r in published]
+    processes = [number_or_none(r.get("process_spread_pct")) or 0.0 for r in published]
     own = number_or_none(row.get("throughput_interval_pct")) or 0.0
-    return max(GATE_THRESHOLD_PCT, own + max(intervals, default=0.0) + spread)
+    wide = own + max(intervals, default=0.0) + spread + max(processes, default=0.0)
+    return max(GATE_THRESHOLD_PCT, wide)
 
 
 def published_columns(row: Mapping[str, object], folder: Path | None = None) -> dict[str, object]:

@@ -67,6 +67,8 @@ COLUMNS: dict[str, str] = {
     "cuda_graphs": "steps (serve: buckets) replayed as CUDA graphs, as run (default on a GPU "
     "for inference and generation; training with --cuda-graphs; False after a failed capture)",
     "graph_fallback": "why the step could not be captured as a CUDA graph (it then ran eager)",
+    "graph_choice": "checked: the replays timed against the eager step here; recorded: an "
+    "earlier run's check of the point on this GPU and code (the cache folder)",
     "capture_s": "eager warm-up steps and CUDA-graph capture before the loop (inside warmup_s)",
     "llm_impl": "LLM workloads: native (fused q/k/v and gate/up, chunked loss, written for the "
     "GPU; the default) or hf (the transformers model itself)",
@@ -135,6 +137,11 @@ COLUMNS: dict[str, str] = {
     "difference is that much wider)",
     "throughput_interval_pct": "half the width of the throughput's 95 % confidence interval, % "
     "of it (batch means; docs/timing.md#noise)",
+    "processes": "fresh processes the point was measured in, one after another (--processes): "
+    "the row is the one whose figure is their median",
+    "process_spread_pct": "the processes' figures: (highest - lowest) / median, %; a published "
+    "row's widens the band a new row is held to (docs/reference.md#held-against-the-published-"
+    "rows)",
     "slowest_rank_median_step_ms": "median step time of the slowest rank",
     "slowest_rank": "global rank whose window was longest (it sets samples_per_s)",
     "per_rank_file": "side CSV beside this one with each rank's window, throughput and power",
@@ -154,12 +161,6 @@ COLUMNS: dict[str, str] = {
     "setup_s": "Fabric, CUDA start and telemetry (before the model exists)",
     "build_s": "model, optimizer and synthetic batches built on the device",
     "warmup_s": "wall time of warm-up (includes compilation and autotuning)",
-    "carried_state": "sweep workers: what the process carried into this point from its earlier "
-    "ones (threads left running, torch's global switches, a profiler left on, CUDA graphs "
-    "kept alive), against its state before its first point; empty: nothing",
-    "turn_wait_s": "sweeps that prepare points ahead: seconds this point's process was held "
-    "still, or waited for the GPU's turn, while other points were measured (inside its set-up, "
-    "build, warm-up and capture times)",
     "compile_cache": "hit: every compiled graph came from the cache that outlives runs "
     "(--cache-dir), so warm-up compiled nothing; miss: all compiled here; partial; empty: "
     "nothing compiled",

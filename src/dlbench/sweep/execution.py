@@ -1,7 +1,7 @@
-"""One sweep's run: its points handed to the pipeline of workers (sweep.pipeline) in plan order,
-the points that need a process of their own run alone between them, each row held against the
-published rows as it lands and, where it lies outside its band, measured once more in another
-worker than the first row's; and where the sweep's wall time went."""
+"""One sweep's run: its points handed to its worker (sweep.worker_queue) in plan order, the points
+that need a process of their own run alone between them, each row held against the published rows
+as it lands and, where it lies outside its band, measured once more (a fresh process, as every
+point is); and where the sweep's wall time went."""
 
 from __future__ import annotations
 
@@ -12,13 +12,11 @@ from dlbench.errors import number_or_none
 from dlbench.results.pairing import kind_of
 from dlbench.results.row import new_run_id
 from dlbench.subprocesses import ChildResult
-from dlbench.sweep.ahead import compiles, memory_estimate
 from dlbench.sweep.launcher import Launcher, needs_own_process
-from dlbench.sweep.messages import PREPARE_TASK
-from dlbench.sweep.pipeline import Ended, Pipeline, Task
 from dlbench.sweep.plan import ServePoint, SweepPoint
 from dlbench.sweep.recheck import HeldRow, Recheck
 from dlbench.sweep.timing import TimeSplit
+from dlbench.sweep.worker_queue import Ended, Task, WorkerQueue
 
 
 @dataclass
@@ -33,36 +31,34 @@ class PointRun:
 
 
 class SweepExecution:
-    """The points of one sweep through a pipeline; outcomes into `outcome` as they end."""
+    """The points of one sweep through its worker; outcomes into `outcome` as they end."""
 
-    def __init__(self, runner, outcome, pipeline: Pipeline, limiter, gpu_name: str) -> None:
-        self.runner, self.outcome, self.pipeline = runner, outcome, pipeline
-        self.limiter, self.gpu_name = limiter, gpu_name
+    def __init__(self, runner, outcome, worker_queue: WorkerQueue, limiter) -> None:
+        self.runner, self.outcome, self.worker_queue = runner, outcome, worker_queue
+        self.limiter = limiter
         self.points = runner.points
         self.runs: dict[object, PointRun] = {}
         self.progress = self.task = None
-        self.split_parts = TimeSplit(started=pipeline.started)
+        self.split_parts = TimeSplit(started=worker_queue.started)
 
     def run(self, todo: list[int]) -> None:
         """Every point in `todo` (plan positions), then the rechecks of resumed rows."""
         queue = list(todo)
-        while queue or self.pipeline.busy:
-            while queue and self._goes_in_pipeline(self.points[queue[0]]):
-                if self.limiter is not None and self.pipeline.busy:
-                    break  # one power limit at a time: the GPU-wide setting is the point's
+        while queue or self.worker_queue.busy:
+            if queue and not self.worker_queue.busy and self._runs_in_worker(self.points[queue[0]]):
                 self._submit(queue.pop(0))
-            alone = queue and not self._goes_in_pipeline(self.points[queue[0]])
-            if alone and not self.pipeline.busy:
+            alone = queue and not self._runs_in_worker(self.points[queue[0]])
+            if alone and not self.worker_queue.busy:
                 self._run_alone(queue.pop(0))
                 continue
-            for ended in self.pipeline.wait():
+            for ended in self.worker_queue.wait():
                 self._ended(ended)
         self._recheck_resumed()
-        while self.pipeline.busy:
-            for ended in self.pipeline.wait():
+        while self.worker_queue.busy:
+            for ended in self.worker_queue.wait():
                 self._ended(ended)
 
-    def _goes_in_pipeline(self, point) -> bool:
+    def _runs_in_worker(self, point) -> bool:
         """Whether the point runs in a worker: a one-device benchmark point (not a serve point,
         not DDP, not a batch-size search, whose probes need the GPU's memory to themselves)."""
         if isinstance(point, ServePoint) or self.runner.isolation == "process":
@@ -72,7 +68,7 @@ class SweepExecution:
     def _tags(self, point, extra: dict[str, str] | None = None) -> dict[str, str]:
         return {**point.all_tags, "sweep": self.runner.plan.name, **(extra or {})}
 
-    def _submit(self, index: int, first: HeldRow | None = None, avoid=None) -> None:
+    def _submit(self, index: int, first: HeldRow | None = None) -> None:
         point: SweepPoint = self.points[index]
         if self.limiter is not None:
             self.limiter.apply(point.power_limit_w)
@@ -80,17 +76,12 @@ class SweepExecution:
         run = PointRun(index, new_run_id(), self._tags(point, extra), first)
         tags = RowTags(run.tags).with_facts(isolation="worker")
         config = point.config(output=self.runner.store.path, run_id=run.run_id, tags=tags)
-        estimate = memory_estimate(point.matches, self.gpu_name) if self.gpu_name else None
         key = (index, run.run_id)
         self.runs[key] = run
-        task = Task(key, config, point.auto_batch, memory_mb=estimate, avoid=avoid)
-        self.pipeline.submit(task)
-        if first is None and compiles(config):
-            ahead = config.replace(telemetry=False, run_id=new_run_id())
-            self.pipeline.compile_ahead(Task(key, ahead, kind=PREPARE_TASK, memory_mb=estimate))
+        self.worker_queue.submit(Task(key, config, point.auto_batch))
 
     def _run_alone(self, index: int) -> None:
-        """A point in a process of its own, the workers stopped first."""
+        """A point in a process of its own, the worker stopped first."""
         point = self.points[index]
         if self.limiter is not None:
             self.limiter.apply(point.power_limit_w)
@@ -100,7 +91,7 @@ class SweepExecution:
         run = PointRun(index, new_run_id(), tags)
         self.runs[("alone", run.run_id)] = run  # a row for it if a signal stops the sweep
         began = self.split_parts.clock()
-        launcher, output = Launcher(self.pipeline.close), self.runner.store.path
+        launcher, output = Launcher(self.worker_queue.close), self.runner.store.path
         result = point.launch(launcher, self.runner.plan.timeout_s, output, run.run_id, tags)
         del self.runs[("alone", run.run_id)]
         seconds = self.split_parts.clock() - began
@@ -110,10 +101,6 @@ class SweepExecution:
     def _ended(self, ended: Ended) -> None:
         task = ended.task
         span = (task.started, task.started + ended.seconds)
-        if task.kind == PREPARE_TASK:
-            self.split_parts.tasks.append((*span, "prepare"))
-            self.split_parts.prepared += ended.result.returncode == 0
-            return
         run = self.runs.pop(task.key)
         self.split_parts.tasks.append((*span, "recheck" if run.first else "measure"))
         row = self._record(self.points[run.index], run, ended.result, ended.seconds)
@@ -124,7 +111,7 @@ class SweepExecution:
             self.outcome.held.append(held)
             if held.outside and self.runner.recheck:
                 self._say(f"  measuring again (outside its published band): {held.label}")
-                self._submit(run.index, first=held, avoid=task.worker)
+                self._submit(run.index, first=held)
 
     def _record(self, point, run: PointRun, result: ChildResult, seconds: float):
         """The point's status and row; its line above the progress bar, or its recheck."""
@@ -135,6 +122,7 @@ class SweepExecution:
         row = found or {}
         window = number_or_none(row.get("wall_window_s"))
         self.split_parts.windows += window or 0.0
+        self.split_parts.count_reused(row)
         if run.first is not None:
             self.split_parts.recheck_windows += window or 0.0
             ok = found is not None and status == "ok"
@@ -163,7 +151,7 @@ class SweepExecution:
         rechecked = {r.get("recheck_of"): r for r in rows if r.get("recheck_of")}
         measured = {h.label for h in self.outcome.held}
         for index, point in enumerate(self.points):
-            if point.label in measured or not self._goes_in_pipeline(point):
+            if point.label in measured or not self._runs_in_worker(point):
                 continue
             row = self.runner.latest_row(point, rows)
             if row is None or kind_of(row) != "benchmark":
@@ -187,12 +175,12 @@ class SweepExecution:
     def interrupted(self, why: str) -> None:
         """Rows for the points in flight when a signal stopped the sweep; a point still queued
         never started and has none (a resumed sweep measures it)."""
-        started = self.pipeline.started_keys()
+        started = self.worker_queue.started_keys()
         for key, run in self.runs.items():
             if key in started or key[0] == "alone":
                 self.runner._fail(self.points[run.index], run.run_id, run.tags, "interrupted", why)
 
     def split(self) -> TimeSplit:
         """Where the sweep's wall time went (sweep.timing)."""
-        self.split_parts.first_ready = self.pipeline.first_ready
+        self.split_parts.first_ready = self.worker_queue.first_ready
         return self.split_parts

@@ -1,27 +1,13 @@
-"""What a sweep and its workers say to each other: one JSON object a line, each line written with
-one `write` (a pipe takes a line this short whole, so a worker held still mid-answer never leaves
-half a line), read by the sweep without blocking.
+"""What a sweep and its worker say to each other: one JSON object a line, each line written with
+one `write`, read by the sweep without blocking.
 
-Worker to sweep: `{"ready": true}` once its imports are done; `{"ask": KIND}` for the GPU's turn
-(dlbench.gpu_turn) and `{"done": true}` to give it back; `{"code": N, "last": LINE}` when a task
-ends. Sweep to worker: `{"task": "measure"|"prepare", "config": ..., "auto_batch": ...,
-"job_pids": [...]}`, and `{"granted": true, "waited_s": S, "job_pids": [...]}` (S: how long the
-task has been held still or waited for turns so far; the PIDs: the sweep's other workers)."""
+Worker to sweep: `{"ready": true}` once its imports are done; `{"code": N, "last": LINE}` when a
+point ends. Sweep to worker: `{"config": ..., "auto_batch": ...}`, a point to run."""
 
 from __future__ import annotations
 
 import json
 import os
-
-MEASURE_TASK, PREPARE_TASK = "measure", "prepare"  # a point measured; a point compiled ahead
-
-# A worker's shared bytes (a small file both sides map): the sweep writes GIVE_WAY (1: another
-# worker's turn asks this one to give way at its next checkpoint), the worker writes STATE.
-GIVE_WAY, STATE, SHARED_BYTES = 0, 1, 8
-# What a worker is doing, as far as another's turn cares: running (it may use the GPU at any
-# moment), gave way (at a checkpoint, its GPU work done), waiting (for its turn or its next
-# point, its GPU work done), compiling (host work only, its GPU work done before it began).
-RUNNING, GAVE_WAY, WAITING, COMPILING = 0, 1, 2, 3
 
 
 def encode(message: dict) -> bytes:

@@ -30,10 +30,8 @@ from dlbench.results.row import failure_row
 from dlbench.results.store import CsvStore, held
 from dlbench.signals import Interrupted
 from dlbench.subprocesses import ChildResult
-from dlbench.sweep.ahead import gpu_room, workers_for
 from dlbench.sweep.execution import PointRun, SweepExecution
 from dlbench.sweep.launcher import Worker
-from dlbench.sweep.pipeline import MemoryBudget, Pipeline
 from dlbench.sweep.plan import (
     ServePoint,
     SweepPlan,
@@ -43,7 +41,7 @@ from dlbench.sweep.plan import (
 from dlbench.sweep.power import PowerLimiter
 from dlbench.sweep.recheck import HeldRow, Recheck
 from dlbench.sweep.timing import TimeSplit
-from dlbench.sweep.turns import MAX_GRANT_WAIT_S
+from dlbench.sweep.worker_queue import WorkerQueue
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,6 @@ class SweepOutcome:
     held: list[HeldRow] = field(default_factory=list)
     rechecks: list[Recheck] = field(default_factory=list)
     split: TimeSplit | None = None  # where the wall time went
-    forced_turns: int = 0  # measured before every other worker had given way (sweep.turns)
 
     def counts(self) -> Counter:
         return Counter(p.status for p in self.points)
@@ -97,14 +94,12 @@ class SweepRunner:
         resume: bool = True,
         worker: Worker | None = None,
         recheck: bool = True,
-        ahead: bool = False,
     ) -> None:
         if isolation not in ISOLATIONS:
             raise UserError(f"--isolation: invalid value {isolation!r}; {' or '.join(ISOLATIONS)}")
         self.isolation = isolation
         self.resume = resume
         self.recheck = recheck
-        self.ahead = ahead  # prepare points ahead (sweep.pipeline)
         self.worker = worker  # one started early (Worker.start), or None
         self.plan, self.store = plan, CsvStore(output)
         self.points = shard_points(plan.points(), *shard)
@@ -166,16 +161,8 @@ class SweepRunner:
         rows = self.store.rows() if self.resume else []  # read once for the count
         todo = [i for i, p in enumerate(self.points) if not self._done(p, rows)]
         self._say_resumed(console, rows, len(self.points) - len(todo))
-        room = gpu_room()
-        workers, compiler = workers_for(self.ahead, room, limiter is not None)
-        pipeline = Pipeline(
-            workers,
-            compiler,
-            MemoryBudget(room.total_mb if room else None),
-            self.plan.timeout_s,
-            self.worker,
-        )
-        sweep = SweepExecution(self, outcome, pipeline, limiter, room.name if room else "")
+        worker_queue = WorkerQueue(self.plan.timeout_s, self.worker)
+        sweep = SweepExecution(self, outcome, worker_queue, limiter)
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
@@ -188,18 +175,17 @@ class SweepRunner:
                 sweep.task = progress.add_task(f"sweep {self.plan.name}", total=len(self.points))
                 progress.advance(sweep.task, len(self.points) - len(todo))
                 sweep.run(todo)
-            pipeline.close()
+            worker_queue.close()
             self._hold_against_published(outcome)
         except Interrupted as exc:
             sweep.interrupted(str(exc))
             raise
         finally:
-            pipeline.close()
+            worker_queue.close()
             if limiter:
                 limiter.__exit__(None, None, None)
-            outcome.seconds = time.monotonic() - pipeline.started
+            outcome.seconds = time.monotonic() - worker_queue.started
             outcome.split = sweep.split()
-            outcome.forced_turns = pipeline.broker.forced
         return outcome
 
     def _say_resumed(self, console: Console, rows: list[dict[str, str]], done: int) -> None:
@@ -264,15 +250,8 @@ def summary_table(outcome: SweepOutcome) -> Table:
 
 
 def time_lines(outcome: SweepOutcome) -> list[str]:
-    """Where the sweep's wall time went (sweep.timing), one line; and a warning where a point
-    was measured before the others had given way."""
-    lines = [outcome.split.line(outcome.seconds)] if outcome.split else []
-    if outcome.forced_turns:
-        lines.append(
-            f"warning: {outcome.forced_turns} turn(s) began before every other worker had given "
-            f"way (after {MAX_GRANT_WAIT_S:g} s); what they measured may have shared the GPU"
-        )
-    return lines
+    """Where the sweep's wall time went (sweep.timing), one line."""
+    return [outcome.split.line(outcome.seconds)] if outcome.split else []
 
 
 def finish(outcome: SweepOutcome) -> int:

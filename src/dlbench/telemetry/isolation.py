@@ -11,19 +11,11 @@ from dataclasses import dataclass, field
 
 from dlbench.telemetry.base import GpuBackend, GpuProcess
 
-_SWEEP_PROCESSES: set[int] = set()  # the other workers of this process's sweep
-
-
-def add_job_processes(pids: Iterable[int]) -> None:
-    """Count `pids` as this job's own: a sweep's other workers, which hold contexts on the GPU
-    beside the point being measured (held still while it is)."""
-    _SWEEP_PROCESSES.update(int(p) for p in pids)
-
 
 def own_process_ids() -> set[int]:
-    """This process, the one that started it (a launcher, a sweep) and the sweep's other
-    workers: a job of one process."""
-    return {os.getpid(), os.getppid(), *_SWEEP_PROCESSES}
+    """This process and the one that started it (a launcher, a sweep's worker): a job of one
+    process."""
+    return {os.getpid(), os.getppid()}
 
 
 @dataclass

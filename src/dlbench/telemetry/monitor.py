@@ -17,7 +17,6 @@ from pathlib import Path
 
 import torch
 
-from dlbench import gpu_turn
 from dlbench.console import stderr
 from dlbench.telemetry.base import GpuBackend, Reading
 from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS, GpuFacts, counter_update_period
@@ -93,11 +92,10 @@ class TelemetryMonitor:
             self.idle_power_w, self.idle_power_age_s = kept
             return
         readings = []
-        with gpu_turn.alone(gpu_turn.MEASURE):  # idle while nothing of a sweep's runs
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
-                readings += [self.gpu.read(d, time.monotonic()).power_w for d in self.devices]
-                time.sleep(self.interval_s)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            readings += [self.gpu.read(d, time.monotonic()).power_w for d in self.devices]
+            time.sleep(self.interval_s)
         powers = [p for p in readings if p is not None]
         self.idle_power_w = statistics.fmean(powers) * len(self.devices) if powers else None
         if self.idle_power_w is not None:

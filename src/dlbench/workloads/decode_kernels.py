@@ -23,8 +23,6 @@ user kernels without that attribute, so this step is captured as called, never c
 
 from __future__ import annotations
 
-import contextlib
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -34,7 +32,7 @@ from torch._subclasses.fake_tensor import is_fake
 from torch.library import triton_op, wrap_triton
 from triton.testing import do_bench
 
-from dlbench import gpu_turn
+from dlbench.host import available_cpus
 from dlbench.workloads.launch_shapes import (
     AUTOTUNED_SOURCE,
     LaunchShape,
@@ -193,8 +191,7 @@ def gemv(
     # alone (later calls find its pick)
     tuning = chosen is None and not is_fake(x) and not torch.cuda.is_current_stream_capturing()
     tuning = tuning and (key, *flags.items()) not in _TUNED
-    with gpu_turn.alone(gpu_turn.CHOICE) if tuning else contextlib.nullcontext():
-        wrap_triton(kernel)[grid](*args, **flags, **launch)
+    wrap_triton(kernel)[grid](*args, **flags, **launch)
     if tuning:
         _TUNED.add((key, *flags.items()))
     if not is_fake(x):
@@ -242,7 +239,7 @@ def _compile_launch_shapes(args: tuple, flags: dict) -> None:
 
     try:
         compile_one(CONFIGS[0])  # the first alone: it sets up the kernel's per-device cache
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        with ThreadPoolExecutor(max_workers=available_cpus()) as pool:
             list(pool.map(compile_one, CONFIGS[1:]))
     except Exception:  # the autotuner compiles what failed here
         return

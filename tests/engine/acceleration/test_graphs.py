@@ -19,13 +19,40 @@ def cpu_capture(monkeypatch):
     fake_graphs.captured.clear()
 
 
-def _run(tmp_path, model: str, mode: str) -> dict[str, str]:
-    config = RunConfig.of(
+def _run(tmp_path, model: str, mode: str, **more) -> dict[str, str]:
+    """A run of its own (no cache folder: no earlier run's graph choice) unless `more` names one."""
+    settings = dict(
         model=model, mode=mode, accelerator="cpu", batch_size=2, n_iters=5, warmup_steps=2,
-        cuda_graphs=True, output=tmp_path / "rows.csv", width=32, height=32,
+        cuda_graphs=True, output=tmp_path / "rows.csv", width=32, height=32, cache=False,
     )  # fmt: skip
+    config = RunConfig.of(**{**settings, **more})
     assert execute(config) == 0
     return read_rows(tmp_path / "rows.csv")[-1]
+
+
+@pytest.mark.parametrize(("slower_pct", "graphed"), [(1000.0, "True"), (-100.0, "False")])
+def test_a_later_run_takes_the_recorded_graph_choice_and_a_changed_point_checks_again(
+    cpu_capture, tmp_path, monkeypatch, slower_pct, graphed
+):
+    """The check's outcome is kept in the cache folder by point: a warm run of the point
+    captures nothing where the eager step won, and checks nothing where the graph did; another
+    batch size is another point, checked afresh."""
+    monkeypatch.setattr(graph_policy, "GRAPH_SLOWER_PCT", slower_pct)
+    cache = tmp_path / "cache"
+    first = _run(tmp_path, "timm:test_resnet", "infer", cache=True, cache_dir=cache)
+    assert (first["graph_choice"], first["cuda_graphs"]) == ("checked", graphed)
+    checked = []
+    monkeypatch.setattr(graph_policy, "faster_of", lambda *a: checked.append(a) or (a[1], 0))
+    fake_graphs.captured.clear()
+    again = _run(tmp_path, "timm:test_resnet", "infer", cache=True, cache_dir=cache)
+    assert (again["graph_choice"], again["cuda_graphs"]) == ("recorded", graphed)
+    assert again["graph_fallback"] == first["graph_fallback"]
+    assert not checked  # no check either way
+    assert len(fake_graphs.captured) == (2 if graphed == "True" else 0)  # eager: no capture
+    other = _run(tmp_path, "timm:test_resnet", "infer", cache=True, cache_dir=cache, batch_size=4)
+    assert other["graph_choice"] == "checked" and len(checked) == 1
+    cold = _run(tmp_path, "timm:test_resnet", "infer")
+    assert cold["graph_choice"] == "checked" and len(checked) == 2
 
 
 def test_a_step_that_syncs_with_the_host_runs_eager_with_a_warning(cpu_capture, tmp_path, capsys):
@@ -146,39 +173,3 @@ def test_the_output_watch_lets_nothing_go_while_a_graph_is_captured(monkeypatch)
         "last_step_finite": False,
         "final_loss": pytest.approx(float("nan"), nan_ok=True),
     }
-
-
-class _Turns:
-    """A sweep's line as a worker sees it: records each turn asked and given back."""
-
-    waited_s = 0.0
-
-    def __init__(self) -> None:
-        self.said: list[str] = []
-
-    def ask(self, kind: str) -> None:
-        self.said.append(kind)
-
-    def done(self) -> None:
-        self.said.append("done")
-
-    def checkpoint(self) -> None:
-        return None
-
-    def compiling(self, on: bool) -> None:
-        return None
-
-
-def test_a_graphed_point_checks_its_graph_and_measures_in_one_turn(cpu_capture, tmp_path):
-    """The graph's check against the eager step is timed alone, and so is the window: one
-    turn for both, so the others give way once a point, not twice."""
-    from dlbench import gpu_turn
-
-    turns = _Turns()
-    gpu_turn.use(turns)
-    try:
-        _run(tmp_path, "timm:test_resnet", "infer")
-    finally:
-        gpu_turn.release()
-        gpu_turn.use(None)
-    assert turns.said == [gpu_turn.MEASURE, "done"]  # was a choice's turn, then the window's

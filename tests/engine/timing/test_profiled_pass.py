@@ -8,15 +8,15 @@ from dlbench.engine.timing.profiled_pass import (
     HOST_BOUND_BUSY_PCT,
     attention_backend,
     busy_columns,
-    covered_us,
+    covered_length,
 )
 from tests.conftest import TINY, read_rows, run_cli
 
 
 def test_overlapping_kernels_are_counted_once():
     # two streams overlap 5-8; a gap 12-20 is idle
-    assert covered_us([(0, 8), (5, 12), (20, 25), (21, 22)]) == 17
-    assert covered_us([]) == 0
+    assert covered_length([(0, 8), (5, 12), (20, 25), (21, 22)]) == 17
+    assert covered_length([]) == 0
 
 
 def test_busy_share_is_kernel_time_per_step_over_the_windows_median_step():

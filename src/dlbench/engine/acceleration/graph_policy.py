@@ -1,18 +1,24 @@
 """The CUDA-graph policy: capture the step after its eager warm-up, keep the graph only where its
 replays are not slower than the eager step (a capture can change what a step computes), and
-account capture as warm-up, never as window time."""
+account capture as warm-up, never as window time. The check's outcome is kept in the cache
+folder (one per GPU, driver, torch and dlbench commit; dlbench.caches) by point: a later run of
+the point takes it (`graph_choice` recorded), so a point whose eager step won captures nothing
+and a graphed one is not checked again."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from dlbench import gpu_turn
+from dlbench.caches import read_record, write_json
+from dlbench.config import RunConfig
 from dlbench.console import stderr
 from dlbench.engine.acceleration.graphs import GraphedStep
+from dlbench.engine.acceleration.measured_choice import POINT_SHAPE, point_key
 from dlbench.engine.timing.loop import LoopResult, LoopSettings
 from dlbench.engine.timing.timer import DeviceTimer, synchronize
 from dlbench.signals import raise_if_interrupted
@@ -27,6 +33,7 @@ class GraphWarmup:
     steps: int = 0
     graphed: bool | None = None
     fallback: str = ""
+    choice: str = ""  # CHECKED here, or RECORDED by an earlier run (GraphRecord)
 
     def merge(self, loop: LoopResult) -> LoopResult:
         """The loop's result with this warm-up in its warm-up columns."""
@@ -40,7 +47,11 @@ class GraphWarmup:
         """Why capture failed, and what it cost."""
         if self.graphed is None:
             return {}
-        return {"graph_fallback": self.fallback, "capture_s": self.seconds}
+        return {
+            "graph_fallback": self.fallback,
+            "capture_s": self.seconds,
+            "graph_choice": self.choice,
+        }
 
     def as_run(self) -> dict[str, object]:
         """`cuda_graphs` as it ran (False after a failed capture), over the setting asked for."""
@@ -91,29 +102,78 @@ def faster_of(session, graphed: GraphedStep, first: int) -> tuple[GraphedStep, i
     return GraphedStep(session.step, False, reason), ran
 
 
-def prepare_step(session, settings: LoopSettings, cuda_graphs: bool):
+CHECKED, RECORDED = "checked", "recorded"
+GRAPH_CHOICE_FILE = "graph_choice.json"
+# The settings that make a point's step what it is, graphed or not.
+POINT_FIELDS = (
+    *POINT_SHAPE,
+    "compile",
+    "attention",
+    "optimizer",
+    "cudnn_search",
+    "data_on",
+    "data",
+    "devices",
+)
+
+
+@dataclass(frozen=True)
+class GraphRecord:
+    """Where a point's graph-or-eager outcome is kept: the cache folder (None: a cold run,
+    nothing kept) and the point's key; only `writes` (rank 0) records."""
+
+    folder: Path | None
+    key: str
+    writes: bool = True
+
+    @classmethod
+    def of(cls, config: RunConfig, folder: Path | None, rank: int = 0) -> GraphRecord:
+        return cls(folder, point_key(config, POINT_FIELDS), rank == 0)
+
+    def recalled(self) -> GraphedStep | None:
+        """The outcome an earlier run of this point recorded (its step is not set), or None."""
+        kept = read_record(self.folder, GRAPH_CHOICE_FILE).get(self.key)
+        if not isinstance(kept, dict) or not isinstance(kept.get("graphed"), bool):
+            return None
+        return GraphedStep(None, kept["graphed"], str(kept.get("fallback") or ""))
+
+    def remember(self, graphed: GraphedStep) -> None:
+        if self.folder is None or not self.writes:
+            return
+        everything = read_record(self.folder, GRAPH_CHOICE_FILE)
+        everything[self.key] = {"graphed": graphed.graphed, "fallback": graphed.fallback}
+        write_json(self.folder / GRAPH_CHOICE_FILE, everything)
+
+
+def prepare_step(session, settings: LoopSettings, cuda_graphs: bool, record: GraphRecord | None):
     """The step the loop times: eager, or (--cuda-graphs) captured after the run's warm-up
-    steps ran eager (cuDNN autotuning, lazy optimizer state); capture stays out of the window
-    and its time goes into warm-up."""
+    steps ran eager (cuDNN autotuning, lazy optimizer state) and checked against the eager step
+    (`faster_of`), unless `record` holds an earlier run's outcome: then eager without a
+    capture, or the graph unchecked. Capture stays out of the window; its time goes into
+    warm-up."""
     if not cuda_graphs:
         return session.step, settings, GraphWarmup()
     began = time.perf_counter()
     for i in range(settings.warmup_steps):
         raise_if_interrupted()
-        gpu_turn.checkpoint()  # where another worker's turn may have this one give way
         session.step(i)
     synchronize(session.device)
-    captured = session.graphed()
-    # A choice by timing, made as it would be alone, in the turn the window runs in (the
-    # region around the loop keeps it): the others give way once a point, not twice.
-    gpu_turn.hold(gpu_turn.MEASURE)
-    graphed, checked = faster_of(session, captured, settings.warmup_steps)
+    recalled = record.recalled() if record is not None else None
+    if recalled is not None and not recalled.graphed:
+        graphed, checked = GraphedStep(session.step, False, recalled.fallback), 0
+    else:
+        graphed, checked = session.graphed(), 0
+        if recalled is None:
+            graphed, checked = faster_of(session, graphed, settings.warmup_steps)
+            if record is not None and checked:  # a timed choice (a failed capture says why anew)
+                record.remember(graphed)
     synchronize(session.device)
     warm = GraphWarmup(
         time.perf_counter() - began,
         settings.warmup_steps + checked,
         graphed.graphed,
         graphed.fallback,
+        RECORDED if recalled is not None else CHECKED,
     )
     settings = dataclasses.replace(settings, warmup_steps=GRAPHED_LOOP_WARMUP)
     return graphed.step, settings, warm

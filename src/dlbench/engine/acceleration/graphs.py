@@ -18,9 +18,7 @@ from typing import TypeVar
 
 import torch
 
-from dlbench import gpu_turn
 from dlbench.console import stderr
-from dlbench.engine.timing.carried import track_graph
 from dlbench.errors import exception_line
 
 GRAPH_WARMUP_CALLS = 3  # calls on a side stream before capture (allocator, lazy init)
@@ -39,7 +37,6 @@ def cuda_graph(
     fn: Callable[[], None], ready: Callable[[], None], pool: object = None
 ) -> tuple[Callable[[], None], object]:
     """`fn` as a CUDA graph: warmed up on a side stream, captured once; its replay."""
-    gpu_turn.checkpoint()  # where another worker's turn may have this one give way
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -49,7 +46,6 @@ def cuda_graph(
         ready()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    track_graph(graph)
     with torch.cuda.graph(graph, pool=pool, capture_error_mode=CAPTURE_MODE):
         fn()
     return graph.replay, graph.pool()

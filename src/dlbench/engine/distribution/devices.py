@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 
 from dlbench.errors import invalid
+from dlbench.host import available_cpus
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ CPU_RANKS_PER_CORE = 4
 
 def _cpu_ranks_allowed() -> int:
     """CPU DDP ranks (gloo): up to CPU_RANKS_PER_CORE for each core."""
-    return (os.cpu_count() or 1) * CPU_RANKS_PER_CORE
+    return available_cpus() * CPU_RANKS_PER_CORE
 
 
 def gpu_uuid(device: torch.device) -> str:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import torch
 
-from dlbench import gpu_turn
 from dlbench.engine.distribution.ranks import agree_max
 from dlbench.engine.scenarios.base import (
     Measured,
@@ -51,22 +50,21 @@ class GenerateScenario:
         quiet_baseline(fabric.device, monitor)
         fabric.barrier()
         settings = loop_settings(config, fabric.device.type, counted_energy(monitor, agree))
-        with gpu_turn.region():  # from the prefill's window through the profiled pass
-            loop, steps, columns = measure_generation(
-                generator, fabric.device, config, settings, monitor, agree
+        loop, steps, columns = measure_generation(
+            generator, fabric.device, config, settings, monitor, agree
+        )
+        parts = RowBuilder().add("the generation", columns)
+        parts.add("the GEMV's launch shapes", launch_columns())
+        per_round = generator.steps_per_round
+        with torch.inference_mode():
+            after = (loop.warmup_steps + loop.steps) * per_round
+            began = time.perf_counter()
+            round_step = steps.round_step(per_round)
+            parts.add(
+                "the profiled pass",
+                profile_after_window(round_step, fabric.device, after, loop, agree),
             )
-            parts = RowBuilder().add("the generation", columns)
-            parts.add("the GEMV's launch shapes", launch_columns())
-            per_round = generator.steps_per_round
-            with torch.inference_mode():
-                after = (loop.warmup_steps + loop.steps) * per_round
-                began = time.perf_counter()
-                round_step = steps.round_step(per_round)
-                parts.add(
-                    "the profiled pass",
-                    profile_after_window(round_step, fabric.device, after, loop, agree),
-                )
-                parts.add("the profiled pass", {"profile_s": time.perf_counter() - began})
+            parts.add("the profiled pass", {"profile_s": time.perf_counter() - began})
         parts.add("the build", {"build_s": build_s})
         if generator.float8 is not None:
             parts.add("fp8", {"fp8_linear_layers": len(generator.float8.names)})

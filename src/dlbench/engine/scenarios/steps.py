@@ -9,10 +9,9 @@ from pathlib import Path
 
 import torch
 
-from dlbench import gpu_turn
 from dlbench.engine.acceleration.cudnn_search import plan_cudnn_search
 from dlbench.engine.acceleration.float8 import fp8_columns
-from dlbench.engine.acceleration.graph_policy import prepare_step
+from dlbench.engine.acceleration.graph_policy import GraphRecord, prepare_step
 from dlbench.engine.distribution.ranks import agree_max
 from dlbench.engine.scenarios.base import (
     Measured,
@@ -63,12 +62,13 @@ class StepScenario:
         observer = WindowObservers([o for o in (session.feed, monitor) if o is not None])
         parts = RowBuilder()
         try:
-            with session.context(), gpu_turn.region():
+            with session.context():
                 settings = loop_settings(
                     config, session.device.type, counted_energy(monitor, agree)
                 )
+                record = GraphRecord.of(config, cache, fabric.global_rank)
                 step, settings, graph = prepare_step(
-                    session, settings, bool(config.acceleration.cuda_graphs)
+                    session, settings, bool(config.acceleration.cuda_graphs), record
                 )
                 loop = run_measured_loop(step, session.device, settings, observer, agree)
                 loop = graph.merge(loop)

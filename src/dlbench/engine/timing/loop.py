@@ -21,9 +21,7 @@ from typing import Protocol
 
 import torch
 
-from dlbench import gpu_turn
 from dlbench.config import RunConfig
-from dlbench.engine.timing.carried import note_window_start
 from dlbench.engine.timing.timer import DeviceTimer, synchronize
 from dlbench.engine.timing.warmup import (
     MIN_TIME_OVERSHOOT,
@@ -189,21 +187,15 @@ def run_measured_loop(
     with _nvtx("dlbench.warmup", nvtx):
         first_step_s = fixed_warmup(step, device, settings.warmup_steps, clock)
         synchronize(device)
-        busy_since, rate = started + (first_step_s or 0.0), None
-        if gpu_turn.active():  # the rest runs alone; the GPU steps for us from the turn on
-            later = settings.warmup_steps - 1  # the fixed steps after the first, their rate
-            rate = later / (clock() - busy_since) if later > 0 else 0.0
-            gpu_turn.hold(gpu_turn.MEASURE)
-            busy_since = clock()
+        busy_since = started + (first_step_s or 0.0)
         warmed, steady = warm_until_steady(
-            step, device, settings, settings.warmup_steps, busy_since, agree, clock, rate
+            step, device, settings, settings.warmup_steps, busy_since, agree, clock
         )
     warmup_s = clock() - started
 
     window = _Window(times=[])
     next_step, chunk, noise_met = warmed, settings.n_iters, None
     with _no_garbage_collection():
-        note_window_start()
         if observer:
             observer.begin_window()
         # Every rank starts the window at once: a rank that got here first (its collection, its

@@ -40,8 +40,9 @@ _ATTENTION_MARKERS = (
 )
 
 
-def covered_us(intervals: Iterable[tuple[float, float]]) -> float:
-    """Length of the union of [start, end) intervals (kernels on several streams overlap)."""
+def covered_length(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of [start, end) intervals, in their unit (kernels on several
+    streams overlap; a sweep's tasks)."""
     total, reach = 0.0, -math.inf
     for start, end in sorted(intervals):
         if end <= reach:
@@ -120,7 +121,7 @@ def run_profiled_pass(
         if e.device_type().name == "CUDA" and e.end_ns() > e.start_ns()
     ]
     row: dict[str, object] = {"attention_backend": attention_backend(e.name() for e in events)}
-    row.update(busy_columns(covered_us(kernels), units, median_unit_s))
+    row.update(busy_columns(covered_length(kernels), units, median_unit_s))
     return row
 
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dlbench import gpu_turn
 from dlbench.engine.timing.timer import synchronize
 from dlbench.signals import raise_if_interrupted
 
@@ -28,13 +27,11 @@ MAX_STEADY_WARMUP_S = 10.0
 def fixed_warmup(
     step: Callable[[int], None], device: torch.device, steps: int, clock: Callable[[], float]
 ) -> float | None:
-    """The fixed warm-up steps (cuDNN's first plans, lazy state): the first one timed. Before
-    each, a sweep that prepares other points meanwhile may have this one give way to another's
-    measurement (dlbench.gpu_turn). Returns the first step's time."""
+    """The fixed warm-up steps (cuDNN's first plans, lazy state): the first one timed.
+    Returns the first step's time."""
     began, first = clock(), None
     for i in range(steps):
         raise_if_interrupted()
-        gpu_turn.checkpoint()
         step(i)
         if i == 0:
             synchronize(device)
@@ -50,13 +47,11 @@ def warm_until_steady(
     busy_since: float,
     agree: Agreement,
     clock: Callable[[], float] = time.perf_counter,
-    rate_hint: float | None = None,
 ) -> tuple[int, bool | None]:
     """More warm-up until the device has stepped for `min_warmup_s` since `busy_since` and,
     with `steady_pct`, until two chunks in a row agree per step (for at most
-    MAX_STEADY_WARMUP_S). The first chunk is sized by `rate_hint` (steps a second, as the
-    fixed warm-up ran them) where given, else by the steps since `busy_since`; later ones by
-    the chunk before. Every rank takes the same decision from agreed numbers, in whole units.
+    MAX_STEADY_WARMUP_S). The first chunk is sized by the steps since `busy_since`, later ones
+    by the chunk before. Every rank takes the same decision from agreed numbers, in whole units.
     Returns the warm-up steps run in all, and whether the steps settled."""
     unit = settings.steps_per_unit
     checking = settings.steady_pct is not None
@@ -71,9 +66,7 @@ def warm_until_steady(
             break
         if checking and checked >= MAX_STEADY_WARMUP_S:
             break
-        so_far = rate_hint
-        if so_far is None:
-            so_far = max(done - 1, 1) / elapsed if elapsed > 0 else 0.0
+        so_far = max(done - 1, 1) / elapsed if elapsed > 0 else 0.0
         rate = 1.0 / previous if previous else so_far  # steps a second
         wanted = (settings.min_warmup_s - elapsed) * MIN_TIME_OVERSHOOT
         if checking:
