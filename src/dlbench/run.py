@@ -42,6 +42,7 @@ from dlbench.results.verdict import advice
 from dlbench.signals import Interrupted, came_while_held, interruptible
 from dlbench.startup import since_command_start
 from dlbench.subprocesses import ChildResult, last_line_of, run_forked
+from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS
 
 
 def guarded(call: Callable[[], int]) -> int:
@@ -198,7 +199,8 @@ def execute_in_processes(config: RunConfig, auto_batch: bool) -> int:
         for k in range(1, count + 1):
             name = f"{run_id}-{k}"
             one = config.replace(processes=1, output=aside.path, run_id=name, strict=False)
-            result = run_forked(functools.partial(_one_process, one))
+            result = run_forked(functools.partial(_one_process, one), PROCESS_GPU_FACTS.as_record)
+            PROCESS_GPU_FACTS.adopt(result.learned)
             rows = [r for r in aside.rows() if r.get("run_id") == name]
             if not rows or rows[0].get("status") != "ok":
                 return _process_failed(config, store, rows, result, k)

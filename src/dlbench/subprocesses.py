@@ -3,6 +3,7 @@ with it and stop as a whole, their process group with them; what each said last.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -55,6 +56,7 @@ class ChildResult:
     returncode: int | None
     last_line: str
     timed_out: bool = False
+    learned: object = None  # what a forked child found out for the next (run_forked)
 
 
 def last_line_of(text: str) -> str:
@@ -106,16 +108,15 @@ def run_child(args: list[str], timeout_s: float, quiet: bool = True) -> ChildRes
     return ChildResult(code, last[:500])
 
 
-# What a forked child may say of how it ended (its last printed line), at most
-_LAST_LINE_BYTES = 500
-
-
-def run_forked(call: Callable[[], tuple[int, str]]) -> ChildResult:
+def run_forked(
+    call: Callable[[], tuple[int, str]], learned: Callable[[], object] | None = None
+) -> ChildResult:
     """`call` in a forked child of this process, waited for: a fresh process (its own CUDA
     context, allocator and threads) that costs no imports. This process must not have started
     CUDA (a child could not), which is why dlbench asks torch for NVML's device count
-    (startup.fork_safe_cuda_checks). The child dies with this process; a signal that stops
-    this one stops the child first."""
+    (startup.fork_safe_cuda_checks). What `learned` returns in the child after `call` (JSON)
+    comes back as the result's `learned`. The child dies with this process; a signal that
+    stops this one stops the child first."""
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -124,22 +125,28 @@ def run_forked(call: Callable[[], tuple[int, str]]) -> ChildResult:
             os.close(reader)
             _die_with(os.getppid())
             code, last = call()
-            os.write(writer, last.encode(errors="replace")[:_LAST_LINE_BYTES])
+            said = {"last": last, "learned": learned() if learned else None}
+            with os.fdopen(writer, "w") as out:
+                json.dump(said, out)
         finally:
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()
             os._exit(code)
     os.close(writer)
     try:
+        with os.fdopen(reader, "r") as said:
+            text = said.read()  # to its end: the child wrote it whole, or died
         status = os.waitpid(pid, 0)[1]
     except BaseException:  # a signal (Interrupted): the child goes first
         os.kill(pid, signal.SIGTERM)
         os.waitpid(pid, 0)
-        os.close(reader)
         raise
-    with os.fdopen(reader, "rb") as said:
-        last = said.read().decode(errors="replace")
+    try:
+        said = json.loads(text) if text else {}
+    except ValueError:
+        said = {}
+    last = str(said.get("last") or "")[:500]
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
         last = f"killed by {signal.Signals(-code).name}" + (f"; {last}" if last else "")
-    return ChildResult(code, last)
+    return ChildResult(code, last, learned=said.get("learned"))

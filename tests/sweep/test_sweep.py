@@ -479,12 +479,16 @@ def test_a_worker_runs_each_point_in_a_fresh_child_and_outlives_a_failed_one(mon
     import signal
 
     from dlbench.sweep import worker
+    from dlbench.telemetry.gpu_facts import GpuFacts
 
-    answers = []
+    answers, facts = [], GpuFacts()
+    monkeypatch.setattr(worker, "PROCESS_GPU_FACTS", facts)
 
     def point(config, auto_batch):
         if config == "killed":
             os.kill(os.getpid(), signal.SIGKILL)
+        if config == "a":  # what a point measured of its GPU serves the next points
+            facts.idle_baselines[("gpu", 0)] = (time.monotonic(), 70.0)
         return (3 if config == "oom" else 0), f"pid {os.getpid()}"
 
     tasks = b"".join(
@@ -501,6 +505,7 @@ def test_a_worker_runs_each_point_in_a_fresh_child_and_outlives_a_failed_one(mon
     assert len(pids) == 3 and os.getpid() not in pids  # three children, none of them this one
     assert (a["code"], oom["code"], b["code"]) == (0, 3, 0)
     assert killed == {"code": -9, "last": "killed by SIGKILL"}
+    assert facts.idle_baseline(("gpu", 0), time.monotonic())[0] == 70.0  # learned from "a"
 
 
 def test_a_multi_process_point_runs_with_no_idle_worker_beside_it(monkeypatch):

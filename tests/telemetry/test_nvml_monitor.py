@@ -388,3 +388,22 @@ def test_a_monitor_of_two_gpus_judges_each_clock_against_its_own_base(fake_gpus)
     summary = _window(TelemetryMonitor(NvmlBackend([0, 1]), None, interval_s=0.02), 0.2)
     assert summary["sm_clock_below_base_pct"] == 0.0
     assert summary["sm_clock_base_mhz"] == 1590
+
+
+def test_gpu_facts_found_in_one_process_serve_the_next_through_json():
+    """A forked point hands what it measured of its GPU back to the worker that forks the next:
+    the counter's period and the idle baseline come back under the same keys; a malformed
+    record is ignored, and an older baseline never replaces a younger one."""
+    import json
+
+    from dlbench.telemetry.gpu_facts import GpuFacts
+
+    key = ("NvmlBackend", (1234, "GPU-x"), "NVIDIA H200")
+    found = GpuFacts({key: 0.02}, {key: (100.0, 75.5)})
+    kept = GpuFacts()
+    kept.adopt(json.loads(json.dumps(found.as_record())))
+    assert kept == found and kept.idle_baseline(key, 130.0) == (75.5, 30.0)
+    kept.adopt({"idle_baselines": [[list(key[:1]), "not a pair"]]})
+    kept.adopt("garbage")
+    kept.adopt({"idle_baselines": [[[key[0], list(key[1]), key[2]], [50.0, 60.0]]]})
+    assert kept == found

@@ -29,10 +29,12 @@ from dlbench.config.flags import config_from_json
 from dlbench.startup import mark_command_start
 from dlbench.subprocesses import last_line_of, run_forked
 from dlbench.sweep.messages import send
+from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS
 
-# What every point of a sweep imports (torch and Lightning Fabric; timm for the vision models):
-# imported as the worker starts, while its parent still reads and checks the plan.
-PRELOADED = ("torch", "lightning.fabric", "timm")
+# What every point of a sweep imports (torch and Lightning Fabric; timm for the vision models;
+# dlbench's own run path and NVML's bindings, none of which starts CUDA): imported as the
+# worker starts, while its parent still reads and checks the plan, and never again by a point.
+PRELOADED = ("torch", "lightning.fabric", "timm", "dlbench.run", "pynvml")
 
 
 def _read(tasks: io.BufferedReader) -> dict:
@@ -58,7 +60,8 @@ def serve(tasks: io.BufferedReader | None = None, answers: int | None = None) ->
         point = functools.partial(
             run_point, config_from_json(task["config"]), bool(task.get("auto_batch"))
         )
-        result = run_forked(point)
+        result = run_forked(point, PROCESS_GPU_FACTS.as_record)
+        PROCESS_GPU_FACTS.adopt(result.learned)  # the next point's idle baseline, say
         send(answers, {"code": result.returncode, "last": result.last_line})
 
 

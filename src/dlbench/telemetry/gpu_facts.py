@@ -1,6 +1,7 @@
-"""What a process finds out about its GPUs once and keeps for its later runs (a sweep worker's
-next points): the energy counter's update period and the idle power baseline
-(docs/decisions.md#idle-baseline-reuse)."""
+"""What a process finds out about its GPUs once and keeps for its later runs: the energy
+counter's update period and the idle power baseline (docs/decisions.md#idle-baseline-reuse).
+A process forked for each run (a sweep's points, --processes) hands what it found back to the
+one that forks the next (`as_record`, `adopt`), which never touches the GPU itself."""
 
 from __future__ import annotations
 
@@ -36,6 +37,34 @@ class GpuFacts:
         if kept and now - kept[0] < IDLE_REUSE_S:
             return kept[1], now - kept[0]
         return None
+
+    def as_record(self) -> dict[str, list]:
+        """The facts as JSON: lists of [GPUs, value] (a monotonic time is the host's, whichever
+        process reads it)."""
+        return {
+            "counter_periods": [[list(k), v] for k, v in self.counter_periods.items()],
+            "idle_baselines": [[list(k), list(v)] for k, v in self.idle_baselines.items()],
+        }
+
+    def adopt(self, record: object) -> None:
+        """Take what another process found (`as_record`); anything malformed is ignored (a
+        fact is a saving, never a reason to fail)."""
+        if not isinstance(record, dict):
+            return
+        try:
+            for gpus, period in record.get("counter_periods", []):
+                self.counter_periods.setdefault(_key(gpus), period)
+            for gpus, (sampled, watts) in record.get("idle_baselines", []):
+                kept = self.idle_baselines.get(_key(gpus))
+                if kept is None or kept[0] < sampled:
+                    self.idle_baselines[_key(gpus)] = (float(sampled), float(watts))
+        except (TypeError, ValueError):
+            return
+
+
+def _key(value: object) -> object:
+    """A key as JSON gave it back (lists) as it was made (tuples)."""
+    return tuple(map(_key, value)) if isinstance(value, list) else value
 
 
 # This process's facts: every monitor shares them unless given its own.
