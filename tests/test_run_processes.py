@@ -33,6 +33,8 @@ def test_a_run_in_three_processes_writes_one_row_of_the_median_process(tmp_path)
     assert row["status"] == "ok" and row["processes"] == "3"
     assert 0 <= float(row["process_spread_pct"]) < 50  # 20 ms sleeps in each process
     assert float(row["step_time_median_ms"]) == pytest.approx(20, rel=0.5)
+    # its own start: from its fork, not the command's (imports) nor the processes before it
+    assert float(row["startup_s"]) < 2.0
     alone = run_cli("infer", "--model", "steady", "--batch-size", "2", *TINY, "--output", out)
     assert alone.returncode == 0, alone.stderr
     assert read_rows(out)[1]["processes"] == "1"  # every row says how many

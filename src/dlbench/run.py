@@ -40,7 +40,7 @@ from dlbench.results.row import config_columns, failure_row, new_run_id
 from dlbench.results.store import CsvStore
 from dlbench.results.verdict import advice
 from dlbench.signals import Interrupted, came_while_held, interruptible
-from dlbench.startup import since_command_start
+from dlbench.startup import mark_command_start, since_command_start
 from dlbench.subprocesses import ChildResult, last_line_of, run_forked
 from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS
 
@@ -212,7 +212,9 @@ def execute_in_processes(config: RunConfig, auto_batch: bool) -> int:
 
 
 def _one_process(config: RunConfig) -> tuple[int, str]:
-    """One of the processes: its row aside, its table unprinted; its exit and last line."""
+    """One of the processes: its row aside, its table unprinted, its start its own fork; its
+    exit and last line."""
+    mark_command_start(fresh_process=False)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = guarded(lambda: execute(config))
