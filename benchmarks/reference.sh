@@ -52,6 +52,7 @@ parts=("$@")
 ((${#parts[@]})) || parts=(peak default decode jpeg validate fp8 serve)
 gpu=dry-run software=dry-run gpus=4
 if [[ $DRY_RUN != 1 && " ${parts[*]} " != " docs " ]]; then  # docs alone needs no GPU
+    python3 src/dlbench/provenance.py --check || exit 2  # a part names one commit, clean
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//')
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
     software=$(python3 -c 'import torch; v = torch.__version__.split("+")[0].rsplit(".", 1)[0]; print(f"pt{v}-cu{torch.version.cuda}")')

@@ -88,9 +88,30 @@ def write_build_info(path: Path, identity: CodeIdentity) -> None:
     path.write_text(json.dumps(asdict(identity)) + "\n")
 
 
+def one_commit_problem(identity: CodeIdentity) -> str:
+    """Why rows measured by this code could not name one commit ('' where they can): a part
+    of the published rows is made by one commit, whole (benchmarks/reference.sh)."""
+    if identity.commit == UNKNOWN:
+        return "the code's commit is unknown (no git checkout, no BUILD_INFO.json)"
+    if identity.dirty is not False:
+        state = "differs from" if identity.dirty else "may differ from"
+        return (
+            f"the code {state} its commit {identity.commit[:7]} (commit first; a copy of the "
+            "tree holding an older .git reads as that commit: move it aside and carry "
+            "BUILD_INFO.json)"
+        )
+    return ""
+
+
 def main(argv: list[str]) -> int:
     """`python src/dlbench/provenance.py [PATH]`: write this checkout's identity to PATH
-    (default: BUILD_INFO.json beside this file), for a tree copied without `.git`."""
+    (default: BUILD_INFO.json beside this file), for a tree copied without `.git`;
+    `--check`: exit 2 with one line where rows of this code could not name one commit."""
+    if argv == ["--check"]:
+        problem = one_commit_problem(code_identity())
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2 if problem else 0
     identity = from_git(Path(__file__).parent)
     if identity is None:
         print("error: not a git checkout of dlbench", file=sys.stderr)

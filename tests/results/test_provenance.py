@@ -60,3 +60,20 @@ def test_a_tree_without_git_reads_the_build_record_and_says_unknown_without_one(
     assert from_build_info(tmp_path / "missing.json") is None
     assert from_git(tmp_path) is None  # no checkout here
     assert CodeIdentity().short == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("identity", "needle"),
+    [
+        (CodeIdentity(), "unknown"),
+        (CodeIdentity("07318f0" * 6, True), "differs from its commit 07318f0"),
+        (CodeIdentity("07318f0" * 6, None), "may differ from its commit 07318f0"),
+    ],
+)
+def test_a_reference_part_is_refused_from_code_that_names_no_single_commit(identity, needle):
+    """The H200 part of issue 87 was first measured from a lent machine's copy that held the
+    session's first .git: its rows named that commit, dirty. benchmarks/reference.sh refuses."""
+    from dlbench.provenance import one_commit_problem
+
+    assert needle in one_commit_problem(identity)
+    assert one_commit_problem(CodeIdentity("b01362b" * 6, False)) == ""
