@@ -4,11 +4,13 @@ table and exit codes as against a baseline file."""
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 from dlbench.analysis.compare import NOT_PUBLISHED
 from dlbench.analysis.compare_published import compare_with_published
 from dlbench.analysis.load import load_rows
 from dlbench.results.published import FOLDER_VARIABLE, PACKAGED_DIR
+from dlbench.results.store import CsvStore
 from tests.analysis.rows import benchmark_row, write_rows
 from tests.conftest import cli_env, run_cli
 
@@ -145,3 +147,61 @@ def test_each_published_csv_alone_ends_in_a_verdict_and_a_measured_part_passes(d
                     assert line.split()[-1].isdigit(), line  # it names why: the row is invalid
         else:
             assert code in (0, 2) and len(err.splitlines()) <= 1, (path.name, err)
+
+
+# Issue 87's H200 default plan as one forked worker measured it (b01362b; its rows name the
+# lent machine's stale .git, 07318f0, dirty, so it is not published: docs/time-to-result.md),
+# and the plan's batch-1 points measured again by the same code on another lent H200.
+H200_DATA = Path(__file__).parent / "data"
+H200_RERUN = H200_DATA / "h200-default-latency-rerun.csv"
+
+
+def test_a_clean_rerun_of_the_h200_batch_1_points_passes_and_one_10_percent_slower_fails(
+    tmp_path,
+):
+    """The gate on issue 87's H200 part: the default plan's batch-1 points measured again
+    (the same code, three fresh processes each, another lent H200 than most of the part's)
+    pass; the same file with resnet50's row 10 % slower fails, naming it."""
+    part = tmp_path / "published"
+    part.mkdir()
+    (part / "default-pt2.11-cu13.0-h200.csv").write_bytes(
+        (H200_DATA / "h200-default-part.csv").read_bytes()
+    )
+    env = {**cli_env(), FOLDER_VARIABLE: str(part)}
+    clean = run_cli("compare", str(H200_RERUN), env=env)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "no regression beyond 5%" in clean.stdout
+    with open(H200_RERUN, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        if row["model"] == "resnet50":
+            row["samples_per_s"] = str(float(row["samples_per_s"]) * 0.9)
+    slower = run_cli("compare", str(_written(tmp_path / "slower.csv", rows)), env=env)
+    assert slower.returncode == 1, slower.stdout + slower.stderr
+    assert "1 regression(s) beyond 5%" in slower.stdout
+    [line] = [x for x in slower.stdout.splitlines() if "regression" in x and "resnet50" in x]
+    assert "-10.5%" in line  # 0.9 of a row 0.994x the part's
+
+
+def test_a_point_interrupted_then_measured_by_the_resumed_sweep_passes(tmp_path):
+    """A sweep cut short writes the point in flight a row of its plan flags only (the sweep's
+    own process, on the CPU); the rerun measures it. Its finished row answers for it: a
+    failure row is the configuration's only where no finished row agrees with every setting
+    the failure row gives."""
+    from dlbench.results.environment import collect_environment
+    from dlbench.results.row import failure_row
+
+    run = _default_plan_run(tmp_path / "run.csv", {})
+    with open(run, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    flags = {"model": "vit", "mode": "infer", "batch_size": 1, "precision": "bf16-mixed"}
+    cut = failure_row({**flags, "run_id": "cut"}, "interrupted", "interrupted by SIGTERM",
+                      collect_environment("cpu"))  # fmt: skip
+    resumed = CsvStore(tmp_path / "resumed.csv")
+    resumed.append_many([cut, *rows])  # as the sweep wrote them: the cut row, then the rerun's
+    out = run_cli("compare", str(resumed.path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    alone = CsvStore(tmp_path / "cut.csv")
+    alone.append_many([cut, *(r for r in rows if (r["model"], r["batch_size"]) != ("vit", "1"))])
+    failed = run_cli("compare", str(alone.path))
+    assert failed.returncode == 1 and "failed (interrupted)" in failed.stdout

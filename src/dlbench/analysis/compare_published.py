@@ -135,12 +135,20 @@ def _invalid(row: dict) -> bool:
 
 def _failures(candidate: pd.DataFrame, finished: pd.DataFrame) -> pd.DataFrame:
     """The candidate's failure rows (oom, error, timeout, interrupted) of configurations that
-    have no finished row: a point that failed fails the gate, published or not."""
+    have no finished row: a point that failed fails the gate, published or not. A sweep
+    writes a failure row of the point's plan flags only (its own process, on the CPU), so a
+    finished row answers for it where it agrees with every setting the failure row gives."""
     status = candidate.get("status", pd.Series("", index=candidate.index)).astype(str)
     failed = candidate[status.isin(FAILED_STATUSES)]
-    done = {_configuration(r) for r in finished.to_dict("records")}
-    keep = [_configuration(r) not in done for r in failed.to_dict("records")]
+    done = finished.to_dict("records")
+    keep = [not any(_answers(r, d) for d in done) for r in failed.to_dict("records")]
     return failed[keep] if len(failed) else failed
+
+
+def _answers(failure: dict, finished: dict) -> bool:
+    """Whether a finished row is of the configuration a failure row gives."""
+    given = [k for k in published_key(kind_of(failure)) if key_text(failure.get(k), k)]
+    return all(key_text(failure.get(k), k) == key_text(finished.get(k), k) for k in given)
 
 
 def _failed(row: dict, key: list[str]) -> dict:
