@@ -66,8 +66,8 @@ def last_line_of(text: str) -> str:
 
 
 def stop_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the child's whole process group, then SIGKILL whatever is left. A group a
-    sweep held still (SIGSTOP) is woken after the SIGTERM, so that it hears it."""
+    """SIGTERM the child's whole process group, then SIGKILL whatever is left. A group that
+    was stopped (SIGSTOP: a user, a debugger) is woken after the SIGTERM, so that it hears it."""
     for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
         try:
             os.killpg(proc.pid, sig)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli_env, read_rows
+from tests.sweep.test_sweep import _alive
 
 PLAN = """
 name: faults
@@ -43,14 +44,6 @@ def _descendants(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _sweep(tmp_path: Path, timeout: float, **popen) -> tuple[subprocess.Popen, Path]:

@@ -2,7 +2,8 @@
 state can move a launch-bound figure, and only the spread across processes says how far), as
 one row: the process whose figure is the median, with how many ran (`processes`) and the spread
 of their figures (`process_spread_pct`); its published columns and verdict drawn again, since
-the spread widens a published row's band (results.published.band_pct)."""
+the spread widens a published row's band (results.published.band_pct). Why the default plan's
+batch-1 points run in three: docs/decisions.md#launch-bound-processes."""
 
 from __future__ import annotations
 
