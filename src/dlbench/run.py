@@ -37,7 +37,7 @@ from dlbench.results.pairing import figure_of
 from dlbench.results.processes import combined_row
 from dlbench.results.published import check_published_folder, published_line
 from dlbench.results.row import config_columns, failure_row, new_run_id
-from dlbench.results.store import CsvStore
+from dlbench.results.store import CsvStore, check_side_file
 from dlbench.results.verdict import advice
 from dlbench.signals import Interrupted, came_while_held, interruptible
 from dlbench.startup import mark_command_start, since_command_start
@@ -133,6 +133,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     startup_s = since_command_start()
     store = CsvStore(config.output.path)
     store.check_writable()
+    check_side_file(config.telemetry.log, "--telemetry-log")
     check_published_folder()
     if auto_batch:
         config = config.replace(tags=config.output.tags.with_facts(batch_size_mode="auto"))
@@ -191,6 +192,7 @@ def execute_in_processes(config: RunConfig, auto_batch: bool) -> int:
         )
     store = CsvStore(config.output.path)
     store.check_writable()
+    check_side_file(config.telemetry.log, "--telemetry-log")
     check_published_folder()
     config = config.replace(run_id=config.output.run_id or new_run_id())
     count, run_id = config.measurement.processes, config.output.run_id

@@ -109,3 +109,27 @@ def test_round_three_plan_keys_are_refused(plan, needle):
     with pytest.raises(UserError) as caught:
         parse_plan(plan)
     assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_telemetry_log_no_run_could_write_is_refused_before_anything_is_measured(
+    dlbench, kept, tmp_path
+):
+    """The log is written as each window ends: found then, a folder or an unwritable path cost
+    the run its row (and a sweep every point's). A run and a sweep refuse it first."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    tiny = ["--accelerator", "cpu", "--batch-size", "2", "--width", "32", "--height", "32"]
+    refused(dlbench("infer", *tiny, "--telemetry-log", folder, "--output", kept), "is a folder")
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    refused(
+        dlbench("infer", *tiny, "--telemetry-log", blocked / "log.csv", "--output", kept),
+        "--telemetry-log",
+    )
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        f"models: [timm:test_resnet]\nfixed: {{accelerator: cpu, telemetry_log: {folder}}}\n"
+    )
+    output = tmp_path / "sweep.csv"
+    refused(dlbench("sweep", plan, "--output", output), "telemetry_log", "is a folder")
+    assert not output.exists()  # refused before its first point

@@ -420,7 +420,11 @@ def test_a_killed_sweep_leaves_no_worker_and_one_sweep_writes_a_csv_at_a_time(tm
         while time.time() < deadline and not _workers_of(sweep.pid):
             time.sleep(0.2)
         [worker] = _workers_of(sweep.pid)  # started first; the sweep's other children come and go
-        time.sleep(3)  # the worker is inside its 30 s point now
+        while time.time() < deadline and not _children(worker):
+            time.sleep(0.2)
+        point = _children(worker)  # the process it forked for its 30 s point
+        assert point
+        time.sleep(1)
 
         second = run_cli("sweep", str(short_plan), "--output", str(csv_path), env=env)
         assert second.returncode == 2, second.stderr
@@ -429,9 +433,10 @@ def test_a_killed_sweep_leaves_no_worker_and_one_sweep_writes_a_csv_at_a_time(tm
         sweep.send_signal(signal.SIGKILL)
         sweep.wait(timeout=10)
         deadline = time.time() + 10
-        while time.time() < deadline and _alive(worker):
+        while time.time() < deadline and any(map(_alive, [worker, *point])):
             time.sleep(0.1)
         assert not _alive(worker), "the worker outlived its sweep"
+        assert not any(map(_alive, point)), "the point's process outlived its sweep"
     finally:
         if sweep.poll() is None:
             sweep.kill()

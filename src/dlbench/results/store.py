@@ -249,6 +249,19 @@ def writable_folder(folder: Path, flag: str, shown: Path | None = None) -> None:
         raise UserError(f"{flag}: {shown or folder} is not writable ({exc.strerror})") from None
 
 
+def check_side_file(path: Path | None, flag: str) -> None:
+    """A file a run writes beside its rows (a telemetry log), refused before anything is
+    measured where it could not be written: a folder, no regular file, a folder that takes no
+    file. Found only as the window ended, it cost the run its row."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise UserError(f"{flag}: {path} is a folder; name a file")
+    if path.exists() and not path.is_file():
+        raise UserError(f"{flag}: {path} is not a regular file; name a .csv file")
+    writable_folder(path.parent, flag, shown=path)
+
+
 @contextlib.contextmanager
 def held(lock: FileLock, flag: str, busy: str) -> Iterator[None]:
     """`lock` held for the block; a UserError naming `flag` where another process holds it

@@ -27,7 +27,7 @@ from dlbench.results.environment import collect_environment
 from dlbench.results.pairing import kind_of
 from dlbench.results.published import check_published_folder
 from dlbench.results.row import failure_row
-from dlbench.results.store import CsvStore, held
+from dlbench.results.store import CsvStore, check_side_file, held
 from dlbench.signals import Interrupted
 from dlbench.subprocesses import ChildResult
 from dlbench.sweep.execution import PointRun, SweepExecution
@@ -146,6 +146,9 @@ class SweepRunner:
         """All points under the sweep's lock on the CSV, with a progress bar; power limits
         restored however it ends."""
         self.store.check_writable()
+        for point in self.points:  # a log no point could write costs every point its row
+            if isinstance(point, SweepPoint):
+                check_side_file(point.config().telemetry.log, "PLAN: telemetry_log")
         check_published_folder()
         lock = FileLock(self.store.beside(".sweep.lock"), timeout=0)
         busy = f"another sweep is writing {self.store.path}; wait for it or choose another --output"
