@@ -55,11 +55,12 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
 
     monkeypatch.setattr(dlbench.serve.run, "execute_serve", record("serve"))
     monkeypatch.setattr(dlbench.serve.run, "show_serve", lambda row: None)
+    import dlbench.sweep.outcome
     import dlbench.sweep.runner
 
     def plan_only(runner, console=None):  # the scaling plan, not its points
         calls.append(("scaling", runner.plan.runs[0]["models"][0]))
-        return dlbench.sweep.runner.SweepOutcome()
+        return dlbench.sweep.outcome.SweepOutcome()
 
     monkeypatch.setattr(dlbench.sweep.runner.SweepRunner, "run", plan_only)
     import dlbench.analysis.scaling

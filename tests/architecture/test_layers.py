@@ -174,3 +174,88 @@ def test_the_tests_mirror_the_rooms():
     assert (tests / "cli" / "test_cli.py").exists()
     refusals = {p.parent.name for p in tests.glob("*/test_refusals.py")}
     assert refusals >= {"cli", "engine", "results", "analysis", "data", "sweep", "peak"}
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Each dlbench module's dlbench imports (module level, inside functions, for typing alike),
+    by module name; `from package import module` names the module."""
+    names = {}
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    found: dict[str, set[str]] = {}
+    for name, path in names.items():
+        targets = found.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name in names)
+            elif isinstance(node, ast.ImportFrom) and node.module in names and node.level == 0:
+                for alias in node.names:
+                    whole = f"{node.module}.{alias.name}"
+                    targets.add(whole if whole in names else node.module)
+        targets.discard(name)
+    return found
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_module_imports_its_way_back_to_itself():
+    """A circle of imports (loop and warm-up, the sweep's runner and execution, the registry
+    and the models that fill it were three) means two modules that are one."""
+    assert _circles(_module_imports()) == []
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_takes_another_modules_private_names():
+    """What another module needs is public, or it moves to where it is used: no `from
+    dlbench.x import _name`, and no `_name` reached through an object another module made
+    (`self.runner._status`)."""
+    taken = []
+    for path in SRC.rglob("*.py"):
+        where = str(path.relative_to(SRC))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dlbench"):
+                taken += [f"{where}: {a.name}" for a in node.names if _private(a.name)]
+            if (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and isinstance(node.value, ast.Attribute)
+                and isinstance(node.value.value, ast.Name)
+                and node.value.value.id == "self"
+            ):
+                taken.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    assert taken == []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")

@@ -19,7 +19,8 @@ from dlbench.data.images import scan_images
 from dlbench.data.make import ImageSpec, make_images, make_text
 from dlbench.data.pipeline import Pipeline
 from dlbench.data.throughput import worker_counts
-from dlbench.engine.timing.loop import LoopSettings, run_measured_loop
+from dlbench.engine.timing.loop import run_measured_loop
+from dlbench.engine.timing.settings import LoopSettings
 from dlbench.errors import UserError
 from tests.conftest import read_rows, run_cli
 

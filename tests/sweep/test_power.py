@@ -70,13 +70,13 @@ def test_exception_mid_sweep_restores(fake_gpu, tmp_path, monkeypatch):
     runner = SweepRunner(parse_plan(POWER_PLAN), tmp_path / "p.csv", True, settle_s=0)
     calls = []
 
-    def explode(point, run, result):
+    def explode(point, run_id, tags, result):
         calls.append(point)
         if len(calls) == 2:
             raise RuntimeError("boom")
         return "ok"
 
-    monkeypatch.setattr(runner, "_status", explode)
+    monkeypatch.setattr(runner.rows, "status", explode)
     with pytest.raises(RuntimeError, match="boom"):
         runner.run()
     assert limit_of(fake_gpu) == ORIGINAL_W

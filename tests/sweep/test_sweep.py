@@ -575,17 +575,24 @@ def test_a_worker_started_early_runs_the_points(monkeypatch, tmp_path):
 
 def test_a_rerun_resumes_only_from_rows_of_the_same_code(tmp_path):
     """An ok row of another dlbench commit or version is no resume's: the point runs again,
-    so one CSV never reads as one code's figures when two measured it."""
-    from dlbench.sweep.runner import CODE_COLUMNS, SweepRunner
+    so one CSV never reads as one code's figures when two measured it. The rule is the one
+    every reader of rows uses (results.pairing.same_code): a tree with changes is its own code,
+    and code that cannot say its commit is never the same."""
+    from dlbench.sweep.runner import SweepRunner
     from tests.analysis.rows import benchmark_row
 
     plan = parse_plan("models: [timm:test_resnet]\nmodes: [infer]\nbatch_sizes: [4]\n")
     runner = SweepRunner(plan, tmp_path / "rows.csv")
     [point] = runner.points
-    code = {k: runner.env.get(k) or "" for k in CODE_COLUMNS}
+    code = {k: "b" * 40 if k == "dlbench_commit" else runner.rows.env.get(k)
+            for k in ("dlbench", "dlbench_commit")}  # fmt: skip
+    runner.rows.code = f"{code['dlbench']} bbbbbbb"
     row = benchmark_row(model="timm:test_resnet", mode="infer", batch_size="4", precision="32",
-                        devices="1", strategy="single", **code)  # fmt: skip
+                        devices="1", strategy="single", dlbench_dirty="False", **code)  # fmt: skip
     row = {k: str(v) for k, v in row.items()}
-    assert runner._done(point, [row])
-    assert not runner._done(point, [{**row, "dlbench_commit": "0000000"}])
-    assert not runner._done(point, [{**row, "dlbench": "0.1.0"}])
+    assert runner.rows.done(point, [row])
+    assert not runner.rows.done(point, [{**row, "dlbench_commit": "0000000"}])
+    assert not runner.rows.done(point, [{**row, "dlbench": "0.1.0"}])
+    assert not runner.rows.done(point, [{**row, "dlbench_dirty": "True"}])
+    runner.rows.code = f"{code['dlbench']} (commit unknown)"
+    assert not runner.rows.done(point, [{**row, "dlbench_commit": "unknown"}])

@@ -198,14 +198,14 @@ def test_dependent_launch_only_on_hopper_and_never_inside_a_compiled_graph(monke
 
     x = SimpleNamespace(is_cuda=True, device=torch.device("cuda", 0))  # this machine has none
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (9, 0))
-    assert decode_kernels._dependent_launch(x) == {"PDL": True, "launch_pdl": True}
-    traced = torch.compile(lambda t: t + len(decode_kernels._dependent_launch(x)))
+    assert decode_kernels.dependent_launch(x) == {"PDL": True, "launch_pdl": True}
+    traced = torch.compile(lambda t: t + len(decode_kernels.dependent_launch(x)))
     assert traced(torch.zeros(1)).item() == 1  # one entry, PDL off, while dynamo traces
     with FakeTensorMode() as fake:  # as AOTAutograd runs a triton_op's body
-        assert decode_kernels._dependent_launch(fake.from_tensor(torch.zeros(1))) == {"PDL": False}
-    assert decode_kernels._dependent_launch(torch.zeros(1)) == {"PDL": False}  # on the CPU
+        assert decode_kernels.dependent_launch(fake.from_tensor(torch.zeros(1))) == {"PDL": False}
+    assert decode_kernels.dependent_launch(torch.zeros(1)) == {"PDL": False}  # on the CPU
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: (8, 0))
-    assert decode_kernels._dependent_launch(x) == {"PDL": False}
+    assert decode_kernels.dependent_launch(x) == {"PDL": False}
 
 
 def test_a_new_matrix_shape_compiles_every_launch_shape_once_before_the_autotuner_times_them(

@@ -71,10 +71,11 @@ def sweep(
     from rich.console import Console
 
     from dlbench.sweep.launcher import Worker
+    from dlbench.sweep.outcome import finish, summary_table, time_lines
     from dlbench.sweep.plan import parse_shard, shard_points
     from dlbench.sweep.plan_file import load_plan
     from dlbench.sweep.recheck import summary_lines
-    from dlbench.sweep.runner import SweepRunner, finish, summary_table, time_lines
+    from dlbench.sweep.runner import SweepRunner
 
     # the worker's imports overlap this process's reading of the plan
     early = Worker().start() if isolation == "worker" and not dry_run else None
@@ -179,7 +180,8 @@ def scaling(
 
     from dlbench.analysis.scaling import record_scaling
     from dlbench.console import show_scaling
-    from dlbench.sweep.runner import SweepRunner, finish, summary_table
+    from dlbench.sweep.outcome import finish, summary_table
+    from dlbench.sweep.runner import SweepRunner
     from dlbench.sweep.scaling import device_counts, scaling_plan
 
     counts_text, output, mode = flags.pop("devices"), flags.pop("output"), flags.pop("mode")

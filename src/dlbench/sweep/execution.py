@@ -13,6 +13,7 @@ from dlbench.results.pairing import kind_of
 from dlbench.results.row import new_run_id
 from dlbench.subprocesses import ChildResult
 from dlbench.sweep.launcher import Launcher, needs_own_process
+from dlbench.sweep.outcome import PointOutcome, result_line
 from dlbench.sweep.plan import ServePoint, SweepPoint
 from dlbench.sweep.recheck import HeldRow, Recheck
 from dlbench.sweep.timing import TimeSplit
@@ -115,9 +116,7 @@ class SweepExecution:
 
     def _record(self, point, run: PointRun, result: ChildResult, seconds: float):
         """The point's status and row; its line above the progress bar, or its recheck."""
-        from dlbench.sweep.runner import PointOutcome, result_line
-
-        status = self.runner._status(point, run, result)
+        status = self.runner.rows.status(point, run.run_id, run.tags, result)
         found = next((r for r in self.runner.store.rows() if r.get("run_id") == run.run_id), None)
         row = found or {}
         window = number_or_none(row.get("wall_window_s"))
@@ -153,7 +152,7 @@ class SweepExecution:
         for index, point in enumerate(self.points):
             if point.label in measured or not self._runs_in_worker(point):
                 continue
-            row = self.runner.latest_row(point, rows)
+            row = self.runner.rows.latest(point, rows)
             if row is None or kind_of(row) != "benchmark":
                 continue
             held = HeldRow.of(point.label, row)
@@ -172,13 +171,14 @@ class SweepExecution:
         if self.progress is not None:
             self.progress.console.print(line)
 
-    def interrupted(self, why: str) -> None:
+    def write_interrupted(self, why: str) -> None:
         """Rows for the points in flight when a signal stopped the sweep; a point still queued
         never started and has none (a resumed sweep measures it)."""
         started = self.worker_queue.started_keys()
         for key, run in self.runs.items():
             if key in started or key[0] == "alone":
-                self.runner._fail(self.points[run.index], run.run_id, run.tags, "interrupted", why)
+                point = self.points[run.index]
+                self.runner.rows.write_failure(point, run.run_id, run.tags, "interrupted", why)
 
     def split(self) -> TimeSplit:
         """Where the sweep's wall time went (sweep.timing)."""

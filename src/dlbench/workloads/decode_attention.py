@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
-from dlbench.workloads.decode_kernels import _await_inputs, _dependent_launch
+from dlbench.workloads.decode_kernels import await_inputs, dependent_launch
 
 
 @triton.jit
@@ -69,7 +69,7 @@ def decode_attention_kernel(
     sign = tl.where(dims < HEAD_DIM // 2, -1.0, 1.0)
     turn_cos = (tl.cos(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32)
     turn_sin = (tl.sin(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32) * sign
-    _await_inputs(PDL)
+    await_inputs(PDL)
     partner = (dims + HEAD_DIM // 2) % HEAD_DIM
     row = qkv + seq * (heads + 2 * kv_heads) * HEAD_DIM
     q_at = row + head * HEAD_DIM
@@ -134,6 +134,6 @@ def decode_attention(
         HEAD_DIM=head_dim,
         BLOCK_L=min(ATTENTION_BLOCK, triton.next_power_of_2(max_len)),
         num_warps=ATTENTION_WARPS,
-        **_dependent_launch(qkv),
+        **dependent_launch(qkv),
     )
     return out

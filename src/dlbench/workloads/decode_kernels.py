@@ -52,7 +52,7 @@ CONFIGS = [
 
 
 @triton.jit
-def _await_inputs(PDL: tl.constexpr):
+def await_inputs(PDL: tl.constexpr):
     """Launched as a programmatic dependent (PDL): wait until the kernel before has finished
     and its writes are visible, then let the kernel after start. Reads before this call may
     only touch what no kernel of the step writes; stores come after it."""
@@ -127,7 +127,7 @@ def gemv_kernel(
     row_ok = rows < N
     cols = tl.arange(0, BLOCK_K)
     first = _weight_block(w, rows, row_ok, cols, cols < K, K)
-    _await_inputs(PDL)
+    await_inputs(PDL)
     squares = tl.zeros((BLOCK_K,), dtype=tl.float32)  # NORM: x's, summed as read
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     acc, squares = _gemv_chunk(x, first, cols, cols < K, norm_weight, K, acc, squares, GATED, NORM)
@@ -176,7 +176,7 @@ def gemv(
     )
     flags = {"GATED": gated, "NORM": norm_weight is not None, "RESIDUAL": residual is not None}
     key = matrix_key(n, k, str(weight.dtype), gated, flags["NORM"], flags["RESIDUAL"])
-    flags.update(SCALED=scale is not None, **_dependent_launch(x))
+    flags.update(SCALED=scale is not None, **dependent_launch(x))
     chosen = _chosen_shape(x.device, key)
     if chosen is None:
         _compile_launch_shapes(args, flags)
@@ -249,7 +249,7 @@ def _compile_launch_shapes(args: tuple, flags: dict) -> None:
 USE_PDL = True
 
 
-def _dependent_launch(x: torch.Tensor) -> dict[str, bool]:
+def dependent_launch(x: torch.Tensor) -> dict[str, bool]:
     """The kernel's PDL switch and Triton's launch option: on sm_90 and later, and only where
     these kernels are launched as called (eager, or replayed from a CUDA graph captured so):
     inductor launches the user kernels it compiles without the launch attribute, and its

@@ -8,13 +8,13 @@ import torch
 import triton
 import triton.language as tl
 
-from dlbench.workloads.decode_kernels import _await_inputs, _dependent_launch
+from dlbench.workloads.decode_kernels import await_inputs, dependent_launch
 
 
 @triton.jit
 def greedy_block_kernel(logits, values, indices, V, BLOCK: tl.constexpr, PDL: tl.constexpr):
     """The maximum of one block of the logits and its first index."""
-    _await_inputs(PDL)
+    await_inputs(PDL)
     block = tl.program_id(0)
     at = block * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(logits + at, mask=at < V, other=float("-inf")).to(tl.float32)
@@ -27,7 +27,7 @@ def greedy_pick_kernel(
     values, indices, token, position, BLOCKS, BLOCK: tl.constexpr, PDL: tl.constexpr
 ):
     """The first block holding the maximum gives the token; the position moves on by one."""
-    _await_inputs(PDL)
+    await_inputs(PDL)
     at = tl.arange(0, BLOCK)
     best = tl.load(values + at, mask=at < BLOCKS, other=float("-inf"))
     pick = tl.argmax(best, axis=0, tie_break_left=True)
@@ -46,7 +46,7 @@ def greedy_advance(logits: torch.Tensor, token: torch.Tensor, position: torch.Te
     blocks = triton.cdiv(vocab, GREEDY_BLOCK)
     values = torch.empty(blocks, dtype=torch.float32, device=logits.device)
     indices = torch.empty(blocks, dtype=torch.int64, device=logits.device)
-    launch = _dependent_launch(logits)
+    launch = dependent_launch(logits)
     greedy_block_kernel[(blocks,)](logits, values, indices, vocab, BLOCK=GREEDY_BLOCK, **launch)
     greedy_pick_kernel[(1,)](
         values, indices, token, position, blocks, BLOCK=triton.next_power_of_2(blocks), **launch

@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from dlbench.errors import UserError
-from dlbench.workloads import register_workload
 from dlbench.workloads.base import Batch, InputShape, SizeRule, Workload, cross_entropy
+from dlbench.workloads.registry import register_workload
 
 NUM_SEG_CLASSES = 21
 

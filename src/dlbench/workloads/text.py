@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from dlbench.workloads import register_workload
 from dlbench.workloads.base import Batch, InputShape, Workload, cross_entropy
+from dlbench.workloads.registry import register_workload
 
 DISTILBERT_VOCAB = 30522
 DISTILBERT_LABELS = 2

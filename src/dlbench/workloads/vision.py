@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from dlbench.errors import unknown_choice
-from dlbench.workloads import register_workload
 from dlbench.workloads.base import Batch, InputShape, SizeRule, Workload, cross_entropy
+from dlbench.workloads.registry import register_prefix, register_workload
 
 NUM_CLASSES = 1000
 CNN_RULE = SizeRule(minimum=32)
@@ -76,3 +76,6 @@ for _name, _timm, _summary, _rule, _optimizer in (
     ("vit", "vit_base_patch16_224", "ViT-B/16", PATCH16_RULE, "adamw"),
 ):
     register_workload(classifier(_name, _timm, _summary, _rule, _optimizer))
+
+TIMM_PREFIX = "timm:"
+register_prefix(TIMM_PREFIX, timm_workload, "<any timm model>")

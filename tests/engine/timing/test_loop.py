@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dlbench.engine.timing.loop import LoopSettings, next_chunk_steps, run_measured_loop
+from dlbench.engine.timing.loop import next_chunk_steps, run_measured_loop
+from dlbench.engine.timing.settings import LoopSettings
 
 CPU = torch.device("cpu")
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from dlbench.engine.scenarios.breakdown import _phase_times_ms
-from dlbench.engine.timing.loop import LoopSettings, run_measured_loop
+from dlbench.engine.timing.loop import run_measured_loop
+from dlbench.engine.timing.settings import LoopSettings
 from dlbench.engine.timing.timer import DeviceTimer, seconds_of
 from dlbench.peak import measure
 from tests.fake_cuda import FakeCuda

@@ -19,7 +19,8 @@ from dlbench.config import RunConfig
 from dlbench.console import stderr
 from dlbench.engine.acceleration.graphs import GraphedStep
 from dlbench.engine.acceleration.measured_choice import POINT_SHAPE, point_key
-from dlbench.engine.timing.loop import LoopResult, LoopSettings
+from dlbench.engine.timing.loop import LoopResult
+from dlbench.engine.timing.settings import LoopSettings
 from dlbench.engine.timing.timer import DeviceTimer, synchronize
 from dlbench.signals import raise_if_interrupted
 

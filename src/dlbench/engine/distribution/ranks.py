@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from dlbench.engine.distribution.devices import gpu_uuid
-from dlbench.engine.timing.loop import Agreement, LoopResult
+from dlbench.engine.timing.loop import LoopResult
+from dlbench.engine.timing.settings import Agreement
 from dlbench.results.environment import gpu_facts
 from dlbench.results.job import HIGHEST, SUMMED
 from dlbench.telemetry.isolation import own_process_ids

@@ -23,13 +23,8 @@ from dlbench.engine.acceleration.float8 import Float8Layers, apply_float8
 from dlbench.engine.acceleration.graphs import capture
 from dlbench.engine.acceleration.precision import PrecisionPlan
 from dlbench.engine.scenarios.decoders import HfDecoder, NativeDecoder, greedy_token
-from dlbench.engine.timing.loop import (
-    Agreement,
-    LoopResult,
-    LoopSettings,
-    WindowObserver,
-    run_measured_loop,
-)
+from dlbench.engine.timing.loop import LoopResult, WindowObserver, run_measured_loop
+from dlbench.engine.timing.settings import Agreement, LoopSettings
 from dlbench.engine.timing.timer import synchronize
 from dlbench.workloads import InputShape, Workload
 from dlbench.workloads.llama import stored_bytes

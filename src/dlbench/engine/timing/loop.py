@@ -22,6 +22,7 @@ from typing import Protocol
 import torch
 
 from dlbench.config import RunConfig
+from dlbench.engine.timing.settings import Agreement, LoopSettings
 from dlbench.engine.timing.timer import DeviceTimer, synchronize
 from dlbench.engine.timing.warmup import (
     MIN_TIME_OVERSHOOT,
@@ -31,9 +32,6 @@ from dlbench.engine.timing.warmup import (
 )
 from dlbench.results.stats import MAX_NOISE_PCT, Noise, StepStats
 from dlbench.signals import raise_if_interrupted
-
-# Elementwise maximum over all ranks of a few numbers; identity for a single process.
-Agreement = Callable[[list[float]], list[float]]
 
 
 class WindowObserver(Protocol):
@@ -58,26 +56,6 @@ class WindowObservers:
     def end_window(self) -> None:
         for member in reversed(self.members):
             member.end_window()
-
-
-@dataclass(frozen=True)
-class LoopSettings:
-    """How long to measure: `n_iters` steps at least, then more while the noise is over its
-    target `max_noise_pct` (None: no target), up to `max_time_s`, or while the window is
-    shorter than `min_time_s`.
-
-    `steps_per_unit` groups steps into units that belong together (a generation round is one
-    prefill and its decode steps): chunks hold whole units and the spread is over unit times."""
-
-    warmup_steps: int
-    n_iters: int
-    max_noise_pct: float | None = None
-    max_time_s: float = 60.0
-    min_time_s: float = 0.0
-    steps_per_unit: int = 1
-    nvtx: bool = False
-    min_warmup_s: float = 0.0  # busy time before the window (docs/decisions.md#power-warmup)
-    steady_pct: float | None = None  # warm up until steps settle this close (None: no check)
 
 
 @dataclass(frozen=True)

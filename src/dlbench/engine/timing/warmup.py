@@ -8,15 +8,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 
+from dlbench.engine.timing.settings import Agreement, LoopSettings
 from dlbench.engine.timing.timer import synchronize
 from dlbench.signals import raise_if_interrupted
-
-if TYPE_CHECKING:
-    from dlbench.engine.timing.loop import Agreement, LoopSettings
 
 MIN_TIME_OVERSHOOT = 1.05  # size the last chunk a little past --min-time rather than short of it
 STEADY_PCT = 2.0

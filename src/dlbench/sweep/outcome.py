@@ -1,0 +1,85 @@
+"""How a sweep ended, point by point, and the lines that say so: each point's line above the
+progress bar, the summary table, where the wall time went, and the exit code."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from rich.table import Table
+
+from dlbench.console import stderr
+from dlbench.errors import EXIT_FAILED, EXIT_OK
+from dlbench.sweep.recheck import HeldRow, Recheck
+from dlbench.sweep.timing import TimeSplit
+
+
+@dataclass(frozen=True)
+class PointOutcome:
+    """How one point ended, and how long it took from the sweep's side."""
+
+    label: str
+    status: str
+    seconds: float = 0.0
+    window_s: float | None = None
+    figure: str = ""  # the throughput with its unit
+    published_ratio: float | None = None  # the row over its published rows (None: none)
+
+
+@dataclass
+class SweepOutcome:
+    """Every point's outcome, in plan order, the sweep's wall time, each point's row against
+    the published rows and the points measured again."""
+
+    points: list[PointOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+    held: list[HeldRow] = field(default_factory=list)
+    rechecks: list[Recheck] = field(default_factory=list)
+    split: TimeSplit | None = None  # where the wall time went
+
+    def counts(self) -> Counter:
+        return Counter(p.status for p in self.points)
+
+    @property
+    def failed(self) -> int:
+        """Points that did not finish: oom, error, timeout or interrupted."""
+        return sum(p.status not in ("ok", "skipped") for p in self.points)
+
+
+def result_line(done: PointOutcome, index: int) -> str:
+    """One line per finished point above the progress bar: what it measured, what it cost."""
+    figure = f" {done.figure}" if done.figure else ""
+    if done.published_ratio is not None:  # each point's line says where it stands
+        figure += f", {done.published_ratio:.3f}x published"
+    return f"  {index:3d}. {done.label}: {done.status}{figure} ({done.seconds:.0f} s)"
+
+
+def summary_table(outcome: SweepOutcome) -> Table:
+    """Status, wall time, the time outside the measured window and the row over its published
+    rows, per point, and totals."""
+    table = Table(title="sweep summary")
+    for column in ("point", "status", "seconds", "outside window (s)", "x published"):
+        table.add_column(column, justify="left" if column in ("point", "status") else "right")
+    for p in outcome.points:
+        outside = "" if p.window_s is None else f"{p.seconds - p.window_s:.1f}"
+        ratio = "" if p.published_ratio is None else f"{p.published_ratio:.3f}"
+        table.add_row(p.label, p.status, f"{p.seconds:.1f}" if p.seconds else "", outside, ratio)
+    totals = ", ".join(f"{k}: {v}" for k, v in sorted(outcome.counts().items()))
+    table.caption = f"{totals}; {outcome.seconds:.0f} s in all"
+    return table
+
+
+def time_lines(outcome: SweepOutcome) -> list[str]:
+    """Where the sweep's wall time went (sweep.timing), one line."""
+    return [outcome.split.line(outcome.seconds)] if outcome.split else []
+
+
+def finish(outcome: SweepOutcome) -> int:
+    """The sweep's exit code, with one line when points failed: CI must see a failed point."""
+    if not outcome.failed:
+        return EXIT_OK
+    stderr.print(
+        f"[red]error:[/red] {outcome.failed} of {len(outcome.points)} point(s) failed "
+        "(oom, error, timeout or interrupted); their rows say why"
+    )
+    return EXIT_FAILED
