@@ -25,3 +25,15 @@ def test_an_fp8_point_without_a_recipe_is_the_default_recipes_only():
     assert not inference.matches({**row, "fp8_recipe": "rowwise_dynamic_with_head"})
     bf16 = SweepPoint("train", {**plain.flags, "precision": "bf16-mixed"})
     assert bf16.matches(_row(precision="bf16-mixed", fp8_recipe=""))
+
+
+def test_a_point_matches_its_row_as_pandas_or_a_run_writes_the_cells():
+    """One matching rule for plan and serve points (results.pairing.key_text): a row whose
+    numbers came back through pandas (64.0, "True") is the point's row; another value is not."""
+    point = SweepPoint("infer", {"model": "resnet50", "batch_size": 64, "compile": True,
+                                 "min_time": 2.0}, tags={"purpose": "latency"})  # fmt: skip
+    row = {"run_kind": "benchmark", "mode": "infer", "model": "resnet50", "batch_size": "64.0",
+           "compile": "True", "strategy": "single", "purpose": "latency"}  # fmt: skip
+    assert point.matches(row)
+    assert not point.matches({**row, "batch_size": "65"})
+    assert not point.matches({**row, "purpose": "throughput"})

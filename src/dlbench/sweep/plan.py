@@ -101,18 +101,24 @@ class SweepPoint:
             wanted.pop("batch_size")
             if row.get("batch_size_mode") != "auto":
                 return False
-        tags = self.all_tags
-        for key in (*DISTINGUISHING_TAGS, *tags):
-            if row.get(key, "") != tags.get(key, ""):
-                return False
+        if not _same_tags(row, self.all_tags):
+            return False
         processes = int(wanted.get("devices", 1)) * int(wanted.get("num_nodes", 1))
         wanted["strategy"] = resolved_strategy(str(wanted.get("strategy", "auto")), processes)
         if wanted.get("precision") == "fp8":  # no recipe named: the mode's default ran
             wanted["fp8_recipe"] = resolve_recipe(wanted.get("fp8_recipe"), self.mode).name
         for key in CONFIG_KEY:
-            if key in wanted and row.get(key, "") != "" and row[key] != str(wanted[key]):
+            given = key_text(row.get(key), key)
+            if key in wanted and given != "" and given != key_text(wanted[key], key):
                 return False  # an empty value: the key does not apply (seq_len of an image model)
         return True
+
+
+def _same_tags(row: dict[str, str], tags: dict[str, str]) -> bool:
+    """Whether a row carries a point's tags and distinguishing tags, as one key text."""
+    return all(
+        key_text(row.get(k), k) == key_text(tags.get(k), k) for k in (*DISTINGUISHING_TAGS, *tags)
+    )
 
 
 @dataclass(frozen=True)
@@ -166,10 +172,9 @@ class ServePoint:
         if kind_of(row) != "serve":
             return False
         for key, value in self.settings.columns().items():
-            if key_text(row.get(key, "")) != key_text(value):
+            if key_text(row.get(key), key) != key_text(value, key):
                 return False
-        tags = self.all_tags
-        return all(row.get(k, "") == tags.get(k, "") for k in (*DISTINGUISHING_TAGS, *tags))
+        return _same_tags(row, self.all_tags)
 
 
 @dataclass
