@@ -266,35 +266,40 @@ def compare_runs(
         for side in ("baseline", "candidate")
     )
     joined["one_code"] = pairs_of_one_code(*codes)
-    lines = []
-    for _, r in joined.iterrows():
-        line = {k: r[k] for k in key}
-        line.update(
-            baseline=r["samples_per_s_baseline"],
-            candidate=r["samples_per_s_candidate"],
-            runs_baseline=r["runs_baseline"],
-            runs_candidate=r["runs_candidate"],
-        )
-        if pd.isna(r["samples_per_s_candidate"]):
-            line["verdict"] = _failure(candidate, key, r)
-        elif pd.isna(r["samples_per_s_baseline"]):
-            line["verdict"] = NEW
-        elif same_code and not r["one_code"]:
-            line["verdict"] = OTHER_CODE
-        else:
-            change = 100.0 * (r["samples_per_s_candidate"] / r["samples_per_s_baseline"] - 1.0)
-            u = [r[f"uncertainty_pct_{side}"] for side in ("baseline", "candidate")]
-            band = max(NOISE_FLOOR_PCT, sum(0.0 if pd.isna(x) else x for x in u))
-            line.update(
-                change_pct=change,
-                noise_pct=band,
-                verdict=change_verdict(
-                    change, band, threshold_pct, bool(r["lower_is_better_baseline"])
-                ),
-            )
-        line["note"] = _note(r)
-        lines.append(line)
+    lines = [_pair_line(r, key, candidate, threshold_pct, same_code) for _, r in joined.iterrows()]
     return Comparison(pd.DataFrame(lines), key, threshold_pct)
+
+
+def _pair_line(
+    r: pd.Series, key: list[str], candidate: pd.DataFrame, threshold_pct: float, same_code: bool
+) -> dict[str, object]:
+    """One configuration's line: both sides' figures and runs, the change and its noise band,
+    and the verdict (a failure, new, other code, or the change's)."""
+    line = {k: r[k] for k in key}
+    line.update(
+        baseline=r["samples_per_s_baseline"],
+        candidate=r["samples_per_s_candidate"],
+        runs_baseline=r["runs_baseline"],
+        runs_candidate=r["runs_candidate"],
+    )
+    if pd.isna(r["samples_per_s_candidate"]):
+        line["verdict"] = _failure(candidate, key, r)
+    elif pd.isna(r["samples_per_s_baseline"]):
+        line["verdict"] = NEW
+    elif same_code and not r["one_code"]:
+        line["verdict"] = OTHER_CODE
+    else:
+        change = 100.0 * (r["samples_per_s_candidate"] / r["samples_per_s_baseline"] - 1.0)
+        u = [r[f"uncertainty_pct_{side}"] for side in ("baseline", "candidate")]
+        band = max(NOISE_FLOOR_PCT, sum(0.0 if pd.isna(x) else x for x in u))
+        lower = bool(r["lower_is_better_baseline"])
+        line.update(
+            change_pct=change,
+            noise_pct=band,
+            verdict=change_verdict(change, band, threshold_pct, lower),
+        )
+    line["note"] = _note(r)
+    return line
 
 
 def _note(joined_row: pd.Series) -> str:

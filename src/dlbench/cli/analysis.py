@@ -93,23 +93,12 @@ def compare(
     ] = False,
     same_code: SameCode = False,
 ) -> None:
-    import shutil
-    import textwrap
-
     from dlbench.analysis.compare import compare_runs
     from dlbench.analysis.compare_published import compare_with_published
-    from dlbench.analysis.compare_view import display_table, terminal_lines, verdict_line
     from dlbench.analysis.load import load_rows, require_columns
-    from dlbench.analysis.markdown import markdown_table
-    from dlbench.console import show_frame
-    from dlbench.errors import EXIT_FAILED, UserError, check_finite
+    from dlbench.errors import EXIT_FAILED, UserError
 
-    check_finite("--threshold", threshold)
-    if threshold < 0:
-        raise UserError(f"--threshold: invalid value {threshold}; must be >= 0")
-    columns = None if key is None else [k.strip() for k in key.split(",") if k.strip()]
-    if columns == []:
-        raise UserError(f"--key: invalid value {key!r}; comma-separated column names, e.g. model")
+    columns = _compare_key(threshold, key)
     if len(files) > 2:
         raise UserError(f"[BASELINE] CANDIDATE: {len(files)} files given; one or two")
     sides = dict(zip(("BASELINE", "CANDIDATE")[2 - len(files) :], files))
@@ -127,6 +116,32 @@ def compare(
         result = compare_with_published(rows["CANDIDATE"], threshold, same_code)
     else:
         result = compare_runs(rows["BASELINE"], rows["CANDIDATE"], columns, threshold, same_code)
+    _show_comparison(result, markdown, wide)
+    raise typer.Exit(0 if result.passed else EXIT_FAILED)
+
+
+def _compare_key(threshold: float, key: str | None) -> list[str] | None:
+    """--threshold checked, and --key's columns (None: the default key)."""
+    from dlbench.errors import UserError, check_finite
+
+    check_finite("--threshold", threshold)
+    if threshold < 0:
+        raise UserError(f"--threshold: invalid value {threshold}; must be >= 0")
+    columns = None if key is None else [k.strip() for k in key.split(",") if k.strip()]
+    if columns == []:
+        raise UserError(f"--key: invalid value {key!r}; comma-separated column names, e.g. model")
+    return columns
+
+
+def _show_comparison(result, markdown: bool, wide: bool) -> None:
+    """The table and the verdict line: Markdown, every column, or fitted to the terminal."""
+    import shutil
+    import textwrap
+
+    from dlbench.analysis.compare_view import display_table, terminal_lines, verdict_line
+    from dlbench.analysis.markdown import markdown_table
+    from dlbench.console import show_frame
+
     table, caption = display_table(result)
     verdict = verdict_line(result)
     if markdown:
@@ -137,7 +152,6 @@ def compare(
     else:
         width = shutil.get_terminal_size((100, 24)).columns
         print("\n".join([*terminal_lines(result, width), *textwrap.wrap(verdict, width)]))
-    raise typer.Exit(0 if result.passed else EXIT_FAILED)
 
 
 @app.command("recommend-power", help="Most efficient power limit from power-sweep rows.")

@@ -68,52 +68,63 @@ def sweep(
     resume: Resume = True,
     recheck: RecheckOption = True,
 ) -> None:
-    from rich.console import Console
-
     from dlbench.sweep.launcher import Worker
-    from dlbench.sweep.outcome import finish, summary_table, time_lines
     from dlbench.sweep.plan import parse_shard, shard_points
-    from dlbench.sweep.plan_file import load_plan
-    from dlbench.sweep.recheck import summary_lines
     from dlbench.sweep.runner import SweepRunner
 
     # the worker's imports overlap this process's reading of the plan
     early = Worker().start() if isolation == "worker" and not dry_run else None
     try:
-        sweep_plan = load_plan(plan)
+        sweep_plan = _plan_as_asked(plan, timeout, repeats, only)
         check_seconds("--settle-s", settle_s, zero=True)
-        if timeout is not None:
-            check_seconds("--timeout", timeout)
-            sweep_plan.timeout_s = timeout
-        if repeats is not None:
-            check_count("--repeats", repeats, MAX_REPEATS)
-            sweep_plan.repeats = repeats
-            sweep_plan.check_size()
-        if only is not None:
-            sweep_plan.keep_tagged(only)
-        index, count = parse_shard(shard)
+        shards = parse_shard(shard)
         if dry_run:
-            for i, point in enumerate(shard_points(sweep_plan.points(), index, count), 1):
+            for i, point in enumerate(shard_points(sweep_plan.points(), *shards), 1):
                 print(f"{i:3d}  dlbench {' '.join(point.cli_args())}")
             raise typer.Exit(0)
-        shards = (index, count)
         runner = SweepRunner(
             sweep_plan,
             output,
-            allow_power_changes,
-            settle_s,
-            shards,
-            isolation,
-            resume,
-            early,
-            recheck,
+            allow_power_changes=allow_power_changes,
+            settle_s=settle_s,
+            shard=shards,
+            isolation=isolation,
+            resume=resume,
+            worker=early,
+            recheck=recheck,
         )
         _warn_of_an_unusable_cache_variable()
     except BaseException:
         if early is not None:
             early.close()
         raise
-    outcome = runner.run()
+    _show_outcome(runner.run())
+
+
+def _plan_as_asked(plan: str, timeout: float | None, repeats: int | None, only: str | None):
+    """The plan, read and checked, with the command line's timeout, repeats and tag filter."""
+    from dlbench.sweep.plan_file import load_plan
+
+    sweep_plan = load_plan(plan)
+    if timeout is not None:
+        check_seconds("--timeout", timeout)
+        sweep_plan.timeout_s = timeout
+    if repeats is not None:
+        check_count("--repeats", repeats, MAX_REPEATS)
+        sweep_plan.repeats = repeats
+        sweep_plan.check_size()
+    if only is not None:
+        sweep_plan.keep_tagged(only)
+    return sweep_plan
+
+
+def _show_outcome(outcome) -> None:
+    """The summary table, the rows against the published ones, where the time went; the exit."""
+    from rich.console import Console
+
+    from dlbench.sweep.outcome import finish, summary_table, time_lines
+    from dlbench.sweep.recheck import summary_lines
+
     console = Console(width=max(Console().width, 120), highlight=False)
     console.print(summary_table(outcome))
     for line in [*summary_lines(outcome.held, outcome.rechecks), *time_lines(outcome)]:

@@ -90,15 +90,21 @@ def run_benchmark(plan: Plan, fabric=None, cache: Path | None = None) -> Measure
         raise
 
 
+def _rank_monitor(config, fabric, device_index: int):
+    """This rank's telemetry on its own GPU (its own log file), or None without telemetry."""
+    if not config.telemetry.enabled:
+        return None
+    log = rank_log_path(config.telemetry.log, fabric.global_rank, fabric.world_size)
+    monitor = open_monitor(fabric.device, config.telemetry.sample_interval, log, device_index)
+    monitor.isolation.job_pids = job_process_ids(fabric)
+    return monitor
+
+
 def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement:
     config = plan.config
     # The GPU this rank uses; CPU ranks (tests against the fake NVML) count by local rank.
     device_index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
-    monitor = None
-    if config.telemetry.enabled:
-        log = rank_log_path(config.telemetry.log, fabric.global_rank, fabric.world_size)
-        monitor = open_monitor(fabric.device, config.telemetry.sample_interval, log, device_index)
-        monitor.isolation.job_pids = job_process_ids(fabric)
+    monitor = _rank_monitor(config, fabric, device_index)
     setup_s = time.perf_counter() - began
     compiled_before = compile_counts()
     scenario = scenario_for(plan.scenario)

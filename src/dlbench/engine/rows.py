@@ -17,9 +17,39 @@ def measurement_row(
 ) -> dict[str, object]:
     """A row for a finished run: throughput over the slowest rank's window, stats, memory; each
     column from one part (results.row.RowBuilder); `side_file` names each rank's rows."""
+    plan = m.plan
+    global_rate = m.samples / m.slowest_window_s
+    measured = _measured_columns(m, global_rate)
+    gpus = dict(m.gpus)  # several ranks: every rank's GPU, not rank 0's
+    mixed = {"gpu_mixed": gpus.pop("gpu_mixed")} if "gpu_mixed" in gpus else {}
+    row = (
+        RowBuilder()
+        .add("identity", {**identity(plan.config.output.run_id, "ok"), "run_kind": run_kind})
+        .add("settings", config_columns(plan.config))
+        .amend("the workload's shape", plan.workload.shape_columns(plan.shape))
+        .amend("the loop", {"warmup_steps": m.loop.warmup_steps})  # as settled, not as asked
+        .amend("what ran", m.as_run)
+        .add("the measurement", measured)
+        .include(m.parts)
+        .add("environment", env)
+        .amend("the job's GPUs", gpus)
+        .add("the job's GPUs", mixed)
+        .add("the side file", {"per_rank_file": side_file} if side_file else {})
+    )
+    price = plan.config.cost.usd_per_hour
+    if price:
+        per_s = row.get("tokens_per_s") if plan.workload.family == "llm" else global_rate
+        per_million = price / 3600 / float(per_s) * 1e6  # type: ignore[arg-type]
+        row.add("cost", {"usd_per_hour": price, "usd_per_million_samples": per_million})
+    row.add("the published rows", published_columns(row.columns()))
+    return row.row()
+
+
+def _measured_columns(m: Measurement, global_rate: float) -> dict[str, object]:
+    """The window's columns: throughput over the slowest rank's window, per device and in the
+    workload's own units (images, megapixels, tokens), steps, spread, warm-up and memory."""
     plan, loop = m.plan, m.loop
     shape = plan.shape
-    global_rate = m.samples / m.slowest_window_s
     measured: dict[str, object] = {
         "family": plan.workload.family,
         "sample_unit": plan.workload.sample_unit,
@@ -52,29 +82,7 @@ def measurement_row(
         measured["megapixels_per_s"] = global_rate * pixels / 1e6
     if tokens and scenario_for(plan.scenario).samples_are_inputs:  # else: those generated
         measured["tokens_per_s"] = global_rate * tokens
-    gpus = dict(m.gpus)  # several ranks: every rank's GPU, not rank 0's
-    mixed = {"gpu_mixed": gpus.pop("gpu_mixed")} if "gpu_mixed" in gpus else {}
-    row = (
-        RowBuilder()
-        .add("identity", {**identity(plan.config.output.run_id, "ok"), "run_kind": run_kind})
-        .add("settings", config_columns(plan.config))
-        .amend("the workload's shape", plan.workload.shape_columns(plan.shape))
-        .amend("the loop", {"warmup_steps": loop.warmup_steps})  # as settled, not as asked
-        .amend("what ran", m.as_run)
-        .add("the measurement", measured)
-        .include(m.parts)
-        .add("environment", env)
-        .amend("the job's GPUs", gpus)
-        .add("the job's GPUs", mixed)
-        .add("the side file", {"per_rank_file": side_file} if side_file else {})
-    )
-    price = plan.config.cost.usd_per_hour
-    if price:
-        per_s = row.get("tokens_per_s") if plan.workload.family == "llm" else global_rate
-        per_million = price / 3600 / float(per_s) * 1e6  # type: ignore[arg-type]
-        row.add("cost", {"usd_per_hour": price, "usd_per_million_samples": per_million})
-    row.add("the published rows", published_columns(row.columns()))
-    return row.row()
+    return measured
 
 
 def per_rank_rows(m: Measurement, run_id: str) -> list[dict[str, object]]:

@@ -41,22 +41,29 @@ from dlbench.serve.model_server import ModelServer
 from dlbench.serve.search import find_qps
 from dlbench.serve.settings import ServeSettings, answering_limit_s
 from dlbench.telemetry.monitor import TelemetryMonitor, open_monitor
-from dlbench.workloads import get_workload
+from dlbench.workloads import InputShape, Workload, get_workload
 
 REFERENCE_MIN_S = 1.0  # the offline reference lasts at least this long
 REFERENCE_QUERIES = 64  # the batch-1 reference: this many queries one at a time
 SAMPLE_INTERVAL_S = 0.1  # the load's power and clocks, sampled this often
 
 
-def execute_serve(s: ServeSettings) -> dict[str, object]:
-    """Warm, measure the references and the scenario's LoadGen load; append and return the
-    row."""
+def _checked_store(s: ServeSettings) -> CsvStore:
+    """The settings, LoadGen, the CSV, the published rows and the logs' folder checked before
+    anything is built (each refusal one line); the CSV's store."""
     s.checked()
     loadgen()  # missing: one line before anything is built
     store = CsvStore(s.output)
     store.check_writable()
     check_published_folder()
     check_logs_folder(s.output)
+    return store
+
+
+def execute_serve(s: ServeSettings) -> dict[str, object]:
+    """Warm, measure the references and the scenario's LoadGen load; append and return the
+    row."""
+    store = _checked_store(s)
     workload = get_workload(s.model)
     shape = workload.shape(s.width, s.height, s.seq_len)
     devices = plan_devices(s.accelerator, "1")
@@ -97,20 +104,10 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     log = keep_logs(result.log_dir, s.output, run_id)
     shutil.rmtree(scratch, ignore_errors=True)
     monitor.close()
-    settings = {
-        **s.columns(),
-        "mode": "infer",
-        "family": workload.family,
-        "sample_unit": workload.sample_unit,
-        "accelerator": devices.device_type,
-        "devices": 1,
-        **workload.shape_columns(shape),
-        **server.columns(),
-    }
     row = (
         RowBuilder()
         .add("identity", {**identity(run_id, "ok"), "run_kind": "serve"})
-        .add("settings", settings)
+        .add("settings", _settings(s, workload, shape, server, devices.device_type))
         .add("LoadGen", {**result.columns(), "serve_loadgen": loadgen_version()})
         .add("LoadGen's logs", {"serve_loadgen_log": log})
         .include(parts)
@@ -239,3 +236,20 @@ def show_serve(row: dict[str, object]) -> None:
     lines.append(f"verdict: {row['verdict']} {row.get('verdict_reasons') or ''}".rstrip())
     lines.append(published_line(row))
     print("\n".join(lines))
+
+
+def _settings(
+    s: ServeSettings, workload: Workload, shape: InputShape, server: ModelServer, accelerator: str
+) -> dict[str, object]:
+    """What was served and how, as the row's settings: the command's, the workload's shape and
+    what the server ran (its buckets, graphs and layout)."""
+    return {
+        **s.columns(),
+        "mode": "infer",
+        "family": workload.family,
+        "sample_unit": workload.sample_unit,
+        "accelerator": accelerator,
+        "devices": 1,
+        **workload.shape_columns(shape),
+        **server.columns(),
+    }

@@ -185,34 +185,24 @@ def open_session(
     torch.backends.cudnn.benchmark = autotune
     torch.manual_seed(config.measurement.seed + fabric.global_rank)
     sharded = config.devices.strategy == "fsdp"
-    model, loss = (
-        build_sharded_model(
-            workload, shape, config.workload.llm_impl, fabric.init_module(empty_init=True), "cpu"
+    impl = config.workload.llm_impl
+    if sharded:
+        model, loss = build_sharded_model(
+            workload, shape, impl, fabric.init_module(empty_init=True), "cpu"
         )
-        if sharded
-        else (build_model(workload, shape, config.workload.llm_impl, fabric.init_module()))
-    )
+    else:
+        model, loss = build_model(workload, shape, impl, fabric.init_module())
     fmt = image_layout(bool(config.acceleration.channels_last), workload)
     model = model.to(memory_format=fmt)
     param_count = sum(p.numel() for p in model.parameters())
     convolutions = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
-    float8 = apply_float8(
-        model,
-        precision.fp8,
-        sharded,
-        step_tokens_aligned(workload, shape, config.workload.batch_size),
-    )
+    aligned = step_tokens_aligned(workload, shape, config.workload.batch_size)
+    float8 = apply_float8(model, precision.fp8, sharded, aligned)
     if config.workload.mode != "train":
         hold_autocast_weights(model, precision)
     if config.acceleration.compile:  # under FSDP each block is compiled as it is sharded
         model, loss = (model, torch.compile(loss)) if sharded else compiled(model, loss)
-    feed = batches = None
-    if config.data.parsed().synthetic:
-        batches = synthetic_batches(config, workload, shape, precision, fmt, fabric)
-        fetch = _fetcher(batches, fabric.device, on_device=config.data.location == "device")
-    else:
-        feed = open_feed(config, workload, shape, precision.input_dtype, fmt, fabric.device)
-        fetch = feed.fetch
+    batches, feed, fetch = _inputs(config, workload, shape, precision, fmt, fabric)
     outputs = OutputWatch()
     if config.workload.mode == "train":
         phases, built = _training_phases(config, model, loss, fetch, fabric, float8, outputs)
@@ -238,6 +228,17 @@ def open_session(
         float8,
         outputs,
     )
+
+
+def _inputs(config: RunConfig, workload: Workload, shape: InputShape, precision, fmt, fabric):
+    """The step's inputs: synthetic batches made once (and how a step fetches one), or a
+    loader's feed."""
+    if config.data.parsed().synthetic:
+        batches = synthetic_batches(config, workload, shape, precision, fmt, fabric)
+        on_device = config.data.location == "device"
+        return batches, None, _fetcher(batches, fabric.device, on_device=on_device)
+    feed = open_feed(config, workload, shape, precision.input_dtype, fmt, fabric.device)
+    return None, feed, feed.fetch
 
 
 def _training_phases(config: RunConfig, model, loss, fetch, fabric, float8, outputs):
