@@ -243,3 +243,22 @@ def test_every_published_csv_holds_against_itself():
                 spread = max(figures) / min(figures)
                 assert 1 / spread <= held["published_ratio"] <= spread
     assert kinds == {"benchmark", "serve"}
+
+
+def test_a_loader_row_is_a_reference_and_is_held_to_its_band(tmp_path):
+    """A row fed by a real input pipeline that waited for its loader measures the loader
+    (issue 88): published before as `invalid: input_bound`, it is a reference all the same, and
+    a row of it 10 % slower is below its band; one noisy by its own window is no reference."""
+    loader = dict(data="folder:/data", data_workers=8, data_decode="cpu", input_bound="True")
+    old = _row(samples_per_s=3700.0, verdict="invalid", verdict_reasons="input_bound", **loader)
+    noisy = _row(samples_per_s=3000.0, verdict="invalid", verdict_reasons="noisy;input_bound",
+                 **{**loader, "data_workers": 4})  # fmt: skip
+    folder = _published(tmp_path / "published", old, noisy)
+    same = _judged(_row(samples_per_s=3650.0, **loader), folder)
+    assert same["published_rows"] == 1 and same["verdict"] == "valid"
+    assert same["verdict_notes"] == "input_bound"  # what a loader row found, not a fault
+    slower = _judged(_row(samples_per_s=3330.0, **loader), folder)
+    assert slower["verdict_reasons"] == "below_published"
+    assert (
+        published_columns(_row(samples_per_s=3000.0, **{**loader, "data_workers": 4}), folder) == {}
+    )

@@ -36,9 +36,9 @@ from dlbench.results.pairing import (
     same_code,
 )
 from dlbench.results.published import (
-    BELOW,
     FOLDER_VARIABLE,
     matching_rows,
+    own_faults,
     published_columns,
     published_files,
     published_folder,
@@ -111,11 +111,13 @@ def _line(row: dict, key: list[str], threshold_pct: float, one_code: bool, folde
     line: dict[str, object] = {k: key_text(row.get(k), k) for k in key}
     note = figure.removeprefix("serve_") if kind_of(row) != "benchmark" else ""
     line.update(candidate=value, runs_candidate=1, note=note + (" (lower is better)" * lower))
-    own = set(key_text(row.get("verdict_reasons")).split(";")) - {"", BELOW, *NOISE_REASONS}
-    invalid = invalid_verdict(";".join(sorted(own))) if own and _invalid(row) else ""
+    faults = own_faults(row) if _invalid(row) else set()
+    own = faults - set(NOISE_REASONS)  # noise alone: the band around the published rows says
+    invalid = invalid_verdict(";".join(sorted(own))) if own else ""
     published = published_columns(row, folder)
     if not published:  # an invalid row says so; only valid rows are ever published references
-        note = "; ".join(n for n in (line["note"], f"the row is {invalid}" * bool(invalid)) if n)
+        why = f"the row is {invalid_verdict(';'.join(sorted(faults)))}" if faults else ""
+        note = "; ".join(n for n in (line["note"], why) if n)
         return {**line, "baseline": math.nan, "verdict": NOT_PUBLISHED, "note": note}
     ratio, band = float(published["published_ratio"]), float(published["published_band_pct"])
     median = value * ratio if lower else value / ratio  # type: ignore[operator]

@@ -131,13 +131,24 @@ def not_counted(row: Mapping[str, object]) -> bool:
     return not empty and _figure(row) is None
 
 
+# What a row fed by a real input pipeline found (the GPU waited for its loader): the loader's
+# rate is what such a row measures, not a fault of its window. Rows before issue 88 carried it
+# as a reason for their verdict; it is a note since.
+LOADER_FINDINGS = ("input_bound",)
+
+
+def own_faults(row: Mapping[str, object]) -> set[str]:
+    """The reasons a row's verdict gives that are faults of its own window: less its comparison
+    with the rows published before it, less a loader row's finding (LOADER_FINDINGS)."""
+    reasons = {r for r in key_text(row.get("verdict_reasons")).split(";") if r}
+    return reasons - {BELOW, *LOADER_FINDINGS}
+
+
 def is_reference(row: Mapping[str, object]) -> bool:
     """Whether a published row is a reference: a finished benchmark or serve run valid by its
-    own window (its verdict, less any comparison with the rows published before it) with the
-    figure its kind is compared on."""
+    own window (`own_faults`) with the figure its kind is compared on."""
     kind = kind_of(row)
-    reasons = {r for r in key_text(row.get("verdict_reasons")).split(";") if r} - {BELOW}
-    valid = key_text(row.get("verdict")) in ("valid", "") or not reasons
+    valid = key_text(row.get("verdict")) in ("valid", "") or not own_faults(row)
     return kind in COMPARED_KINDS and finished(row, kind) and valid and _figure(row) is not None
 
 

@@ -8,7 +8,7 @@ import math
 
 from dlbench.config.limits import MIN_SPREAD_STEPS
 from dlbench.errors import number_or_none
-from dlbench.results.published import ABOVE, BELOW, outside_band
+from dlbench.results.published import ABOVE, BELOW, LOADER_FINDINGS, outside_band
 from dlbench.results.schema import is_true
 from dlbench.results.stats import MAX_NOISE_PCT, Noise
 
@@ -51,7 +51,6 @@ REASONS = {
         "warm up longer (--warmup-steps), or find what changed during the window",
     ),
     "host_bound": ("the host held the GPU back", "a bigger batch, or --cuda-graphs"),
-    "input_bound": ("the host waited for data {data_wait_pct:.0f} % of the window", "{input_fix}"),
     "hardware_slowdown": ("the GPU slowed down ({throttle_reasons})", "check cooling and power"),
     "other_processes": ("{other_gpu_processes} other process(es) used the GPU", "run it alone"),
     "low_clock": (
@@ -114,6 +113,8 @@ REASONS = {
     ),
 }
 NOTES = {
+    "input_bound": "the GPU waited for its loader {data_wait_pct:.0f} % of the window: the row "
+    "measures the input pipeline (faster: {input_fix})",
     "power_capped": "ran at its software power cap in {throttle_pct:.0f} % of samples",
     "processes_hidden": "another PID namespace: NVML's process list could not be matched",
     "eager_fallback": "the step could not be captured as a CUDA graph and ran eager",
@@ -150,9 +151,7 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     if steps is not None and steps < MIN_SPREAD_STEPS:
         reasons.append("few_steps")
     reasons += noise_reasons(row)
-    if _flag(row, "input_bound"):
-        reasons.append("input_bound")
-    elif _flag(row, "host_bound"):
+    if not _flag(row, "input_bound") and _flag(row, "host_bound"):  # a loader's: a note
         reasons.append("host_bound")
     slowdowns = str(row.get("throttle_reasons") or "").split()
     if any(s in HARDWARE_SLOWDOWNS for s in slowdowns):
@@ -173,6 +172,7 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     if outside == BELOW:
         reasons.append(BELOW)
     notes = [ABOVE] if outside == ABOVE else []
+    notes += [f for f in LOADER_FINDINGS if _flag(row, f)]
     if "sw_power_cap" in slowdowns:
         notes.append("power_capped")
     if _flag(row, "gpu_processes_hidden"):
@@ -313,9 +313,9 @@ def advice(row: dict) -> str:
     values["disagreeing_repeats"] = "; ".join(
         f"repeat {k} read {ratios[k - 1]:.4f}" for k in disagreeing_repeats(ratios)
     )
+    values["input_fix"] = _input_fix(row)
     if not reasons:
         extra = "; ".join(NOTES[n].format(**values) for n in notes)
         return "VALID" + (f" (note: {extra})" if extra else "")
-    values["input_fix"] = _input_fix(row)
     parts = [f"{REASONS[r][0].format(**values)}: {REASONS[r][1].format(**values)}" for r in reasons]
     return "INVALID: " + "; ".join(parts)
