@@ -198,8 +198,7 @@ COLUMNS: dict[str, str] = {
     "peak rows: above_datasheet, impossible_figure, below_datasheet, below_siblings; serve rows: "
     "LoadGen's (latency_bound, early_stopping, min_duration, min_queries, loadgen_invalid)",
     "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
-    "eager_fallback, fp8_uncompiled, above_published, input_bound (a row fed by --data that "
-    "waited for its loader measured the loader)",
+    "eager_fallback, fp8_uncompiled, above_published, input_bound (it measured its loader)",
     "published_ratio": "samples_per_s over the median of the published rows of this GPU model "
     "and configuration (dlbench/published, the reference parts: the same experiment, torch and "
     "CUDA at major.minor); empty where none was published",

@@ -124,3 +124,17 @@ def test_the_two_stage_greedy_token_is_argmax_ties_included():
         expected = logits.argmax(-1, keepdim=True)
         assert torch.equal(greedy_token(logits), expected)
         assert torch.equal(compiled(logits), expected)
+
+
+def test_transformers_gets_its_cache_by_the_name_its_release_takes():
+    """`cache` supersedes `past_key_values` (gone in transformers 5.40, a FutureWarning before);
+    a release without it (the GPU image's) still gets `past_key_values`."""
+    from dlbench.engine.scenarios.decoders import cache_argument
+
+    class New:
+        def forward(self, input_ids=None, cache=None, **kwargs): ...
+
+    class Old:
+        def forward(self, input_ids=None, past_key_values=None, **kwargs): ...
+
+    assert cache_argument(New()) == "cache" and cache_argument(Old()) == "past_key_values"

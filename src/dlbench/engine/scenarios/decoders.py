@@ -4,6 +4,7 @@ cache; and the greedy token both use."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ class HfDecoder:
 
         self.model = model
         self.cache = StaticCache(config=model.config, max_cache_len=max_len)
+        self._cache = {cache_argument(model): self.cache}
 
     def reset(self) -> None:
         self.cache.reset()
@@ -29,15 +31,15 @@ class HfDecoder:
     def prefill(self, prompts: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return self.model(
             input_ids=prompts,
-            past_key_values=self.cache,
             cache_position=positions,
             logits_to_keep=1,
             use_cache=True,
+            **self._cache,
         ).logits
 
     def decode(self, token: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         return self.model(
-            input_ids=token, past_key_values=self.cache, cache_position=position, use_cache=True
+            input_ids=token, cache_position=position, use_cache=True, **self._cache
         ).logits
 
     def kv_bytes_per_token(self) -> int:
@@ -45,6 +47,14 @@ class HfDecoder:
             2 * layer.keys.shape[1] * layer.keys.shape[3] * layer.keys.element_size()
             for layer in self.cache.layers
         )
+
+
+def cache_argument(model: Any) -> str:
+    """The name the model's forward takes its cache by: `cache` where transformers has it (it
+    supersedes `past_key_values`, which goes in 5.40), else `past_key_values` (the releases
+    before, the GPU image's 5.17 among them)."""
+    parameters = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
 
 
 class NativeDecoder:
