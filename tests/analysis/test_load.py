@@ -32,3 +32,21 @@ def test_a_scaling_rerun_adds_nothing_whatever_the_run_ids_look_like(tmp_path):
     )
     record_scaling(store, "resnet50", "train")
     assert len(store.rows()) == 3
+
+
+def test_a_row_counts_by_its_own_window_as_a_published_row_does():
+    """One rule of what counts, for the rows a report or compare reads and the published rows
+    (results.published.own_faults): a row below the published band, or a loader row that
+    waited for its loader, is valid by its own window; a noisy one is not."""
+    import pandas as pd
+
+    from dlbench.analysis.load import split_invalid
+
+    rows = pd.DataFrame(
+        {
+            "verdict": ["valid", "invalid", "invalid", "invalid", ""],
+            "verdict_reasons": ["", "below_published", "input_bound", "noisy;input_bound", ""],
+        }
+    )
+    valid, invalid = split_invalid(rows)
+    assert list(valid.index) == [0, 1, 2, 4] and list(invalid.index) == [3]

@@ -514,8 +514,8 @@ def test_a_worker_runs_each_point_in_a_fresh_child_and_outlives_a_failed_one(mon
 
 
 def test_a_multi_process_point_runs_with_no_idle_worker_beside_it(monkeypatch):
-    """The worker of earlier one-device points holds a CUDA context on GPU 0: a DDP point (its
-    ranks in processes of their own) runs only once it is closed, or GPU 0's rank finds it."""
+    """A DDP point (its ranks in processes of their own) runs only once the sweep's worker is
+    closed: nothing of the sweep's sits beside the job's ranks."""
     from dlbench.subprocesses import ChildResult
     from dlbench.sweep import launcher as launchers
 

@@ -11,6 +11,7 @@ from dlbench.results.pairing import RUN_KEY, finished, machine, release
 from dlbench.results.published import (
     RELEASES,
     is_reference,
+    own_faults,
     published_files,
     published_folder,
     rows_not_counted,
@@ -137,9 +138,15 @@ def text_column(rows: pd.DataFrame, column: str, empty: str = "") -> pd.Series:
 
 
 def split_invalid(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rows whose verdict is not invalid (rows from before verdicts existed count as valid),
-    and the invalid ones: ratios use the first only."""
-    invalid = runs.get("verdict", pd.Series("", index=runs.index)).astype(str) == "invalid"
+    """Rows valid by their own window and the others, by the rule the published rows count by
+    (results.published.own_faults: a row below the published band, or a loader row that waited
+    for its loader, is valid by its window; rows from before verdicts existed count as valid):
+    ratios use the first only."""
+    verdict = text_column(runs, "verdict")
+    faulty = [
+        bool(own_faults(r)) for r in runs.reindex(columns=["verdict_reasons"]).to_dict("records")
+    ]
+    invalid = (verdict == "invalid") & pd.Series(faulty, index=runs.index, dtype=bool)
     return runs[~invalid], runs[invalid]
 
 

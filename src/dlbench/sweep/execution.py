@@ -31,8 +31,11 @@ class PointRun:
     first: HeldRow | None = None
 
 
-class SweepExecution:
-    """The points of one sweep through its worker; outcomes into `outcome` as they end."""
+class PointSequence:
+    """A sweep's points one after another (in its worker, or alone where a point needs its
+    own processes), each row held against the published rows as it lands and measured again
+    where it lies outside its band; outcomes into `outcome` as they end. The sweep around it
+    (sweep.runner.SweepRunner) owns the CSV's lock, power limits and the summary."""
 
     def __init__(self, runner, outcome, worker_queue: WorkerQueue, limiter) -> None:
         self.runner, self.outcome, self.worker_queue = runner, outcome, worker_queue

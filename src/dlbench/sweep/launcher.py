@@ -91,7 +91,8 @@ def needs_own_process(config: RunConfig) -> bool:
 
 class Launcher:
     """Runs a point in a process of its own (`--isolation process`, DDP and serve points), the
-    sweep's workers stopped first (their contexts would sit on the GPU beside the point's)."""
+    sweep's worker stopped first: the point has the host to itself (the worker holds no CUDA
+    context, but its imports' memory and its process would sit beside the point's)."""
 
     def __init__(self, close_workers=lambda: None) -> None:
         self.close_workers = close_workers

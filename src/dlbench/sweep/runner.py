@@ -23,7 +23,7 @@ from dlbench.results.pairing import kind_of
 from dlbench.results.published import check_published_folder
 from dlbench.results.store import CsvStore, check_side_file, held
 from dlbench.signals import Interrupted
-from dlbench.sweep.execution import SweepExecution
+from dlbench.sweep.execution import PointSequence
 from dlbench.sweep.launcher import Worker
 from dlbench.sweep.outcome import PointOutcome, SweepOutcome
 from dlbench.sweep.plan import SweepPlan, SweepPoint, shard_points
@@ -34,7 +34,9 @@ from dlbench.sweep.worker_queue import WorkerQueue
 
 
 class SweepRunner:
-    """Runs the points of a plan into one CSV."""
+    """A plan into one CSV: the CSV checked and locked, power limits set and restored, the
+    points resumed or run (sweep.execution.PointSequence), the rows held against the
+    published ones at the end."""
 
     def __init__(
         self,
@@ -87,7 +89,7 @@ class SweepRunner:
         todo = [i for i, p in enumerate(self.points) if not self.rows.done(p, rows)]
         self._say_resumed(console, rows, len(self.points) - len(todo))
         worker_queue = WorkerQueue(self.plan.timeout_s, self.worker)
-        sweep = SweepExecution(self, outcome, worker_queue, limiter)
+        sweep = PointSequence(self, outcome, worker_queue, limiter)
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
