@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from dlbench.results.processes import combined_row, spread_pct
+from dlbench.results.processes import combined_row
 from dlbench.results.published import published_columns
+from dlbench.results.stats import spread_pct
 from dlbench.results.verdict import verdict_columns
 from tests.results.test_published import _published, _row
 

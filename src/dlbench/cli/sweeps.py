@@ -10,7 +10,7 @@ import typer
 from dlbench.cli.app import app
 from dlbench.cli.options import Output, config_from_flags, run_options
 from dlbench.config import DEFAULT_OUTPUT, SETTINGS, check_count
-from dlbench.config.limits import MAX_REPEATS
+from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S, MAX_REPEATS
 from dlbench.errors import check_seconds
 
 Isolation = Annotated[
@@ -185,7 +185,7 @@ DEVICE_COUNTS = (str, "all", "Device counts, e.g. 1,2,4, or 'all'.")
 )
 def scaling(
     flags: dict[str, Any],
-    timeout: Annotated[float, typer.Option(help="Seconds per point.")] = 900.0,
+    timeout: Annotated[float, typer.Option(help="Seconds per point.")] = DEFAULT_POINT_TIMEOUT_S,
 ) -> None:
     from rich.console import Console
 

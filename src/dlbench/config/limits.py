@@ -32,3 +32,4 @@ CLOCK_MARGIN_PCT = 2.0
 # A rank that waits longer than this in a collective ends the run (--collective-timeout):
 # longer than any step or compilation a rank may run alone, far shorter than PyTorch's default.
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0
+DEFAULT_POINT_TIMEOUT_S = 900.0  # seconds a sweep's point may run unless its plan says

@@ -7,13 +7,13 @@ batch-1 points run in three: docs/decisions.md#launch-bound-processes."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping
 
 from dlbench.errors import number_or_none
 from dlbench.results.pairing import figure_of
 from dlbench.results.published import published_columns
 from dlbench.results.schema import COLUMNS, NUMBER_COLUMNS
+from dlbench.results.stats import spread_pct
 from dlbench.results.verdict import verdict_columns
 
 # What a row draws from its figures and the published rows: drawn again for the combined row
@@ -26,11 +26,6 @@ DRAWN_AGAIN = (
     "verdict_reasons",
     "verdict_notes",
 )
-
-
-def spread_pct(figures: list[float]) -> float:
-    """(highest - lowest) / median, in %."""
-    return 100.0 * (max(figures) - min(figures)) / statistics.median(figures)
 
 
 def combined_row(rows: list[Mapping[str, object]], run_id: str) -> dict[str, object]:

@@ -33,6 +33,7 @@ from dlbench.results.pairing import (
     machine,
     release,
 )
+from dlbench.results.stats import spread_pct
 from dlbench.results.store import CsvStore, NotDlbenchCsv
 from dlbench.results.upgrade import missing_columns, upgraded
 
@@ -217,7 +218,7 @@ def band_pct(row: Mapping[str, object], published: list[Mapping[str, object]]) -
     the published rows' spread between them and between the fresh processes each was measured
     in (`process_spread_pct`) add up to more."""
     rates = [_figure(r) or 0.0 for r in published]
-    spread = 100.0 * (max(rates) - min(rates)) / statistics.median(rates) if len(rates) > 1 else 0
+    spread = spread_pct(rates)
     intervals = [number_or_none(r.get("throughput_interval_pct")) or 0.0 for r in published]
     processes = [number_or_none(r.get("process_spread_pct")) or 0.0 for r in published]
     own = number_or_none(row.get("throughput_interval_pct")) or 0.0

@@ -219,6 +219,14 @@ class StepStats:
         return row
 
 
+def spread_pct(figures: list[float]) -> float:
+    """(highest - lowest) / median, in %: how far apart several measurements of one thing lie
+    (published rows of one configuration, the processes of one run); 0 for one."""
+    if len(figures) < 2:
+        return 0.0
+    return 100.0 * (max(figures) - min(figures)) / statistics.median(figures)
+
+
 def percentile(ordered: list[float], pct: float) -> float:
     """The pct-th percentile of sorted values, interpolating between neighbours."""
     if len(ordered) == 1:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from dlbench.config import CONFIG_KEY, RunConfig, resolved_strategy
 from dlbench.config.flags import config_args
 from dlbench.config.fp8_recipes import resolve_recipe
+from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S
 from dlbench.config.row_tags import RowTags
 from dlbench.errors import UserError
 from dlbench.results.pairing import key_text, kind_of
@@ -184,7 +185,7 @@ class SweepPlan:
     name: str
     runs: list[dict]
     fixed: dict[str, object] = field(default_factory=dict)
-    timeout_s: float = 900.0
+    timeout_s: float = DEFAULT_POINT_TIMEOUT_S
     repeats: int = 1
     serve: list[ServePoint] = field(default_factory=list)
 

@@ -12,7 +12,7 @@ import yaml
 
 from dlbench.config.fields import MODES
 from dlbench.config.flags import typed_value
-from dlbench.config.limits import MAX_REPEATS
+from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S, MAX_REPEATS
 from dlbench.errors import MAX_SECONDS, UserError, one_line, unknown_choice
 from dlbench.results.schema import check_tag
 from dlbench.results.store import writable_folder
@@ -86,7 +86,9 @@ def parse_plan(text: str, default_name: str = "plan") -> SweepPlan:
         runs=[_check_block(block, f"PLAN: runs[{i}]") for i, block in enumerate(runs)],
         serve=serve,
         fixed=_check_fixed(data.get("fixed", {}), "PLAN: fixed"),
-        timeout_s=_positive(data.get("timeout_s", 900), "PLAN: timeout_s", float, MAX_SECONDS),
+        timeout_s=_positive(
+            data.get("timeout_s", DEFAULT_POINT_TIMEOUT_S), "PLAN: timeout_s", float, MAX_SECONDS
+        ),
         repeats=_positive(data.get("repeats", 1), "PLAN: repeats", int, MAX_REPEATS),
     )
     plan.check_size()

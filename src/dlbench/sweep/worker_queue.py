@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dlbench.config import RunConfig
+from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S
 from dlbench.subprocesses import ChildResult
 from dlbench.sweep.launcher import Worker
 
@@ -42,7 +43,7 @@ class WorkerQueue:
 
     def __init__(
         self,
-        timeout_s: float = 900.0,
+        timeout_s: float = DEFAULT_POINT_TIMEOUT_S,
         early: Worker | None = None,
         clock: Callable[[], float] = time.monotonic,
         new_worker: Callable[[], Worker] = Worker,
