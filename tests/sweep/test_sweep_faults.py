@@ -61,10 +61,18 @@ def _point_process(sweep: subprocess.Popen) -> tuple[int, int]:
     while time.time() < deadline:
         for pid in _descendants(sweep.pid):
             below = [c for c in _descendants(pid) if _alive(c)]
-            if b"sweep-worker" in Path(f"/proc/{pid}/cmdline").read_bytes() and below:
+            if below and b"sweep-worker" in _command_line(pid):
                 return pid, below[0]
         time.sleep(0.1)
     raise AssertionError("no point started within 90 s")
+
+
+def _command_line(pid: int) -> bytes:
+    """A process's command line (b"" once it is gone: the sweep's children come and go)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _one_row_each(out: Path) -> list[dict[str, str]]:
