@@ -16,8 +16,8 @@ from dlbench.errors import check_seconds
 Isolation = Annotated[
     str,
     typer.Option(
-        help="worker: points run back to back in a process replaced after any failure; "
-        "process: each point in a process of its own (DDP points always are)."
+        help="worker: each point in a fresh process forked from one worker that imported once; "
+        "process: each point a dlbench command of its own (DDP points always are)."
     ),
 ]
 Resume = Annotated[
@@ -40,8 +40,8 @@ RecheckOption = Annotated[
 
 @app.command(
     "sweep",
-    help="Run a grid of points (packaged plan name or YAML file) in a worker replaced after any "
-    "failure.",
+    help="Run a grid of points (packaged plan name or YAML file), each in a fresh process forked "
+    "from one worker.",
 )
 def sweep(
     plan: Annotated[

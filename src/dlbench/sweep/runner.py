@@ -1,5 +1,5 @@
-"""Run a sweep so that one OOM, crash or hang never costs the rest: each point in a worker
-process that is replaced after any failure (the default), or each in a process of its own.
+"""Run a sweep so that one OOM, crash or hang never costs the rest: each point in a fresh process
+forked from one worker (the default), or each as a `dlbench` command of its own.
 
 Rows: the point's process writes its own row (ok, or oom); where it could not (crash, timeout,
 interruption) this process writes one for it. The CSV grows point by point, so a report can run
