@@ -131,10 +131,7 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     if config.measurement.processes > 1:
         return execute_in_processes(config, auto_batch)
     startup_s = since_command_start()
-    store = CsvStore(config.output.path)
-    store.check_writable()
-    check_side_file(config.telemetry.log, "--telemetry-log")
-    check_published_folder()
+    store = _checked_store(config)
     if auto_batch:
         config = config.replace(tags=config.output.tags.with_facts(batch_size_mode="auto"))
     plan = make_plan(config)
@@ -176,6 +173,21 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     row = measurement_row(measurement, env, side_file=side.name if side else None)
     if side is not None:
         CsvStore(side).append_many(per_rank_rows(measurement, str(row["run_id"])))
+    return _kept_and_shown(row, store, config)
+
+
+def _checked_store(config: RunConfig) -> CsvStore:
+    """Before anything is measured: the CSV, the telemetry log and the published rows' folder
+    can be used; the CSV's store."""
+    store = CsvStore(config.output.path)
+    store.check_writable()
+    check_side_file(config.telemetry.log, "--telemetry-log")
+    check_published_folder()
+    return store
+
+
+def _kept_and_shown(row: dict[str, object], store: CsvStore, config: RunConfig) -> int:
+    """The row appended and printed under its verdict; the exit (--strict: 4 where invalid)."""
     store.append(row)
     show_result(row, config.output.json, f"{advice(row)}\n{published_line(row)}")
     return EXIT_INVALID if config.measurement.strict and row["verdict"] == "invalid" else EXIT_OK
@@ -190,10 +202,7 @@ def execute_in_processes(config: RunConfig, auto_batch: bool) -> int:
             "--processes: runs one device per process with a given batch size (not "
             "--batch-size auto, not several devices)"
         )
-    store = CsvStore(config.output.path)
-    store.check_writable()
-    check_side_file(config.telemetry.log, "--telemetry-log")
-    check_published_folder()
+    store = _checked_store(config)
     config = config.replace(run_id=config.output.run_id or new_run_id())
     count, run_id = config.measurement.processes, config.output.run_id
     with tempfile.TemporaryDirectory(prefix="dlbench-processes-") as folder:
@@ -208,9 +217,7 @@ def execute_in_processes(config: RunConfig, auto_batch: bool) -> int:
                 return _process_failed(config, store, rows, result, k)
             stderr.print(f"process {k} of {count}: {_figure_text(rows[0])}")
         row = combined_row(aside.rows(), run_id)
-    store.append(row)
-    show_result(row, config.output.json, f"{advice(row)}\n{published_line(row)}")
-    return EXIT_INVALID if config.measurement.strict and row["verdict"] == "invalid" else EXIT_OK
+    return _kept_and_shown(row, store, config)
 
 
 def _one_process(config: RunConfig) -> tuple[int, str]:
