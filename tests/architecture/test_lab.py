@@ -15,9 +15,6 @@ SRC = ROOT / "src" / "dlbench"
 DECISIONS = ROOT / "docs" / "decisions.md"
 MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60
-# A Triton kernel is one launch's body (its helpers inline into it); the interpreter tests each
-# against torch's ops on the CPU. Its cap is the one every function had before issue 88.
-MAX_KERNEL_LINES = 80
 # A number with a unit of time, size, rate or share, or a ratio "0.95 of": what a measurement
 # reads. Versions (torchvision 0.29) and GPU names (H100s) are not figures.
 FIGURE = re.compile(
@@ -98,14 +95,9 @@ def test_modules_and_functions_stay_small() -> None:
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
-                if lines > (MAX_KERNEL_LINES if _kernel(node) else MAX_FUNCTION_LINES):
+                if lines > MAX_FUNCTION_LINES:
                     too_long.append(f"{path.relative_to(ROOT)}:{node.name}: {lines} lines")
     assert too_long == []
-
-
-def _kernel(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether a function is a Triton kernel (`@triton.jit`)."""
-    return any(ast.unparse(d).startswith("triton.jit") for d in node.decorator_list)
 
 
 def test_no_module_is_kept_small_by_compacted_literals() -> None:

@@ -66,18 +66,8 @@ def _crop_rows(
     x0, y0 = tl.load(base + 6).to(tl.float32), tl.load(base + 7).to(tl.float32)
     x1, y1 = tl.load(base + 8).to(tl.float32), tl.load(base + 9).to(tl.float32)
     flip = tl.load(base + 10)
-    # columns: a vector of output pixels, mirrored where the image is flipped
-    xs = tl.arange(0, BLOCK_X)
+    xs, columns, total_x = _columns(x0, x1, flip, out_w, BLOCK_X)
     valid = xs < out_w
-    at = tl.where(flip != 0, out_w - 1 - xs, xs).to(tl.float32)
-    step_x = (x1 - x0) / out_w
-    support_x = tl.maximum(step_x, 1.0)
-    inverse_x = 1.0 / support_x
-    center_x = x0 + step_x * (at + 0.5)
-    first_x, taps_x = _taps(center_x, support_x)
-    total_x = tl.zeros([BLOCK_X], dtype=tl.float32)
-    for tx in range(taps_x):
-        total_x += _weight(first_x + tx, center_x, inverse_x, x0, x1)
     # rows: the tile's output rows, and the source rows their taps span
     ys = row0 + tl.arange(0, ROWS)
     rows_valid = ys < out_h
@@ -97,16 +87,7 @@ def _crop_rows(
         wy = _weight(py, center_y, inverse_y, y0, y1)
         total_y += wy
         at_row = source + tl.minimum(tl.maximum(py, 0.0), height - 1.0).to(tl.int64) * sy
-        across_r = tl.zeros([BLOCK_X], dtype=tl.float32)
-        across_g = tl.zeros([BLOCK_X], dtype=tl.float32)
-        across_b = tl.zeros([BLOCK_X], dtype=tl.float32)
-        for tx in range(taps_x):
-            px = first_x + tx
-            wx = _weight(px, center_x, inverse_x, x0, x1)
-            pixel = at_row + tl.minimum(tl.maximum(px, 0.0), width - 1.0).to(tl.int64) * sx
-            across_r += wx * tl.load(pixel, mask=valid, other=0).to(tl.float32)
-            across_g += wx * tl.load(pixel + sc, mask=valid, other=0).to(tl.float32)
-            across_b += wx * tl.load(pixel + 2 * sc, mask=valid, other=0).to(tl.float32)
+        across_r, across_g, across_b = _across(at_row, sc, sx, width, columns, BLOCK_X)
         red += wy[:, None] * across_r[None, :]
         green += wy[:, None] * across_g[None, :]
         blue += wy[:, None] * across_b[None, :]
@@ -118,6 +99,43 @@ def _crop_rows(
     _store(target, red * norm, 0, scale, shift, s_c, mask)
     _store(target, green * norm, 1, scale, shift, s_c, mask)
     _store(target, blue * norm, 2, scale, shift, s_c, mask)
+
+
+@triton.jit
+def _columns(x0, x1, flip, out_w, BLOCK_X: tl.constexpr):
+    """The output's columns, a vector of pixels mirrored where the image is flipped: their
+    lanes, what `_across` needs of their filters, and each pixel's sum of weights."""
+    xs = tl.arange(0, BLOCK_X)
+    valid = xs < out_w
+    at = tl.where(flip != 0, out_w - 1 - xs, xs).to(tl.float32)
+    step_x = (x1 - x0) / out_w
+    support_x = tl.maximum(step_x, 1.0)
+    inverse_x = 1.0 / support_x
+    center_x = x0 + step_x * (at + 0.5)
+    first_x, taps_x = _taps(center_x, support_x)
+    total_x = tl.zeros([BLOCK_X], dtype=tl.float32)
+    for tx in range(taps_x):
+        total_x += _weight(first_x + tx, center_x, inverse_x, x0, x1)
+    return xs, (first_x, taps_x, center_x, inverse_x, x0, x1, valid), total_x
+
+
+@triton.jit
+def _across(at_row, sc, sx, width, columns, BLOCK_X: tl.constexpr):
+    """One source row resized across to the output's columns (`columns`: each output pixel's
+    first tap, tap count, centre, inverse support, the box's x0 and x1, and which lanes are
+    pixels), one sum a channel."""
+    first_x, taps_x, center_x, inverse_x, x0, x1, valid = columns
+    across_r = tl.zeros([BLOCK_X], dtype=tl.float32)
+    across_g = tl.zeros([BLOCK_X], dtype=tl.float32)
+    across_b = tl.zeros([BLOCK_X], dtype=tl.float32)
+    for tx in range(taps_x):
+        px = first_x + tx
+        wx = _weight(px, center_x, inverse_x, x0, x1)
+        pixel = at_row + tl.minimum(tl.maximum(px, 0.0), width - 1.0).to(tl.int64) * sx
+        across_r += wx * tl.load(pixel, mask=valid, other=0).to(tl.float32)
+        across_g += wx * tl.load(pixel + sc, mask=valid, other=0).to(tl.float32)
+        across_b += wx * tl.load(pixel + 2 * sc, mask=valid, other=0).to(tl.float32)
+    return across_r, across_g, across_b
 
 
 @triton.jit

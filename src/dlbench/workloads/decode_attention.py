@@ -29,6 +29,42 @@ def _attend_block(k, v, ok, query, best, acc, total):
 
 
 @triton.jit
+def _rope_turn(end, inv_freq, rope_scaling, dims, out, HEAD_DIM: tl.constexpr):
+    """RoPE's cos and signed sin at position `end` as the model's torch path forms them:
+    angles in float32, cos and sin scaled and rounded to the activations' (`out`'s) dtype."""
+    dtype = out.dtype.element_ty
+    angle = end.to(tl.float32) * tl.load(inv_freq + dims % (HEAD_DIM // 2))
+    sign = tl.where(dims < HEAD_DIM // 2, -1.0, 1.0)
+    turn_cos = (tl.cos(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32)
+    turn_sin = (tl.sin(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32) * sign
+    return turn_cos, turn_sin
+
+
+@triton.jit
+def _rotated(at, dims, partner, turn_cos, turn_sin):
+    """One head's vector at `at`, rotated (halves swapped), in float32."""
+    rotated = tl.load(at + dims).to(tl.float32) * turn_cos
+    return rotated + tl.load(at + partner).to(tl.float32) * turn_sin
+
+
+@triton.jit
+def _attend_rest(
+    keys, values, base, end, query, best, acc, total, BLOCK_L: tl.constexpr, HEAD_DIM: tl.constexpr
+):
+    """The cache's blocks after the first, up to `end`, into the online softmax."""
+    slots = tl.arange(0, BLOCK_L)
+    dims = tl.arange(0, HEAD_DIM)
+    for start in range(BLOCK_L, end, BLOCK_L):
+        at = start + slots
+        ok = at < end
+        offsets = base + at[:, None] * HEAD_DIM + dims[None, :]
+        k = tl.load(keys + offsets, mask=ok[:, None], other=0.0)
+        v = tl.load(values + offsets, mask=ok[:, None], other=0.0)
+        best, acc, total = _attend_block(k, v, ok, query, best, acc, total)
+    return acc, total
+
+
+@triton.jit
 def decode_attention_kernel(
     qkv,
     keys,
@@ -63,23 +99,15 @@ def decode_attention_kernel(
     first = base + slots[:, None] * HEAD_DIM + dims[None, :]
     k_first = tl.load(keys + first, mask=(slots < end)[:, None], other=0.0)
     v_first = tl.load(values + first, mask=(slots < end)[:, None], other=0.0)
-    # RoPE at the position as the model's torch path forms it: angles in float32, cos and sin
-    # scaled and rounded to the activations' dtype
-    angle = end.to(tl.float32) * tl.load(inv_freq + dims % (HEAD_DIM // 2))
-    sign = tl.where(dims < HEAD_DIM // 2, -1.0, 1.0)
-    turn_cos = (tl.cos(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32)
-    turn_sin = (tl.sin(angle) * rope_scaling).to(tl.float32).to(dtype).to(tl.float32) * sign
+    turn_cos, turn_sin = _rope_turn(end, inv_freq, rope_scaling, dims, out, HEAD_DIM)
     await_inputs(PDL)
     partner = (dims + HEAD_DIM // 2) % HEAD_DIM
     row = qkv + seq * (heads + 2 * kv_heads) * HEAD_DIM
-    q_at = row + head * HEAD_DIM
-    query = tl.load(q_at + dims).to(tl.float32) * turn_cos
-    query += tl.load(q_at + partner).to(tl.float32) * turn_sin
+    query = _rotated(row + head * HEAD_DIM, dims, partner, turn_cos, turn_sin)
     # scalars stay float32: inductor may pass `scale` as a constant, which Triton widens
     query = (query.to(dtype).to(tl.float32) * scale).to(tl.float32)
     k_at = row + (heads + kv_head) * HEAD_DIM
-    key = tl.load(k_at + dims).to(tl.float32) * turn_cos
-    key = (key + tl.load(k_at + partner).to(tl.float32) * turn_sin).to(dtype)
+    key = _rotated(k_at, dims, partner, turn_cos, turn_sin).to(dtype)
     value = tl.load(row + (heads + kv_heads + kv_head) * HEAD_DIM + dims)
     if head % GROUP == 0:
         tl.store(keys + base + end * HEAD_DIM + dims, key)
@@ -88,13 +116,7 @@ def decode_attention_kernel(
     total = tl.full((), 1.0, tl.float32)
     acc = value.to(tl.float32)
     best, acc, total = _attend_block(k_first, v_first, slots < end, query, best, acc, total)
-    for start in range(BLOCK_L, end, BLOCK_L):
-        at = start + slots
-        ok = at < end
-        offsets = base + at[:, None] * HEAD_DIM + dims[None, :]
-        k = tl.load(keys + offsets, mask=ok[:, None], other=0.0)
-        v = tl.load(values + offsets, mask=ok[:, None], other=0.0)
-        best, acc, total = _attend_block(k, v, ok, query, best, acc, total)
+    acc, total = _attend_rest(keys, values, base, end, query, best, acc, total, BLOCK_L, HEAD_DIM)
     tl.store(out + (seq * heads + head) * HEAD_DIM + dims, (acc / total).to(dtype))
 
 
