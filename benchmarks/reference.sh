@@ -24,7 +24,8 @@
 # `fp8`: the fp8 plan (each point in bf16 and in fp8, compiled) and `validate` of fp8 training
 # against a bare torchao loop (a GPU of compute capability 8.9 or newer).
 # `serve`: the serve plan (dlbench serve under LoadGen): for resnet50, vit and distilbert the highest
-# rate whose p99 meets MLPerf's bound (--find-qps), and resnet50 single stream and offline.
+# rate whose p99 meets MLPerf's bound (--find-qps), and resnet50 single stream and offline; llm_1b
+# in the three scenarios under MLPerf's token bounds, and its static-batch server beside.
 # Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [multi] [docs]
 #   (the seven single-GPU parts by default)
 #   DLBENCH (default: python3 -m dlbench, from this tree)
@@ -109,7 +110,7 @@ fp8() {  # where FP8 pays on this GPU, and the harness with torchao's float8 tra
 }
 
 serve() {  # requests a second under a p99 bound, beside offline throughput and batch-1 latency
-    run sweep serve --output "$(csv serve)"  # the packaged plan: resnet50 (3 scenarios), vit, distilbert
+    run sweep serve --output "$(csv serve)"  # the packaged plan: resnet50, vit, distilbert, llm_1b
 }
 
 multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a bare loop's?

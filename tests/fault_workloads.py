@@ -98,8 +98,9 @@ register_workload(
 
 
 class ServeFailModel(nn.Module):
-    """Answers the model server's warm-up and references (the main thread), then raises on
-    the DLBENCH_FAULT_AFTER-th batch (default 10) served in a load (another thread)."""
+    """Answers the model server's warm-up and references (the main thread and the references'
+    own), then raises on the DLBENCH_FAULT_AFTER-th batch (default 10) served in a load (another
+    thread)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -109,7 +110,7 @@ class ServeFailModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         import threading
 
-        if threading.current_thread() is not threading.main_thread():
+        if threading.current_thread().name not in ("MainThread", "dlbench-references"):
             self.served += 1
             if self.served >= int(os.environ.get("DLBENCH_FAULT_AFTER", "10")):
                 raise RuntimeError("injected failure of the model mid-load")
@@ -128,3 +129,47 @@ register_workload(
         analytic_flops=lambda shape, mode: None,
     )
 )
+
+
+def _failing_native(model: nn.Module) -> nn.Module:
+    """The tiny Llama, natively, raising inside its decode loop at the DLBENCH_FAULT_AFTER-th
+    step (default 10) served in a load (not at warm-up or the references)."""
+    import threading
+
+    from dlbench.workloads.llama import NativeLlama
+
+    class FailingLlama(NativeLlama):
+        served = 0
+
+        def logits(self, *args, **kwargs):
+            if threading.current_thread().name not in ("MainThread", "dlbench-references"):
+                FailingLlama.served += 1
+                if FailingLlama.served >= int(os.environ.get("DLBENCH_FAULT_AFTER", "10")):
+                    raise RuntimeError("injected failure of the decode loop mid-load")
+            return super().logits(*args, **kwargs)
+
+    return FailingLlama.from_transformers(model)
+
+
+def _register_failing_llm() -> None:
+    from dlbench.workloads.text import LLAMA_SIZES, llama_builder
+
+    size = LLAMA_SIZES["llm_tiny"]
+    register_workload(
+        Workload(
+            name="llm_serve_fail",
+            summary="test LLM whose decode loop fails mid-load when served",
+            family="llm",
+            sample_unit="sequence",
+            build=llama_builder(size),
+            make_batch=_batch,
+            loss=cross_entropy,
+            generative=True,
+            vocab_size=size.vocab,
+            native=_failing_native,
+            context_len=size.context,
+        )
+    )
+
+
+_register_failing_llm()

@@ -15,7 +15,8 @@ from dlbench.config.fp8_recipes import recipe_named
 from dlbench.engine.acceleration.float8 import quantize_for_inference
 from dlbench.run import execute
 from dlbench.workloads import InputShape, get_workload
-from dlbench.workloads.llama import NativeLlama, float8_weight
+from dlbench.workloads.float8_weights import float8_weight
+from dlbench.workloads.llama import NativeLlama
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9),
@@ -40,7 +41,7 @@ def test_batch1_decode_reads_float8_weights_and_agrees_with_torch_on_them(recipe
     native.setup_cache(1, 64)
     with torch.inference_mode():
         native.logits(ids[:, :16], torch.arange(16, device="cuda"))
-        assert native.path(1, torch.bfloat16, position, generating=True).gemv
+        assert native.path(1, torch.bfloat16, position, native.cache).gemv
         decoded = native.logits(ids[:, 16:], position).float().flatten()
         native.setup_cache(1, 64)  # all 17 through torch's ops (torchao's scaled matmul)
         expected = native.logits(ids, torch.arange(17, device="cuda")).float().flatten()

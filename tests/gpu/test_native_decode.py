@@ -22,12 +22,12 @@ def test_batch1_decode_path_agrees_with_transformers(kernels: bool) -> None:
     native = NativeLlama.from_transformers(hf).eval()
     native.decode_kernels = kernels  # False: --attention asked for one of SDPA's kernels
     position = torch.tensor([16], device="cuda")
-    path = native.path(1, torch.bfloat16, position, generating=True)
+    cache = native.setup_cache(1, 64)
+    path = native.path(1, torch.bfloat16, position, cache)
     assert (path.gemv, path.kernel_attention) == (True, kernels)
     assert native.kernel_decode(1) is kernels and not native.kernel_decode(2)
-    assert not native.path(16, torch.bfloat16, torch.arange(16, device="cuda"), True).gemv
+    assert not native.path(16, torch.bfloat16, torch.arange(16, device="cuda"), cache).gemv
     ids = torch.randint(0, hf.config.vocab_size, (1, 17), device="cuda")
-    native.setup_cache(1, 64)
     with torch.inference_mode():
         native.logits(ids[:, :16], torch.arange(16, device="cuda"))  # prefill: torch's ops
         decoded = native.logits(ids[:, 16:], position).float().flatten()

@@ -45,13 +45,19 @@ def _kept(before: dict[str, str], after: dict[str, str]) -> bool:
 def test_a_server_that_fails_mid_load_ends_in_one_line_with_every_query_answered(
     tmp_path, scenario
 ):
-    out = tmp_path / "serve.csv"
-    before = _earlier_rows(out)
     rate = ["--qps", "200"] if scenario == "server" else []
+    rows = failed_mid_load(tmp_path / "serve.csv", [*FAILING, "--scenario", scenario, *rate])
+    assert rows[1]["run_kind"] == "serve" and "injected" in rows[1]["error"]
+
+
+def failed_mid_load(out, args: list[str]) -> list[dict[str, str]]:
+    """`dlbench serve ARGS` of a model that fails mid-load, after an earlier row: it ends within
+    a minute (LoadGen's 45 s load is not waited for), exit 1, one error line naming the
+    failure; the earlier row kept and one row of its own, status error. The rows."""
+    before = _earlier_rows(out)
     began = time.monotonic()
-    done = run_cli("serve", *FAILING, "--scenario", scenario, *rate, "--output", out,
-                   timeout=120)  # fmt: skip
-    assert time.monotonic() - began < 60  # LoadGen's 45 s load is not waited for
+    done = run_cli("serve", *args, "--output", out, timeout=120)
+    assert time.monotonic() - began < 60
     assert done.returncode == 1, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in done.stderr
@@ -59,7 +65,7 @@ def test_a_server_that_fails_mid_load_ends_in_one_line_with_every_query_answered
     rows = CsvStore(out).rows()
     assert _kept(before, rows[0])
     assert [r["status"] for r in rows] == ["ok", "error"]
-    assert rows[1]["run_kind"] == "serve" and "injected" in rows[1]["error"]
+    return rows
 
 
 def test_a_signal_mid_load_ends_the_run_with_its_code_and_a_row(tmp_path):

@@ -17,15 +17,22 @@ TINY = ("accelerator: cpu, model: 'timm:test_resnet', width: 32, height: 32, pre
         "compile: false, max_batch: 4, queries: 16")  # fmt: skip
 
 
-def test_the_packaged_serve_plan_serves_three_models_and_resnet50_in_every_scenario():
+def test_the_packaged_serve_plan_serves_four_models_resnet50_and_llm_1b_in_every_scenario():
     points = load_plan("serve").points()
     assert all(isinstance(p, ServePoint) for p in points)
     runs = [(p.settings.model, p.settings.scenario, p.settings.find_qps) for p in points]
     assert runs == [("resnet50", "server", True), ("resnet50", "single-stream", False),
                     ("resnet50", "offline", False), ("vit", "server", True),
-                    ("distilbert", "server", True)]  # fmt: skip
-    assert [p.settings.search_budget for p in points if p.settings.find_qps] == [240.0, 120, 120]
+                    ("distilbert", "server", True), ("llm_1b", "server", True),
+                    ("llm_1b", "single-stream", False), ("llm_1b", "offline", False),
+                    ("llm_1b", "server", True)]  # fmt: skip
+    budgets = [p.settings.search_budget for p in points if p.settings.find_qps]
+    assert budgets == [240.0, 120, 120, 150, 150]
     assert points[0].cli_args()[:5] == ["serve", "--model", "resnet50", "--scenario", "server"]
+    llm = [p.settings for p in points if p.settings.model == "llm_1b"]
+    # the default plan's batched generation: 32 sequences, 128 prompt and 128 new tokens
+    assert {(s.max_batch, s.prompt_len, s.new_tokens) for s in llm} == {(32, 128, 128)}
+    assert [s.batching for s in llm] == ["continuous"] * 3 + ["static"]
 
 
 def test_serve_entries_take_tags_repeats_and_only():
@@ -51,7 +58,6 @@ def test_serve_entries_take_tags_repeats_and_only():
         ("{model: resnet50, scenario: burst}", "--scenario"),
         ("{model: resnet50, scenario: offline, qps: 10}", "--qps"),
         ("{model: resnet50, scenario: server, qps: .nan}", "--qps"),
-        ("{model: llm_tiny, scenario: offline}", "continuous batching"),
         ("{model: no_such_model, scenario: offline}", "no_such_model"),
         ("{model: resnet50, scenario: offline, colour: red}", "colour"),
         ("{model: resnet50, scenario: offline, output: /tmp/x.csv}", "output"),
@@ -64,6 +70,10 @@ def test_serve_entries_take_tags_repeats_and_only():
         ("{model: resnet50, scenario: offline, tags: {verdict: x}}", "verdict"),
         ("{model: resnet50, scenario: offline, tags: [a]}", "tags"),
         ("[model, resnet50]", "serve[0]"),
+        ("{model: llm_tiny, scenario: offline, width: 64}", "--width"),
+        ("{model: llm_tiny, scenario: offline, batching: eager}", "--batching"),
+        ("{model: llm_tiny, scenario: offline, prompt_len: 2040}", "context"),
+        ("{model: resnet50, scenario: offline, new_tokens: 8}", "--new-tokens"),
     ],
 )
 def test_a_bad_serve_entry_is_refused_by_place_and_flag_before_any_point(entry, needle):

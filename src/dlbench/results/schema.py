@@ -140,8 +140,7 @@ COLUMNS: dict[str, str] = {
     "processes": "fresh processes the point was measured in, one after another (--processes): "
     "the row is the one whose figure is their median",
     "process_spread_pct": "the processes' figures: (highest - lowest) / median, %; a published "
-    "row's widens the band a new row is held to (docs/reference.md#held-against-the-published-"
-    "rows)",
+    "row's widens the band a new row is held to (docs/reference.md)",
     "slowest_rank_median_step_ms": "median step time of the slowest rank",
     "slowest_rank": "global rank whose window was longest (it sets samples_per_s)",
     "per_rank_file": "side CSV beside this one with each rank's window, throughput and power",
@@ -153,7 +152,7 @@ COLUMNS: dict[str, str] = {
     "baseline_samples_per_s": "scaling rows: throughput of the world_size 1 run",
     "baseline_run_id": "scaling rows: run_id of the world_size 1 run",
     "ddp_baseline_samples_per_s": "scaling rows: throughput of the DDP-wrapped one-device run",
-    "scaling_efficiency_ddp": "scaling rows: samples_per_s(N) / (N x the DDP-wrapped one), i.e. "
+    "scaling_efficiency_ddp": "scaling rows: samples_per_s(N) / (N x the DDP-wrapped one): "
     "communication alone",
     "ddp_overhead": "scaling rows: 1 - DDP-wrapped / plain one-device throughput",
     "benchmark_run_id": "scaling rows: run_id of the N-device run",
@@ -193,10 +192,11 @@ COLUMNS: dict[str, str] = {
     **TELEMETRY_COLUMNS,
     "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",
     "verdict_reasons": "why invalid, ;-separated: failed, short_window, few_steps, noisy, "
-    "host_bound, hardware_slowdown, other_processes, low_clock, "
-    "energy_short_window, non_finite_loss, below_published; validate rows: repeats_disagree; "
-    "peak rows: above_datasheet, impossible_figure, below_datasheet, below_siblings; serve rows: "
-    "LoadGen's (latency_bound, early_stopping, min_duration, min_queries, loadgen_invalid)",
+    "host_bound, hardware_slowdown, other_processes, low_clock, energy_short_window, "
+    "non_finite_loss, below_published; validate rows: repeats_disagree; peak rows: "
+    "above_datasheet, impossible_figure, below_datasheet, below_siblings; serve rows: LoadGen's "
+    "(latency_bound, ttft_bound, tpot_bound, early_stopping, min_duration, min_queries, "
+    "loadgen_invalid)",
     "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
     "eager_fallback, fp8_uncompiled, above_published, input_bound (it measured its loader)",
     "published_ratio": "samples_per_s over the median of the published rows of this GPU model "

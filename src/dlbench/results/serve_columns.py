@@ -1,6 +1,7 @@
 """The columns of a `dlbench serve` row (results.schema lists them in its order): what was
-served (the scenario, the batcher, the bound, the least duration and queries), what MLPerf's
-LoadGen said of the load (its result and reasons, rates, percentiles, early stopping, its logs),
+served (the scenario, the batcher, the bound, the least duration and queries; an LLM's
+batching, lengths and token bounds), what MLPerf's LoadGen said of the load (its result and
+reasons, rates, percentiles, early stopping, its logs; an LLM's token latencies and rates),
 where a query's time went in the server, the rate search, and the same model's offline and
 batch-1 references."""
 
@@ -17,6 +18,16 @@ SERVE_COLUMNS: dict[str, str] = {
     "serve_mlperf_rules": "serve: MLPerf's own least duration and queries applied",
     "serve_min_duration_s": "serve: the least time a load lasts (LoadGen's min_duration)",
     "serve_min_queries": "serve: the least queries a load answers (LoadGen's min_query_count)",
+    "serve_batching": "serve, LLM: continuous (a request joins the running batch at the next "
+    "decode step and leaves when done) or static (whole batches of the next requests)",
+    "serve_lengths": "serve, LLM: request lengths, fixed (prompt_len and new_tokens) or uniform "
+    "(each drawn from half to 1.5x of them, seeded)",
+    "serve_ttft_p99_bound_ms": "serve, LLM server: the p99 time to first token LoadGen holds the "
+    "load to",
+    "serve_tpot_p99_bound_ms": "serve, LLM server: the p99 time per output token LoadGen holds "
+    "the load to",
+    "serve_kv_slots": "serve, LLM: requests the KV cache holds at once (the batch's most)",
+    "serve_kv_cache_gb": "serve, LLM: the KV cache's memory, every slot at the longest request",
     "serve_loadgen": "serve: the load generator and its release (MLPerf's LoadGen)",
     "serve_result": "serve: LoadGen's result, VALID or INVALID",
     "serve_invalid_reasons": "serve: why LoadGen called it INVALID, ;-separated: latency_bound "
@@ -30,8 +41,23 @@ SERVE_COLUMNS: dict[str, str] = {
     "serve_latency_p90_ms": "serve: LoadGen's 90th percentile latency (single stream's metric)",
     "serve_latency_p99_ms": "serve: LoadGen's 99th percentile latency (the server's bound's)",
     "serve_early_stopping": "serve: LoadGen's early-stopping verdict and estimates",
+    "serve_output_tokens_per_s": "serve, LLM: output tokens a second LoadGen counted (server "
+    "and single stream: as completed; offline: over the load)",
+    "serve_ttft_p50_ms": "serve, LLM: LoadGen's median time to first token, from the scheduled "
+    "issue (none in offline: LoadGen measures none there)",
+    "serve_ttft_p90_ms": "serve, LLM: LoadGen's 90th percentile time to first token",
+    "serve_ttft_p99_ms": "serve, LLM: LoadGen's 99th percentile time to first token (the "
+    "server's bound's)",
+    "serve_tpot_p50_ms": "serve, LLM: LoadGen's median time per output token after the first",
+    "serve_tpot_p90_ms": "serve, LLM: LoadGen's 90th percentile time per output token",
+    "serve_tpot_p99_ms": "serve, LLM: LoadGen's 99th percentile time per output token (the "
+    "server's bound's)",
     "serve_loadgen_log": "serve: LoadGen's summary log beside the CSV (its detail log beside it)",
-    "serve_mean_batch": "serve: mean batch the batcher formed",
+    "serve_mean_batch": "serve: mean batch the batcher formed (LLM: requests a decode step ran)",
+    "serve_prompt_tokens_mean": "serve, LLM: prompt tokens of a request answered, mean",
+    "serve_output_tokens_mean": "serve, LLM: output tokens of a request answered, mean",
+    "serve_total_tokens_per_s": "serve, LLM: prompt and output tokens a second "
+    "(serve_output_tokens_per_s scaled by the requests' mean lengths)",
     "serve_queue_ms": "serve: a query's mean wait from LoadGen's hand-over to its batch's start",
     "serve_batch_ms": "serve: a query's mean time in its batch through the model server (copy "
     "in, run, copy out)",
@@ -42,7 +68,10 @@ SERVE_COLUMNS: dict[str, str] = {
     "serve_points": "serve --find-qps: each rate tried as qps:p99_ms:ok (VALID) or over",
     "serve_offline_samples_per_s": "serve: the same model's offline throughput at the largest "
     "batch, over at least a second (the search's upper end)",
-    "serve_batch1_p50_ms": "serve: the same model's median latency one query at a time",
+    "serve_batch1_p50_ms": "serve: the same model's median latency one query at a time (LLM: "
+    "one request, every token)",
+    "serve_warmup_s": "serve: the server's warm-up before its references and load (every "
+    "bucket compiled, run and captured)",
 }
 
 # The settings a serve row was measured with, beside the workload's (dlbench.serve.settings
@@ -58,4 +87,8 @@ SERVE_KEY = (
     "serve_mlperf_rules",
     "serve_min_duration_s",
     "serve_min_queries",
+    "serve_batching",
+    "serve_lengths",
+    "serve_ttft_p99_bound_ms",
+    "serve_tpot_p99_bound_ms",
 )

@@ -85,6 +85,16 @@ REASONS = {
         "({serve_slo_p99_ms:g} ms)",
         "a lower --qps (--find-qps finds the highest valid rate), or a faster server",
     ),
+    "ttft_bound": (
+        "LoadGen: the p99 time to first token ({serve_ttft_p99_ms:.2f} ms) passed the bound "
+        "({serve_ttft_p99_bound_ms:g} ms)",
+        "a lower --qps (--find-qps finds the highest valid rate), or a smaller prefill wait",
+    ),
+    "tpot_bound": (
+        "LoadGen: the p99 time per output token ({serve_tpot_p99_ms:.2f} ms) passed the bound "
+        "({serve_tpot_p99_bound_ms:g} ms)",
+        "a lower --qps, or a smaller --max-batch (fewer requests a decode step)",
+    ),
     "early_stopping": (
         "LoadGen: its early-stopping estimate failed ({serve_early_stopping})",
         "a longer load (--min-duration, --queries) or a lower --qps",
@@ -303,6 +313,10 @@ def advice(row: dict) -> str:
         "published_band_pct",
         "serve_latency_p99_ms",
         "serve_slo_p99_ms",
+        "serve_ttft_p99_ms",
+        "serve_ttft_p99_bound_ms",
+        "serve_tpot_p99_ms",
+        "serve_tpot_p99_bound_ms",
         "serve_min_duration_s",
         "serve_min_queries",
     ):

@@ -1,9 +1,10 @@
 """MLPerf's LoadGen drives every `dlbench serve` load: it owns time, arrivals, percentiles and
-validity; dlbench's model server only answers (serve.sut). A load is LoadGen's test in its
-performance mode with the scenario's settings; what LoadGen says is read back from its detail
-log (`:::MLLOG` lines) and kept: its result and each reason a run is INVALID, the scheduled and
-completed rates, its percentiles and early-stopping estimate. Its summary and detail logs stay
-beside the CSV, named by the row's run id."""
+validity; dlbench's model server only answers (serve.sut, serve.token_sut). A load is LoadGen's
+test in its performance mode with the scenario's settings; what LoadGen says is read back from
+its detail log (`:::MLLOG` lines) and kept: its result and each reason a run is INVALID, the
+scheduled and completed rates, its percentiles and early-stopping estimate, and for an LLM
+(LoadGen's token latencies) its time to first token, time per output token and tokens a second.
+Its summary and detail logs stay beside the CSV, named by the row's run id."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ import json
 import shutil
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Protocol
+
+import numpy as np
 
 from dlbench.config.serve_scenarios import serve_scenario
 from dlbench.errors import EXIT_FAILED, UserError, exception_line
 from dlbench.results.store import writable_folder
-from dlbench.serve.batching import BatchPolicy
-from dlbench.serve.sut import SystemUnderTest
 from dlbench.signals import Interrupted
 
 # the detail log's verdict on each constraint, and the reason a row names when it failed
@@ -30,6 +32,8 @@ CONSTRAINTS = {
     "result_min_queries_met": "min_queries",
 }
 PERCENTILES = (50, 90, 99)
+# what LoadGen's summary says where an LLM's load passed one of its token bounds, and the reason
+TOKEN_BOUNDS = {"TTFT constrain not met": "ttft_bound", "TPOT constrain not met": "tpot_bound"}
 KEPT_LOGS = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 
 
@@ -68,6 +72,7 @@ class Load:
     bound_ms: float | None = None  # the server's
     coalesce: bool = True  # the server's
     seed: int = 0
+    token_bounds_ms: tuple[float, float] | None = None  # an LLM's: TTFT and TPOT (server's p99)
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class LoadGenResult:
     latency_ms: dict[int, float]  # by percentile
     early_stopping: str
     log_dir: Path
+    tokens: dict[str, float | None] = field(default_factory=dict)  # an LLM's (token_columns)
 
     @property
     def p99_ms(self) -> float:
@@ -90,6 +96,7 @@ class LoadGenResult:
     def columns(self) -> dict[str, object]:
         """The row's columns of the load."""
         return {
+            **self.tokens,
             "serve_result": "VALID" if self.valid else "INVALID",
             "serve_invalid_reasons": ";".join(self.reasons),
             "serve_queries": self.queries,
@@ -115,6 +122,11 @@ def result_of(entries: dict[str, object], scenario: str, log_dir: Path) -> LoadG
     if "result_validity" not in entries:
         raise RuntimeError(f"LoadGen wrote no result to {log_dir}")
     reasons = tuple(name for key, name in CONSTRAINTS.items() if entries.get(key) is False)
+    tokens = "requested_use_token_latencies" in entries
+    if tokens and "latency_bound" in reasons:  # which of the two bounds LoadGen names
+        said = str(entries.get("result_invalid_reason") or "")
+        named = tuple(name for text, name in TOKEN_BOUNDS.items() if text in said)
+        reasons = tuple(r for r in reasons if r != "latency_bound") + (named or ("latency_bound",))
     scheduled = entries.get("result_scheduled_samples_per_sec")
     text = " ".join(str(entries.get("early_stopping_result") or "").split())
     return LoadGenResult(
@@ -130,7 +142,29 @@ def result_of(entries: dict[str, object], scenario: str, log_dir: Path) -> LoadG
         },
         early_stopping=text.replace("* ", "").strip(),
         log_dir=log_dir,
+        tokens=token_columns(entries) if tokens else {},
     )
+
+
+def token_columns(entries: dict[str, object]) -> dict[str, float | None]:
+    """An LLM load's token figures as LoadGen gives them: time to first token and time per
+    output token at each percentile (not in offline, where LoadGen measures neither) and
+    output tokens a second."""
+
+    def ms(key: str) -> float | None:
+        value = entries.get(key)
+        return float(value) / 1e6 if value is not None else None  # type: ignore[arg-type]
+
+    rate = entries.get(
+        "result_completed_tokens_per_second", entries.get("result_tokens_per_second")
+    )
+    columns: dict[str, float | None] = {
+        "serve_output_tokens_per_s": float(rate) if rate is not None else None,  # type: ignore[arg-type]
+    }
+    for q in PERCENTILES:
+        columns[f"serve_ttft_p{q}_ms"] = ms(f"result_first_token_{q:.2f}_percentile_latency_ns")
+        columns[f"serve_tpot_p{q}_ms"] = ms(f"result_time_per_output_token_{q:.2f}_percentile_ns")
+    return columns
 
 
 def loadgen_settings(lg: ModuleType, load: Load) -> object:
@@ -146,28 +180,71 @@ def loadgen_settings(lg: ModuleType, load: Load) -> object:
     name, factor = scenario.loadgen_sizing
     sized = load.expected * factor
     setattr(settings, name, int(sized) if name.endswith("_ns") else sized)
-    if scenario.takes_rate:
-        settings.server_target_latency_ns = int(load.bound_ms * 1e6)  # type: ignore[operator]
+    if scenario.takes_rate:  # an LLM's is held to its token bounds, as MLPerf's (none: 0)
+        settings.server_target_latency_ns = int((load.bound_ms or 0.0) * 1e6)
         settings.server_coalesce_queries = load.coalesce
+    if load.token_bounds_ms is not None:
+        settings.use_token_latencies = True
+        ttft, tpot = load.token_bounds_ms
+        settings.ttft_latency, settings.tpot_latency = int(ttft * 1e6), int(tpot * 1e6)
     return settings
 
 
+class UnderTest(Protocol):
+    """What LoadGen drives (serve.sut for whole queries, serve.token_sut for an LLM's)."""
+
+    failure: BaseException | None
+
+    def issue_queries(self, samples: Sequence) -> None: ...
+
+    def flush_queries(self) -> None: ...
+
+    def abandon(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def columns(self) -> dict[str, float | None]: ...
+
+
+class Answers:
+    """How a system under test answers LoadGen: whole queries (no data), or an LLM's first
+    tokens and finished requests (their tokens and count, as LoadGen's token latencies need)."""
+
+    def __init__(self, lg: ModuleType) -> None:
+        self.lg = lg
+
+    def queries(self, queries: Sequence[int]) -> None:
+        self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(q, 0, 0) for q in queries])
+
+    def first(self, requests: Sequence) -> None:
+        """Each request's first token (`tokens[0]`), as LoadGen's time to first token."""
+        tokens = np.array([r.tokens[0] for r in requests], dtype=np.int32)
+        address, size = tokens.ctypes.data, tokens.itemsize
+        responses = [
+            self.lg.QuerySampleResponse(r.query, address + i * size, size, 1)
+            for i, r in enumerate(requests)
+        ]
+        self.lg.FirstTokenComplete(responses)
+
+    def finished(self, requests: Sequence) -> None:
+        """Each request's tokens and their count (a request answered unfinished, as a load
+        abandoned answers it, is given two: LoadGen takes no fewer)."""
+        kept = [np.array(r.tokens or [0], dtype=np.int32) for r in requests]
+        responses = [
+            self.lg.QuerySampleResponse(r.query, t.ctypes.data, t.nbytes, max(2, len(r.tokens)))
+            for r, t in zip(requests, kept)
+        ]
+        self.lg.QuerySamplesComplete(responses)
+
+
 def run_load(
-    run_batch: Callable[[int], None],
-    policy: BatchPolicy,
-    load: Load,
-    samples: int,
-    log_dir: Path,
+    make_sut: Callable[[Answers], UnderTest], load: Load, samples: int, log_dir: Path
 ) -> tuple[LoadGenResult, dict[str, float | None]]:
-    """One LoadGen test of the model server (`run_batch`, through the batcher's `policy`) over
-    `samples` query samples; its result, and where the queries' time went (serve.sut.Split)."""
+    """One LoadGen test of the system under test `make_sut` makes (given how to answer) over
+    `samples` query samples; its result, and the system's own columns of the load."""
     lg = loadgen()
-
-    def complete(queries: Sequence[int]) -> None:
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(q, 0, 0) for q in queries])
-
     log_dir.mkdir(parents=True, exist_ok=True)
-    sut = SystemUnderTest(run_batch, complete, policy, inline=load.scenario == "single-stream")
+    sut = make_sut(Answers(lg))
     log = lg.LogSettings()
     log.log_output.outdir = str(log_dir)
     log.log_output.copy_summary_to_stdout = False
@@ -199,7 +276,7 @@ def run_load(
     lg.DestroyQSL(pool)
     lg.DestroySUT(handle)
     entries = read_detail(log_dir / "mlperf_log_detail.txt")
-    return result_of(entries, load.scenario, log_dir), sut.split.columns()
+    return result_of(entries, load.scenario, log_dir), sut.columns()
 
 
 WATCH_S = 0.1  # how often the load's thread is looked at (a failure, a signal)

@@ -4,8 +4,8 @@ one device through the dynamic batcher; one row (`run_kind` serve) that says wha
 Before any load the server is warmed (every bucket compiled and run) and two references of the
 same model are measured by the server itself: its offline throughput at the largest batch, and
 its batch-1 latency. `--find-qps` searches the highest rate LoadGen calls VALID (serve.search),
-the offline throughput its upper end. LLMs are refused: serving them needs continuous
-batching."""
+the offline throughput its upper end. A decoder LLM is served token by token, continuously
+batched, and held to LoadGen's token latencies (serve.services)."""
 
 from __future__ import annotations
 
@@ -13,20 +13,22 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from dlbench.config.serve_scenarios import serve_scenario
 from dlbench.console import error_line, stderr
 from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.engine.distribution.devices import plan_devices
-from dlbench.errors import UserError
+from dlbench.errors import EXIT_FAILED, UserError, exception_line
 from dlbench.results.efficiency import energy_columns
 from dlbench.results.environment import collect_environment
 from dlbench.results.published import check_published_folder, published_columns, published_line
 from dlbench.results.row import RowBuilder, failure_row, identity, new_run_id
 from dlbench.results.store import CsvStore
-from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.loadgen import (
     Load,
     LoadAbandoned,
@@ -37,14 +39,14 @@ from dlbench.serve.loadgen import (
     loadgen_version,
     run_load,
 )
-from dlbench.serve.model_server import ModelServer
 from dlbench.serve.search import find_qps
+from dlbench.serve.services import LlmService, QueryService, open_service, token_rates
 from dlbench.serve.settings import ServeSettings, answering_limit_s
 from dlbench.telemetry.monitor import TelemetryMonitor, open_monitor
 from dlbench.workloads import InputShape, Workload, get_workload
 
-REFERENCE_MIN_S = 1.0  # the offline reference lasts at least this long
-REFERENCE_QUERIES = 64  # the batch-1 reference: this many queries one at a time
+Service = QueryService | LlmService
+T = TypeVar("T")
 SAMPLE_INTERVAL_S = 0.1  # the load's power and clocks, sampled this often
 
 
@@ -74,45 +76,35 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     monitor = open_monitor(device, SAMPLE_INTERVAL_S, None)
     monitor.time_counter_steps = False  # a load lasts seconds: the counter's edges suffice
     monitor.measure_idle()  # before anything is built: the GPU's own idle power
-    server = ModelServer(
-        workload,
-        shape,
-        device,
-        precision,
-        s.max_batch,
-        s.compile,
-        s.seed,
-        s.cuda_graphs,
-        s.channels_last,
-    )
-    stderr.print(f"serving {s.model} ({s.scenario}): warming {len(server.buckets)} buckets")
-    server.warm()
-    references = {
-        "serve_offline_samples_per_s": server.offline_rate(REFERENCE_MIN_S),
-        "serve_batch1_p50_ms": server.batch1_median_ms(REFERENCE_QUERIES),
-    }
-    _check_answerable(s, float(references["serve_offline_samples_per_s"]))
-    slo = s.bound_ms()
+    service = open_service(s, workload, shape, device, precision)
     run_id = s.run_id or new_run_id()
+    failed = {**s.columns(), "run_id": run_id, "run_kind": "serve"}
+    try:
+        references = _prepared(s, service)
+    except UserError:
+        raise
+    except Exception as exc:  # the model failed before any load: the row says so
+        why = f"the model server failed before the load ({exception_line(exc)})"
+        _leave(LoadAbandoned(why, EXIT_FAILED), store, failed, env, None)
+    _check_answerable(s, float(references["serve_offline_samples_per_s"]))
     scratch = Path(tempfile.mkdtemp(prefix="dlbench-loadgen-"))
     try:
-        result, split, telemetry, parts = _scenario_load(
-            s, server, slo, references, scratch, monitor
-        )
+        result, split, telemetry, parts = _scenario_load(s, service, references, scratch, monitor)
     except LoadAbandoned as stop:
-        _leave(stop, store, {**s.columns(), "run_id": run_id, "run_kind": "serve"}, env, scratch)
+        _leave(stop, store, failed, env, scratch)
     log = keep_logs(result.log_dir, s.output, run_id)
     shutil.rmtree(scratch, ignore_errors=True)
     monitor.close()
     row = (
         RowBuilder()
         .add("identity", {**identity(run_id, "ok"), "run_kind": "serve"})
-        .add("settings", _settings(s, workload, shape, server, devices.device_type))
+        .add("settings", _settings(s, workload, shape, service, devices.device_type))
         .add("LoadGen", {**result.columns(), "serve_loadgen": loadgen_version()})
         .add("LoadGen's logs", {"serve_loadgen_log": log})
         .include(parts)
-        .add("the load's telemetry", energy_columns(telemetry, result.queries, None))
         .add("where a query's time went", split)
+        .add("the tokens", token_rates({**result.columns(), **split}))
+        .add("the load's telemetry", _energy(telemetry, result, service, split))
         .add("the references", references)
         .add("environment", env)
         .add("tags", s.tag_columns())
@@ -122,10 +114,45 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     return row
 
 
+def _prepared(s: ServeSettings, service: Service) -> dict[str, float]:
+    """The service warmed, its references measured (on a thread, as a load runs), and the
+    warm-up's time."""
+    stderr.print(f"serving {s.model} ({s.scenario}): warming {service.warming}")
+    began = time.perf_counter()
+    service.warm()
+    warmup_s = time.perf_counter() - began
+    return {**on_thread(service.references), "serve_warmup_s": warmup_s}
+
+
+def on_thread(fn: Callable[[], T]) -> T:
+    """`fn` run on a thread of its own, as a load's queries are served (on the CPU, torch's
+    threads answer a thread that is not the main one more slowly: a reference measured on the
+    main thread would be one no load can reach)."""
+    done: list = []
+
+    def run() -> None:
+        try:
+            done.append((True, fn()))
+        except BaseException as exc:  # raised again on the calling thread
+            done.append((False, exc))
+
+    thread = threading.Thread(target=run, name="dlbench-references", daemon=True)
+    thread.start()
+    thread.join()
+    ok, value = done[0]
+    if not ok:
+        raise value
+    return value
+
+
+def _energy(telemetry: dict, result: LoadGenResult, service: Service, split: dict) -> dict:
+    """The load's telemetry with its energy per query, and per output token for an LLM."""
+    return energy_columns(telemetry, result.queries, service.tokens_per_query(split))
+
+
 def _scenario_load(
     s: ServeSettings,
-    server: ModelServer,
-    slo: float,
+    service: Service,
     references: dict,
     scratch: Path,
     monitor: TelemetryMonitor,
@@ -133,7 +160,6 @@ def _scenario_load(
     """The scenario's LoadGen load (the search's best, with --find-qps), where its queries' time
     went, what the hardware did during it (the telemetry window of every row), and its own
     parts of the row (the search)."""
-    policy = BatchPolicy(s.max_batch, s.batch_timeout_ms / 1e3)
     seconds, queries = s.minimums()
     common = {"min_duration_s": seconds, "min_queries": queries, "seed": s.seed}
     scenario = serve_scenario(s.scenario)
@@ -143,18 +169,18 @@ def _scenario_load(
     def load(qps: float | None = None) -> LoadGenResult:
         rate = scenario.takes_rate
         expected = float(qps if rate else references[scenario.sized_by])  # type: ignore[arg-type]
+        own = service.load_settings()
+        if not rate:
+            own.pop("bound_ms", None)
         spec = Load(
-            s.scenario,
-            **common,
-            expected=expected,
-            bound_ms=slo if rate else None,
-            coalesce=s.coalesce is not False,
+            s.scenario, **common, **own, expected=expected, coalesce=s.coalesce is not False
         )
         folder = scratch / f"load-{len(splits)}"
         at = f" at {qps:,.1f} queries/s" if qps else ""
         stderr.print(f"LoadGen: a {s.scenario} load{at}, at least {seconds:g} s")
         monitor.begin_window()
-        result, splits[qps or 0.0] = run_load(server.run_batch, policy, spec, s.max_batch, folder)
+        made = service.system_under_test
+        result, splits[qps or 0.0] = run_load(made, spec, service.samples, folder)
         monitor.end_window()
         windows[qps or 0.0] = monitor.summary()
         return result
@@ -190,7 +216,7 @@ def _check_answerable(s: ServeSettings, offline_rate: float) -> None:
 
 
 def _leave(
-    stop: LoadAbandoned, store: CsvStore, columns: dict, env: dict, scratch: Path
+    stop: LoadAbandoned, store: CsvStore, columns: dict, env: dict, scratch: Path | None
 ) -> NoReturn:
     """A load abandoned while LoadGen still runs on its own thread: the run's row says why,
     one error line says it too, and the process ends now with the stop's exit code (LoadGen
@@ -198,7 +224,8 @@ def _leave(
     status = "interrupted" if stop.exit_code > 128 else "error"
     store.append(failure_row(columns, status, str(stop), env))
     error_line(str(stop))
-    shutil.rmtree(scratch, ignore_errors=True)
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(stop.exit_code)
@@ -239,7 +266,7 @@ def show_serve(row: dict[str, object]) -> None:
 
 
 def _settings(
-    s: ServeSettings, workload: Workload, shape: InputShape, server: ModelServer, accelerator: str
+    s: ServeSettings, workload: Workload, shape: InputShape, service: Service, accelerator: str
 ) -> dict[str, object]:
     """What was served and how, as the row's settings: the command's, the workload's shape and
     what the server ran (its buckets, graphs and layout)."""
@@ -250,6 +277,6 @@ def _settings(
         "sample_unit": workload.sample_unit,
         "accelerator": accelerator,
         "devices": 1,
-        **workload.shape_columns(shape),
-        **server.columns(),
+        **({} if s.is_llm() else workload.shape_columns(shape)),
+        **service.columns(),
     }

@@ -24,6 +24,7 @@ MAX_QPS = 1e6
 MAX_QUERIES = 10**7
 MAX_SERVE_BATCH = 4096
 MAX_SLO_MS = 60_000.0
+MAX_KV_CACHE_GB = 1e5
 MAX_LOAD_S = 3600.0  # a load that would last longer is refused before anything warms up
 # how long past its least duration a load may take to be answered (a rate beyond the server's
 # offline rate queues): twice the duration, or the duration and this much, whichever is more
@@ -34,6 +35,11 @@ MLPERF_MIN_QUERIES = {name: s.mlperf_min_queries for name, s in SERVE_SCENARIOS.
 # MLPerf Inference's p99 bounds for the server scenario: ResNet-50's for vision models, BERT's
 # for text (vit and the others have none of their own)
 SLO_P99_MS = {"vision": 15.0, "segmentation": 15.0, "text": 130.0}
+# An LLM's server is held to its p99 time to first token and time per output token: MLPerf
+# Inference's bounds for Llama-3.1-8B, the LLM benchmark closest in size to llm_1b and llm_8b
+# (mlcommons/inference, loadgen/mlperf.conf: llama3_1-8b.Server.ttft_latency, tpot_latency)
+TTFT_P99_MS = 2000.0
+TPOT_P99_MS = 100.0
 _RULES = ", ".join(f"{k} {v:,}" for k, v in MLPERF_MIN_QUERIES.items())
 
 
@@ -66,6 +72,25 @@ class ServeSettings:
         None, "Server: LoadGen hands over queries due together at once (default: on)."
     )
     search_budget: float = option(240.0, "Seconds --find-qps may spend.")
+    batching: str = option(
+        "continuous",
+        "LLMs: continuous (a request joins the running batch at the next step and leaves when "
+        "done) or static (whole batches of the next requests).",
+    )
+    lengths: str = option(
+        "fixed", "LLMs: request lengths, fixed or uniform (each drawn from half to 1.5x, seeded)."
+    )
+    ttft_p99_ms: float | None = option(
+        None,
+        f"LLMs, server: the p99 time to first token bound (default MLPerf's, {TTFT_P99_MS:g}).",
+    )
+    tpot_p99_ms: float | None = option(
+        None,
+        f"LLMs, server: the p99 time per output token bound (default MLPerf's, {TPOT_P99_MS:g}).",
+    )
+    kv_cache_gb: float | None = option(
+        None, "LLMs: the most the KV cache may take (default: half the free memory)."
+    )
     # RunConfig's settings, as a server runs them: its weights in bf16, each bucket compiled
     # and replayed as a CUDA graph
     precision: str = shared("precision", "bf16-true")
@@ -76,6 +101,8 @@ class ServeSettings:
     width: int | None = shared("width")
     height: int | None = shared("height")
     seq_len: int = shared("seq_len")
+    prompt_len: int = shared("prompt_len")
+    new_tokens: int = shared("new_tokens")
     seed: int = shared("seed", note="Serve: LoadGen's too.")
     output: Path = shared("output")
     run_id: str | None = shared("run_id")
@@ -89,6 +116,9 @@ class ServeSettings:
         _in_range("--qps", self.qps, MAX_QPS)
         _in_range("--slo-p99-ms", self.slo_p99_ms, MAX_SLO_MS)
         _in_range("--batch-timeout-ms", self.batch_timeout_ms, MAX_SLO_MS, zero=True)
+        _in_range("--ttft-p99-ms", self.ttft_p99_ms, MAX_SLO_MS)
+        _in_range("--tpot-p99-ms", self.tpot_p99_ms, MAX_SLO_MS)
+        _in_range("--kv-cache-gb", self.kv_cache_gb, MAX_KV_CACHE_GB)
         check_seconds("--min-duration", self.min_duration)
         check_seconds("--search-budget", self.search_budget)
         self.tag_columns()
@@ -104,16 +134,33 @@ class ServeSettings:
         given = {k: getattr(self, k) for k in shared_keys - {"tags"}}
         return RunConfig.of(**given, mode="infer", batch_size=self.max_batch)
 
+    def given(self) -> set[str]:
+        """The settings given other than at their default."""
+        return {k for k, s in SERVE_SETTINGS.items() if getattr(self, k) != s.default}
+
+    def token_bounds_ms(self) -> tuple[float, float]:
+        """An LLM server's p99 bounds, (time to first token, time per output token)."""
+        return self.ttft_p99_ms or TTFT_P99_MS, self.tpot_p99_ms or TPOT_P99_MS
+
+    def is_llm(self) -> bool:
+        """Whether the model is a decoder LLM, served by its tokens."""
+        from dlbench.workloads import get_workload  # the registry imports torch: not at start-up
+
+        return get_workload(self.model).family == "llm"
+
     def tag_columns(self) -> dict[str, str]:
         """`tags` as the row's columns; a UserError for one that is no KEY=VALUE, is given twice
         or names a column the row writes."""
         return parse_tags(list(self.tags))
 
-    def bound_ms(self) -> float:
-        """The server scenario's p99 bound: as given, else MLPerf's for the model's kind."""
+    def bound_ms(self) -> float | None:
+        """The server scenario's p99 bound: as given, else MLPerf's for the model's kind (an
+        LLM's: none, its tokens are bounded)."""
         from dlbench.workloads import get_workload
 
         family = get_workload(self.model).family
+        if family == "llm":
+            return None
         return self.slo_p99_ms or SLO_P99_MS.get(family, SLO_P99_MS["vision"])
 
     def minimums(self) -> tuple[float, int]:
@@ -134,12 +181,7 @@ class ServeSettings:
                 f"{flag}: only the server scenario has a rate ({self.scenario} has none)"
             )
         self._check_unused(rate)
-        from dlbench.workloads import get_workload  # the registry imports torch: not at start-up
-
-        if get_workload(self.model).family == "llm":
-            raise invalid(
-                "--model", self.model, "LLM serving needs continuous batching; not served"
-            )
+        check_model_flags(self)
         if self.precision == "fp8":
             raise invalid("--precision", self.precision, "not served yet; use bf16-true")
 
@@ -148,6 +190,8 @@ class ServeSettings:
         given = {k: getattr(self, k) != SERVE_SETTINGS[k].default for k in SERVE_SETTINGS}
         unused = {
             "--slo-p99-ms": not rate and given["slo_p99_ms"],
+            "--ttft-p99-ms": not rate and given["ttft_p99_ms"],
+            "--tpot-p99-ms": not rate and given["tpot_p99_ms"],
             "--coalesce": not rate and given["coalesce"],
             "--search-budget": not self.find_qps and given["search_budget"],
         }
@@ -190,6 +234,8 @@ class ServeSettings:
         sweep's point matches a row on them all)."""
         seconds, queries = self.minimums()
         server = SERVE_SCENARIOS[self.scenario].takes_rate
+        llm = self.is_llm()
+        ttft, tpot = self.token_bounds_ms() if llm and server else (None, None)
         return {
             "model": self.model,
             "precision": self.precision,
@@ -207,6 +253,12 @@ class ServeSettings:
             "serve_mlperf_rules": self.mlperf_rules,
             "serve_min_duration_s": seconds,
             "serve_min_queries": queries,
+            "prompt_len": self.prompt_len if llm else None,
+            "new_tokens": self.new_tokens if llm else None,
+            "serve_batching": self.batching if llm else None,
+            "serve_lengths": self.lengths if llm else None,
+            "serve_ttft_p99_bound_ms": ttft,
+            "serve_tpot_p99_bound_ms": tpot,
         }
 
     def cli_args(self) -> list[str]:
@@ -222,6 +274,21 @@ class ServeSettings:
 SERVE_SETTINGS = declared_settings(ServeSettings, "serve")
 # what a plan's entry may not set: the sweep sets them (those of its own a serve run takes)
 SERVE_SWEEP_OWNED = tuple(k for k in SWEEP_OWNED if k in SERVE_SETTINGS)
+
+
+def check_model_flags(s: ServeSettings) -> None:
+    """A flag the model does not take, refused by name: an LLM's own given for another model,
+    one for images or --slo-p99-ms given for an LLM; and an LLM's requests checked against
+    its context and LoadGen's least output."""
+    from dlbench.serve.llm_checks import check_llm_settings, llm_only_flags
+
+    given = s.given()
+    if not s.is_llm():
+        for flag, key in llm_only_flags().items():
+            if key in given:
+                raise UserError(f"{flag}: only an LLM takes it ({s.model} is not one)")
+        return
+    check_llm_settings(s, given)
 
 
 def answering_limit_s(seconds: float) -> float:

@@ -138,6 +138,10 @@ class SystemUnderTest:
             self.abandoned = True
             self._ready.notify()
 
+    def columns(self) -> dict[str, float | None]:
+        """Where the load's queries' time went, as the row's columns (`Split`)."""
+        return self.split.columns()
+
     def close(self) -> None:
         """Answer what waits, then stop the serving thread."""
         if self._thread is None:

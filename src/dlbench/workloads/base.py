@@ -74,6 +74,7 @@ class Workload:
     # --llm-impl native: the built model rewritten (same weights) and the loss it trains with
     native: Callable[[nn.Module], nn.Module] | None = None
     native_loss: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
+    context_len: int | None = None  # decoders: the most positions a sequence may take
 
     @property
     def is_image(self) -> bool:

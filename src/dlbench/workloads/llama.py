@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from dlbench.workloads.float8_weights import float8_weight
+from dlbench.workloads.kv_cache import KVCache
 from dlbench.workloads.llm_loss import Hidden, LogitsInLoss
 
 
@@ -48,22 +50,6 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + turned * sin
 
 
-@dataclass
-class KVCache:
-    """Static keys and values per layer, [batch, kv_heads, max_len, head_dim], written in place."""
-
-    keys: list[torch.Tensor]
-    values: list[torch.Tensor]
-
-    def reset(self) -> None:
-        for t in (*self.keys, *self.values):
-            t.zero_()
-
-    def bytes_per_token(self) -> int:
-        """Cache bytes one token of context takes in one sequence, over all layers."""
-        return sum(2 * k.shape[1] * k.shape[3] * k.element_size() for k in self.keys)
-
-
 class Block(nn.Module):
     """One decoder layer with fused projections."""
 
@@ -84,9 +70,10 @@ class Block(nn.Module):
         gate_up = path.project(x, self.w13, norm=self.ffn_norm)
         return path.project(gate_up, self.w2, gated=True, residual=x)
 
-    def attend(self, qkv, cos, sin, cache, pos, mask) -> torch.Tensor:
+    def attend(self, qkv, cos, sin, cache, pos, mask, per_row: bool = False) -> torch.Tensor:
         """RoPE and SDPA: causal over the sequence (training), or the new positions written to
-        the static cache and attending to it up to the position ([b, t, heads * head_dim])."""
+        the static cache and attending to it up to the position ([b, t, heads * head_dim]);
+        `per_row`: one new token a sequence, each at its own position (a served batch)."""
         b, t, _ = qkv.shape
         kv = self.kv_heads * self.head_dim
         q, k, v = qkv.split([self.heads * self.head_dim, kv, kv], -1)
@@ -98,8 +85,13 @@ class Block(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         else:
             keys, values = cache
-            keys.index_copy_(2, pos, k)
-            values.index_copy_(2, pos, v)
+            if per_row:
+                rows = torch.arange(b, device=pos.device)
+                keys[rows, :, pos] = k[:, :, 0]
+                values[rows, :, pos] = v[:, :, 0]
+            else:
+                keys.index_copy_(2, pos, k)
+                values.index_copy_(2, pos, v)
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
         return out.transpose(1, 2).reshape(b, t, -1)
 
@@ -136,25 +128,6 @@ def project(
     return out if residual is None else residual + out
 
 
-def float8_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(float8 data, a scale per output row) of a weight quantized for inference (torchao's
-    Float8Tensor, per row), None for a plain weight: batch-1 decode reads them itself."""
-    data, scale = getattr(weight, "qdata", None), getattr(weight, "scale", None)
-    if data is None or scale is None or data.dtype != torch.float8_e4m3fn:
-        return None
-    if scale.numel() != data.shape[0]:  # a scale per tensor: not what the GEMV applies
-        return None
-    return data, scale.reshape(-1).float()
-
-
-def stored_bytes(tensor: torch.Tensor) -> int:
-    """Bytes a tensor takes on its device: a float8 weight's data and scales as stored."""
-    fp8 = float8_weight(tensor)
-    if fp8 is not None:
-        return sum(t.numel() * t.element_size() for t in fp8)
-    return tensor.numel() * tensor.element_size()
-
-
 @dataclass(frozen=True)
 class ForwardPath:
     """How one forward computes, chosen once for all its layers (`NativeLlama.path`): the
@@ -166,6 +139,7 @@ class ForwardPath:
     kernel_attention: bool
     rope: tuple
     mask: torch.Tensor | None = None
+    per_row: bool = False  # decode of sequences at positions of their own (Block.attend)
 
     def project(self, x: torch.Tensor, linear: nn.Linear, **fused) -> torch.Tensor:
         """`project`, by the GEMV kernel with its norm, gate and residual fused on this path
@@ -190,7 +164,7 @@ class ForwardPath:
     def attend(self, block: Block, qkv: torch.Tensor, cache, pos) -> torch.Tensor:
         """The layer's attention output, [b, t, heads * head_dim]."""
         if not self.kernel_attention:
-            return block.attend(qkv, *self.rope, cache, pos, self.mask)
+            return block.attend(qkv, *self.rope, cache, pos, self.mask, self.per_row)
         from dlbench.workloads.decode_attention import decode_attention
 
         b, t, _ = qkv.shape
@@ -229,7 +203,6 @@ class NativeLlama(nn.Module, LogitsInLoss):
         self.rope_scaling = 1.0
         self.frequencies = torch.ones(self.head_dim // 2, device="cpu")  # inv_freq's values
         self.cache: KVCache | None = None
-        self.max_len = 0
         self.decode_kernels = True  # batch-1 decode's attention by the Triton kernel
 
     @classmethod
@@ -278,18 +251,27 @@ class NativeLlama(nn.Module, LogitsInLoss):
         return gemv, gemv and self.decode_kernels
 
     def path(
-        self, rows: int, dtype: torch.dtype, positions: torch.Tensor, generating: bool
+        self,
+        rows: int,
+        dtype: torch.dtype,
+        positions: torch.Tensor,
+        cache: KVCache | None,
+        per_row: bool = False,
     ) -> ForwardPath:
-        """The path of a forward over `rows` token vectors at `positions`: generation reads
-        and writes the static cache up to them, training attends causally."""
-        gemv, kernel_attention = self._kernels(rows, dtype, generating)
+        """The path of a forward over `rows` token vectors at `positions`: generation (a
+        `cache`) reads and writes the static cache up to them, training attends causally;
+        `per_row`: a position for each sequence's one new token rather than for each token."""
+        gemv, kernel_attention = self._kernels(rows, dtype, cache is not None)
         if kernel_attention:
             return ForwardPath(True, True, (self.inv_freq, self.rope_scaling))
-        if not generating:
+        if cache is None:
             return ForwardPath(gemv, False, self._rope(positions, dtype))
-        span = torch.arange(self.max_len, device=positions.device)
+        span = torch.arange(cache.max_len, device=positions.device)
         mask = (span[None, :] <= positions[:, None])[None, None]  # [1, 1, T, max_len]
-        return ForwardPath(gemv, False, self._rope(positions, dtype), mask)
+        cos, sin = self._rope(positions, dtype)
+        if per_row:  # [1, 1, b, ...] -> [b, 1, 1, ...]: sequence i at positions[i]
+            cos, sin, mask = cos.transpose(0, 2), sin.transpose(0, 2), mask.transpose(0, 2)
+        return ForwardPath(gemv, False, (cos, sin), mask, per_row)
 
     def get_input_embeddings(self) -> nn.Embedding:
         """The token table (named as transformers names it, for the decode byte count)."""
@@ -305,7 +287,7 @@ class NativeLlama(nn.Module, LogitsInLoss):
         shape = (batch, self.kv_heads, max_len, self.head_dim)
         keys = [torch.zeros(shape, dtype=ref.dtype, device=ref.device) for _ in self.layers]
         values = [torch.zeros(shape, dtype=ref.dtype, device=ref.device) for _ in self.layers]
-        self.cache, self.max_len = KVCache(keys, values), max_len
+        self.cache = KVCache(keys, values)
         return self.cache
 
     def _rope(self, positions: torch.Tensor, dtype: torch.dtype):
@@ -314,26 +296,45 @@ class NativeLlama(nn.Module, LogitsInLoss):
         cos, sin = angles.cos() * self.rope_scaling, angles.sin() * self.rope_scaling
         return cos.to(dtype)[None, None], sin.to(dtype)[None, None]
 
-    def hidden_states(self, ids: torch.Tensor, positions: torch.Tensor | None = None):
+    def hidden_states(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+    ):
         """The last layer's output, before the final norm: over the sequence (training), or
         for `positions` with the cache (generation: prefill writes positions 0..T-1, decode
-        one position)."""
+        one position; `cache` in place of the model's own). A decode of b > 1 sequences
+        given b positions runs each sequence at its own (a served batch)."""
         x = self.embed(ids)
         generating = positions is not None
         if not generating:
             positions = torch.arange(ids.shape[1], device=ids.device)
-        path = self.path(ids.numel(), x.dtype, positions, generating)
+        cache = (cache or self.cache) if generating else None
+        per_row = generating and ids.shape[1] == 1 and positions.numel() == ids.shape[0] > 1
+        path = self.path(ids.numel(), x.dtype, positions, cache, per_row)
         for i, block in enumerate(self.layers):
-            cache = (self.cache.keys[i], self.cache.values[i]) if generating else None
-            x = block(x, path, cache, positions)
+            layer_cache = (cache.keys[i], cache.values[i]) if cache is not None else None
+            x = block(x, path, layer_cache, positions)
         return x
 
     def forward(self, ids: torch.Tensor) -> Hidden:
         """Training: the hidden states and the output weight (the loss forms the logits)."""
         return Hidden(self.norm(self.hidden_states(ids)), self.output.weight, self.head_float8)
 
-    def logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Generation: logits of the last position only."""
-        last = self.hidden_states(ids, positions)[:, -1:]
+    def logits(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache: KVCache | None = None,
+        last: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Generation: logits of the last position only, or of position `last[i]` of sequence
+        i (prompts padded after their end to one length)."""
+        hidden = self.hidden_states(ids, positions, cache)
+        if last is None:
+            last = hidden[:, -1:]
+        else:
+            last = hidden[torch.arange(hidden.shape[0], device=hidden.device), last][:, None]
         gemv, _ = self._kernels(last.shape[0], last.dtype, generating=True)
         return ForwardPath(gemv, False, ()).project(last, self.output, norm=self.norm)

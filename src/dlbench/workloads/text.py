@@ -25,13 +25,14 @@ class LlamaSize:
     kv_heads: int
     vocab: int
     tie_embeddings: bool = False
+    context: int = 2048  # the most positions a sequence may take (the model's it is shaped as)
 
 
 LLAMA_SIZES = {
     "llm_tiny": LlamaSize(64, 128, 2, 4, 2, 1000),
     "llm_125m": LlamaSize(768, 3072, 12, 12, 12, 32000),
-    "llm_1b": LlamaSize(2048, 8192, 16, 32, 8, 128256, tie_embeddings=True),  # Llama-3.2-1B shape
-    "llm_8b": LlamaSize(4096, 14336, 32, 32, 8, 128256),  # Llama-3.1-8B shape
+    "llm_1b": LlamaSize(2048, 8192, 16, 32, 8, 128256, True, 131072),  # Llama-3.2-1B shape
+    "llm_8b": LlamaSize(4096, 14336, 32, 32, 8, 128256, context=131072),  # Llama-3.1-8B shape
 }
 
 
@@ -148,5 +149,6 @@ for _name, _size in LLAMA_SIZES.items():
             vocab_size=_size.vocab,
             native=native_llama,
             native_loss=native_llama_loss,
+            context_len=_size.context,
         )
     )

@@ -27,7 +27,7 @@ from dlbench.engine.timing.loop import LoopResult, WindowObserver, run_measured_
 from dlbench.engine.timing.settings import Agreement, LoopSettings
 from dlbench.engine.timing.timer import synchronize
 from dlbench.workloads import InputShape, Workload
-from dlbench.workloads.llama import stored_bytes
+from dlbench.workloads.float8_weights import stored_bytes
 
 PREFILL_SAMPLES = 100  # TTFT percentiles from at least this many prefills (p99 is not a max)
 RESET, PREFILL = 0, 1  # step positions inside a round; decode steps follow

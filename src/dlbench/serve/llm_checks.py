@@ -1,0 +1,87 @@
+"""What an LLM's serve settings must be, checked before anything is built (each refusal one
+line naming the flag): the flags only an LLM takes, those it does not (an image's size and
+layout, a text model's sequence, the p99 bound of whole queries), its batching and lengths,
+and its requests against the model's context and LoadGen's least output."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from dlbench.config.sections import check_choice
+from dlbench.errors import UserError, invalid
+from dlbench.serve.continuous import BATCHINGS
+from dlbench.serve.requests import LENGTHS, MIN_OUTPUT, longest_request
+
+
+class LlmRequests(Protocol):
+    """What of a serve run's settings an LLM's checks read (serve.settings.ServeSettings)."""
+
+    model: str
+    batching: str
+    lengths: str
+    prompt_len: int
+    new_tokens: int
+
+
+# an LLM's own flags, by key
+_LLM_ONLY = (
+    "prompt_len",
+    "new_tokens",
+    "batching",
+    "lengths",
+    "ttft_p99_ms",
+    "tpot_p99_ms",
+    "kv_cache_gb",
+)
+# what an LLM does not take, and what it takes in its place
+_NOT_FOR_LLM = {
+    "width": "an image's size",
+    "height": "an image's size",
+    "channels_last": "an image's layout",
+    "seq_len": "a sequence length: an LLM's requests have --prompt-len and --new-tokens",
+    "slo_p99_ms": "a bound on whole queries: an LLM's are --ttft-p99-ms and --tpot-p99-ms",
+}
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def llm_only_flags() -> dict[str, str]:
+    """The flags only an LLM takes, by their name on the command line."""
+    return {_flag(key): key for key in _LLM_ONLY}
+
+
+def check_llm_settings(s: LlmRequests, given: set[str]) -> None:
+    """A UserError naming the first flag an LLM's serve run cannot take or be given."""
+    for key, what in _NOT_FOR_LLM.items():
+        if key in given:
+            name = "--no-channels-last" if key == "channels_last" else _flag(key)
+            raise UserError(f"{name}: {what}; {s.model} is an LLM")
+    check_choice("--batching", s.batching, BATCHINGS)
+    check_choice("--lengths", s.lengths, LENGTHS)
+    if "batch_timeout_ms" in given and s.batching == "continuous":
+        raise UserError(
+            "--batch-timeout-ms: continuous batching holds no request for company (static "
+            "batching does: --batching static)"
+        )
+    if s.new_tokens < MIN_OUTPUT:
+        raise invalid(
+            "--new-tokens", s.new_tokens, f"LoadGen's time per output token needs {MIN_OUTPUT}"
+        )
+    _check_context(s)
+
+
+def _check_context(s: LlmRequests) -> None:
+    """A request longer than the model takes, refused: its prompt and output at their longest
+    against the model's context."""
+    from dlbench.workloads import get_workload
+
+    context = get_workload(s.model).context_len
+    longest = longest_request(s.prompt_len, s.new_tokens, s.lengths)
+    if context is not None and longest > context:
+        drawn = " at their longest (--lengths uniform)" if s.lengths == "uniform" else ""
+        raise UserError(
+            f"--prompt-len and --new-tokens: a request of {longest:,} positions{drawn} is "
+            f"longer than {s.model}'s context of {context:,}"
+        )

@@ -1,0 +1,58 @@
+"""The synthetic requests an LLM server is sent: for each of LoadGen's samples a prompt length
+and an output length, fixed (every request the same, the default) or drawn uniformly around
+the given lengths (`uniform`: from half to one and a half times each), by a seeded generator so
+that a run can be repeated; and the prompts' token ids, random below the vocabulary's size."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+LENGTHS = ("fixed", "uniform")
+SPREAD = 0.5  # uniform: lengths drawn from (1 - SPREAD) to (1 + SPREAD) times the given
+MIN_OUTPUT = 2  # LoadGen's time per output token divides by the tokens after the first
+
+
+@dataclass(frozen=True)
+class RequestLengths:
+    """Each sample's prompt and output length, by LoadGen's sample index."""
+
+    prompt: tuple[int, ...]
+    output: tuple[int, ...]
+
+    @property
+    def longest(self) -> int:
+        """The most positions one request takes in the cache: prompt and output."""
+        return max(p + o for p, o in zip(self.prompt, self.output))
+
+    @property
+    def longest_prompt(self) -> int:
+        return max(self.prompt)
+
+    def mean_output(self) -> float:
+        return sum(self.output) / len(self.output)
+
+
+def request_lengths(
+    samples: int, prompt_len: int, new_tokens: int, kind: str, seed: int
+) -> RequestLengths:
+    """`samples` requests' lengths: all `prompt_len` and `new_tokens` (fixed), or each drawn
+    uniformly within SPREAD of them (uniform), outputs never under MIN_OUTPUT."""
+    if kind == "fixed":
+        return RequestLengths((prompt_len,) * samples, (new_tokens,) * samples)
+    draw = random.Random(seed)
+
+    def around(length: int, least: int) -> int:
+        low = max(least, round(length * (1 - SPREAD)))
+        return draw.randint(low, max(low, round(length * (1 + SPREAD))))
+
+    pairs = [(around(prompt_len, 1), around(new_tokens, MIN_OUTPUT)) for _ in range(samples)]
+    return RequestLengths(tuple(p for p, _ in pairs), tuple(o for _, o in pairs))
+
+
+def longest_request(prompt_len: int, new_tokens: int, kind: str) -> int:
+    """The most positions any request of these settings may take (checked before anything is
+    built): prompt and output at their longest."""
+    if kind == "fixed":
+        return prompt_len + new_tokens
+    return round(prompt_len * (1 + SPREAD)) + round(new_tokens * (1 + SPREAD))

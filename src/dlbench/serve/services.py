@@ -1,0 +1,168 @@
+"""What `dlbench serve` serves, behind one interface that serve.run drives: a model server,
+warmed before any load, measuring its own references (its offline rate, one query alone),
+making the system under test LoadGen drives, and saying what it ran.
+
+`QueryService`: a model answering whole queries (images, text classes) through the dynamic
+batcher (serve.model_server, serve.sut). `LlmService`: a decoder LLM answering requests token
+by token, continuously batched or in static batches (serve.llm_server, serve.token_sut)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from dlbench.engine.acceleration.precision import PrecisionPlan
+from dlbench.serve.batching import BatchPolicy
+from dlbench.serve.continuous import Request, Scheduler
+from dlbench.serve.llm_server import LlmServer
+from dlbench.serve.loadgen import Answers, UnderTest
+from dlbench.serve.model_server import ModelServer
+from dlbench.serve.requests import request_lengths
+from dlbench.serve.settings import ServeSettings
+from dlbench.serve.sut import SystemUnderTest
+from dlbench.serve.token_sut import TokenSystemUnderTest, serve_step
+from dlbench.workloads import InputShape, Workload
+
+REFERENCE_MIN_S = 1.0  # the offline reference lasts at least this long
+REFERENCE_QUERIES = 64  # the batch-1 reference: this many queries one at a time
+REFERENCE_REQUESTS = 5  # an LLM's: this many requests one at a time
+LLM_SAMPLES = 1024  # LoadGen's samples of an LLM: as many requests' lengths
+PREFILL_TOKENS = 4096  # prompt tokens a continuous step prefills at most (one request at least)
+
+
+class QueryService:
+    """A model answering whole queries through the dynamic batcher."""
+
+    def __init__(
+        self,
+        s: ServeSettings,
+        workload: Workload,
+        shape: InputShape,
+        device: torch.device,
+        precision: PrecisionPlan,
+    ) -> None:
+        self.settings = s
+        served = (s.max_batch, s.compile, s.seed, s.cuda_graphs, s.channels_last)
+        self.server = ModelServer(workload, shape, device, precision, *served)
+        self.samples = s.max_batch  # LoadGen's samples: the server's pool of queries
+        self.warming = f"{len(self.server.buckets)} buckets"
+
+    def warm(self) -> None:
+        self.server.warm()
+
+    def references(self) -> dict[str, float]:
+        """Queries a second at the largest batch, and one query's median latency."""
+        return {
+            "serve_offline_samples_per_s": self.server.offline_rate(REFERENCE_MIN_S),
+            "serve_batch1_p50_ms": self.server.batch1_median_ms(REFERENCE_QUERIES),
+        }
+
+    def load_settings(self) -> dict[str, object]:
+        """What a Load of this server holds beyond the scenario's: the p99 bound (server)."""
+        return {"bound_ms": self.settings.bound_ms()}
+
+    def system_under_test(self, answers: Answers) -> UnderTest:
+        s = self.settings
+        policy = BatchPolicy(s.max_batch, s.batch_timeout_ms / 1e3)
+        inline = s.scenario == "single-stream"
+        return SystemUnderTest(self.server.run_batch, answers.queries, policy, inline)
+
+    def columns(self) -> dict[str, object]:
+        return self.server.columns()
+
+    def tokens_per_query(self, load_columns: dict) -> float | None:
+        return None
+
+
+class LlmService:
+    """A decoder LLM answering requests token by token."""
+
+    def __init__(
+        self, s: ServeSettings, workload: Workload, device: torch.device, precision: PrecisionPlan
+    ) -> None:
+        self.settings = s
+        self.lengths = request_lengths(LLM_SAMPLES, s.prompt_len, s.new_tokens, s.lengths, s.seed)
+        limit = s.kv_cache_gb * 1e9 if s.kv_cache_gb is not None else None
+        sizes = (s.max_batch, limit)
+        self.server = LlmServer(
+            workload, device, precision, self.lengths, sizes, s.compile, s.cuda_graphs, s.seed
+        )
+        self.samples = LLM_SAMPLES
+        self.warming = f"{self.server.slots} slots"
+
+    def warm(self) -> None:
+        self.server.warm()
+
+    def _scheduler(self) -> Scheduler:
+        s = self.settings
+        return Scheduler(self.server.slots, PREFILL_TOKENS, s.batching, s.batch_timeout_ms / 1e3)
+
+    def _served_s(self, count: int, clock: Callable[[], float] = time.perf_counter) -> float:
+        """Seconds `count` requests take handed over at once (samples in order), by the same
+        steps a load runs."""
+        scheduler = self._scheduler()
+        began = clock()
+        for i in range(count):
+            k = i % self.samples
+            scheduler.submit(Request(i, k, self.lengths.prompt[k], self.lengths.output[k], began))
+        while scheduler.busy:
+            serve_step(self.server, scheduler, clock())
+        return clock() - began
+
+    def references(self) -> dict[str, float]:
+        """Requests a second with every slot busy (waves of twice the slots, at least
+        REFERENCE_MIN_S), and one request's median latency alone (every token)."""
+        count, seconds = 2 * self.server.slots, 0.0
+        while (seconds := self._served_s(count)) < REFERENCE_MIN_S:
+            count *= 2
+        alone = [self._served_s(1) for _ in range(REFERENCE_REQUESTS)]
+        return {
+            "serve_offline_samples_per_s": count / seconds,
+            "serve_batch1_p50_ms": 1e3 * statistics.median(alone),
+        }
+
+    def load_settings(self) -> dict[str, object]:
+        """An LLM's load: LoadGen's token latencies, held to the TTFT and TPOT bounds."""
+        return {"token_bounds_ms": self.settings.token_bounds_ms()}
+
+    def system_under_test(self, answers: Answers) -> UnderTest:
+        first_tokens = self.settings.scenario != "offline"  # LoadGen asks for none there
+        return TokenSystemUnderTest(
+            self.server, self._scheduler(), self.lengths, answers, first_tokens
+        )
+
+    def columns(self) -> dict[str, object]:
+        return self.server.columns()
+
+    def tokens_per_query(self, load_columns: dict) -> float | None:
+        """Output tokens a request, as the load's requests had them."""
+        return load_columns.get("serve_output_tokens_mean")
+
+
+def open_service(
+    s: ServeSettings,
+    workload: Workload,
+    shape: InputShape,
+    device: torch.device,
+    precision: PrecisionPlan,
+) -> QueryService | LlmService:
+    """The service of the model: an LLM's, or whole queries'."""
+    if workload.family == "llm":
+        return LlmService(s, workload, device, precision)
+    return QueryService(s, workload, shape, device, precision)
+
+
+def token_rates(columns: dict) -> dict[str, float | None]:
+    """All tokens a second (prompt and output) from LoadGen's output rate and the mean
+    request's lengths; nothing where the load had no tokens."""
+    rate = columns.get("serve_output_tokens_per_s")
+    prompt, output = (
+        columns.get("serve_prompt_tokens_mean"),
+        columns.get("serve_output_tokens_mean"),
+    )
+    if not rate or not output or prompt is None:
+        return {}
+    return {"serve_total_tokens_per_s": rate * (prompt + output) / output}

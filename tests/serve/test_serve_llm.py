@@ -1,0 +1,110 @@
+"""`dlbench serve` of a decoder LLM end to end on the CPU: the real tiny Llama, MLPerf's real
+LoadGen with its token latencies, a real clock. Each scenario writes one row with what LoadGen
+said (its time to first token and per output token where it measures them, its tokens a
+second), a bound passed is named, bad settings are one line before anything is built, and a
+decode loop that fails mid-load ends the run with a row, never a hang."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlbench.results.store import CsvStore
+from tests.conftest import refused
+from tests.serve.test_serve_failures import failed_mid_load
+
+LLM = ["--accelerator", "cpu", "--model", "llm_tiny", "--precision", "32", "--no-compile",
+       "--max-batch", "4", "--prompt-len", "16", "--new-tokens", "6"]  # fmt: skip
+SHORT = ["--min-duration", "0.3", "--queries", "24"]
+
+
+def _served(dlbench, out, scenario, *extra):
+    code, _, err = dlbench("serve", *LLM, "--scenario", scenario, *SHORT, *extra,
+                                 "--output", out)  # fmt: skip
+    assert code == 0, err
+    return CsvStore(out).rows()[-1]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "extra"),
+    [("single-stream", []), ("offline", []), ("server", ["--qps", "20"])],
+)
+def test_each_scenario_writes_a_row_with_loadgens_token_figures(dlbench, tmp_path, scenario, extra):
+    row = _served(dlbench, tmp_path / "serve.csv", scenario, *extra)
+    assert row["run_kind"] == "serve" and row["serve_scenario"] == scenario
+    assert row["serve_result"] in ("VALID", "INVALID")  # as LoadGen says: kept, not judged here
+    assert (row["verdict"] == "valid") == (row["serve_result"] == "VALID")
+    assert row["serve_batching"] == "continuous" and row["serve_lengths"] == "fixed"
+    assert row["prompt_len"] == "16" and row["new_tokens"] == "6"
+    assert float(row["serve_output_tokens_per_s"]) > 0
+    assert float(row["serve_output_tokens_mean"]) == 6
+    assert float(row["serve_prompt_tokens_mean"]) == 16
+    total = float(row["serve_output_tokens_per_s"]) * 22 / 6
+    assert float(row["serve_total_tokens_per_s"]) == pytest.approx(total, rel=1e-3)
+    assert int(row["serve_kv_slots"]) == 4 and float(row["serve_kv_cache_gb"]) > 0
+    assert 1 <= float(row["serve_mean_batch"]) <= 4 and float(row["serve_warmup_s"]) >= 0
+    timed = scenario != "offline"  # LoadGen measures no token latency in offline
+    for q in (50, 90, 99):
+        for figure in ("ttft", "tpot"):
+            assert bool(row[f"serve_{figure}_p{q}_ms"]) == timed, (figure, q)
+    if timed:
+        assert 0 < float(row["serve_ttft_p50_ms"]) <= float(row["serve_ttft_p99_ms"])
+        assert 0 < float(row["serve_tpot_p50_ms"]) <= float(row["serve_tpot_p99_ms"])
+        assert float(row["serve_ttft_p50_ms"]) < float(row["serve_latency_p50_ms"])
+    bounded = scenario == "server"
+    assert bool(row["serve_ttft_p99_bound_ms"]) == bounded
+    if bounded:  # MLPerf's Llama-3.1-8B bounds by default
+        bounds = (row["serve_ttft_p99_bound_ms"], row["serve_tpot_p99_bound_ms"])
+        assert bounds == ("2000.0", "100.0")
+
+
+def test_a_server_past_its_token_bound_is_invalid_and_the_bound_is_named(dlbench, tmp_path):
+    row = _served(dlbench, tmp_path / "serve.csv", "server", "--qps", "20", "--tpot-p99-ms",
+                  "0.001")  # fmt: skip
+    assert row["serve_result"] == "INVALID" and "tpot_bound" in row["serve_invalid_reasons"]
+    assert "ttft_bound" not in row["serve_invalid_reasons"]
+    assert "tpot_bound" in row["verdict_reasons"] and row["serve_tpot_p99_bound_ms"] == "0.001"
+
+
+def test_static_batching_serves_whole_batches_and_says_so(dlbench, tmp_path):
+    row = _served(dlbench, tmp_path / "serve.csv", "offline", "--batching", "static")
+    assert row["serve_batching"] == "static" and float(row["serve_output_tokens_per_s"]) > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--prompt-len", "2000", "--new-tokens", "49"], "context of 2,048"),
+        (["--prompt-len", "1400", "--new-tokens", "6", "--lengths", "uniform"], "longest"),
+        (["--kv-cache-gb", "0.000001"], "cannot hold one request"),
+        (["--scenario", "server", "--qps", "5", "--ttft-p99-ms", "0"], "--ttft-p99-ms"),
+        (["--scenario", "server", "--qps", "5", "--tpot-p99-ms", "-1"], "--tpot-p99-ms"),
+        (["--scenario", "server", "--qps", "5", "--slo-p99-ms", "50"], "--slo-p99-ms"),
+        (["--tpot-p99-ms", "50"], "--tpot-p99-ms"),
+        (["--width", "64"], "--width"),
+        (["--no-channels-last"], "--no-channels-last"),
+        (["--seq-len", "64"], "--seq-len"),
+        (["--new-tokens", "1"], "--new-tokens"),
+        (["--batching", "eager"], "--batching"),
+        (["--lengths", "normal"], "--lengths"),
+        (["--batch-timeout-ms", "5"], "--batch-timeout-ms"),
+        (["--kv-cache-gb", "nan"], "--kv-cache-gb"),
+    ],
+)
+def test_bad_llm_settings_are_one_line_and_the_csv_keeps_its_rows(dlbench, kept, args, names):
+    refused(dlbench("serve", *LLM, "--scenario", "offline", *args, "--output", kept), names)
+
+
+@pytest.mark.parametrize("flag", [["--prompt-len", "8"], ["--batching", "static"],
+                                  ["--kv-cache-gb", "1"], ["--lengths", "uniform"]])  # fmt: skip
+def test_an_llms_own_flags_given_for_another_model_are_refused(dlbench, kept, flag):
+    base = ["--accelerator", "cpu", "--model", "timm:test_resnet", "--scenario", "offline"]
+    refused(dlbench("serve", *base, *flag, "--output", kept), flag[0])
+
+
+@pytest.mark.parametrize("scenario", ["single-stream", "server", "offline"])
+def test_a_decode_loop_that_fails_mid_load_ends_with_a_row_within_a_minute(tmp_path, scenario):
+    failing = [a if a != "llm_tiny" else "llm_serve_fail" for a in LLM]
+    rate = ["--qps", "50"] if scenario == "server" else []
+    load = ["--scenario", scenario, *rate, "--min-duration", "45", "--queries", "100000"]
+    rows = failed_mid_load(tmp_path / "serve.csv", [*failing, *load])
+    assert "decode loop" in rows[1]["error"] and rows[1]["serve_scenario"] == scenario
