@@ -13,9 +13,11 @@ from dlbench.serve.settings import SERVE_SETTINGS, ServeSettings
 
 @app.command(
     "serve",
-    help="A model served under MLPerf's LoadGen (vision models, DistilBERT): single-stream, "
-    "server (Poisson arrivals at --qps, or --find-qps: the highest rate LoadGen calls VALID "
-    "under --slo-p99-ms) or offline, through a dynamic batcher; the row says what LoadGen says.",
+    help="A model served under MLPerf's LoadGen: single-stream, server (Poisson arrivals at "
+    "--qps, or --find-qps: the highest rate LoadGen calls VALID under its bounds) or offline; "
+    "vision models and DistilBERT through a dynamic batcher (a p99 bound), decoder LLMs token "
+    "by token, continuously batched (time to first token and per output token); the row says "
+    "what LoadGen says.",
 )
 @options_of(SERVE_SETTINGS)
 def serve(flags: dict[str, Any]) -> None:

@@ -257,8 +257,11 @@ def show_serve(row: dict[str, object]) -> None:
         f"offline {n('serve_offline_samples_per_s'):,.1f}/s, batch-1 p50 "
         f"{n('serve_batch1_p50_ms'):.3f} ms",
     ]
+    lines += _token_lines(row)
     if row.get("serve_points_tried"):
-        lines.append(f"found {row.get('serve_qps_found')}/s in {row['serve_points_tried']} points")
+        found, tried = row.get("serve_qps_found"), row["serve_points_tried"]
+        what = f"found {found}/s" if found else "found no rate LoadGen called VALID"
+        lines.append(f"{what} in {tried} points")
     lines.append(f"LoadGen's logs: {row['serve_loadgen_log']}")
     lines.append(f"verdict: {row['verdict']} {row.get('verdict_reasons') or ''}".rstrip())
     lines.append(published_line(row))
@@ -280,3 +283,19 @@ def _settings(
         **({} if s.is_llm() else workload.shape_columns(shape)),
         **service.columns(),
     }
+
+
+def _token_lines(row: dict[str, object]) -> list[str]:
+    """An LLM row's token figures, as LoadGen gave them (no latencies in offline)."""
+    if not row.get("serve_output_tokens_per_s"):
+        return []
+    lines = [f"output {float(row['serve_output_tokens_per_s']):,.1f} tokens/s"]  # type: ignore[arg-type]
+    if row.get("serve_ttft_p99_ms"):
+        ms = {
+            f"{f}{q}": float(row[f"serve_{f}_p{q}_ms"]) for f in ("ttft", "tpot") for q in (50, 99)
+        }  # type: ignore[arg-type]
+        lines.append(
+            f"time to first token p50 {ms['ttft50']:.3f} ms, p99 {ms['ttft99']:.3f} ms; per "
+            f"output token p50 {ms['tpot50']:.3f} ms, p99 {ms['tpot99']:.3f} ms"
+        )
+    return lines
