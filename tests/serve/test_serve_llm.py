@@ -108,3 +108,27 @@ def test_a_decode_loop_that_fails_mid_load_ends_with_a_row_within_a_minute(tmp_p
     load = ["--scenario", scenario, *rate, "--min-duration", "45", "--queries", "100000"]
     rows = failed_mid_load(tmp_path / "serve.csv", [*failing, *load])
     assert "decode loop" in rows[1]["error"] and rows[1]["serve_scenario"] == scenario
+
+
+def test_an_llm_row_is_reported_with_its_tokens_and_gated_like_any_serve_row(dlbench, tmp_path):
+    """A real offline LLM row: the report's serving section shows its output tokens a second;
+    compare holds it against a baseline of itself (exit 0) and fails it with its rate halved,
+    naming it (exit 1)."""
+    import csv
+
+    from dlbench.analysis.report import build_report
+
+    base = tmp_path / "base.csv"
+    row = _served(dlbench, base, "offline")
+    report = build_report([base], tmp_path / "report")
+    section = report.markdown.read_text().split("## Serving under load")[1].split("## ")[0]
+    assert "llm_tiny" in section and "output tokens/s" in section and "TTFT p99 ms" in section
+    halved = tmp_path / "halved.csv"
+    with halved.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerow({**row, "serve_achieved_qps": float(row["serve_achieved_qps"]) / 2})
+    assert dlbench("compare", base, base)[0] == 0
+    code, printed, _ = dlbench("compare", base, halved)
+    assert code == 1 and "1 regression(s)" in printed
+    assert any("llm_tiny" in line and "-50.0" in line for line in printed.splitlines())

@@ -1,5 +1,6 @@
 """The report's serving rows (`dlbench serve`): per model, machine and scenario, the rate found
-or asked for, its latencies beside the bound, and the same model's offline throughput and
+or asked for, its latencies beside the bound (an LLM's: its tokens a second, time to first
+token and per output token beside theirs), and the same model's offline throughput and
 batch-1 latency; and each rate a search tried with its p99, for latency against rate."""
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ SERVE_TABLE = {
     "serve_latency_p90_ms": "p90 ms",
     "serve_latency_p99_ms": "p99 ms",
     "serve_slo_p99_ms": "p99 bound ms",
+    "serve_batching": "batching",
+    "serve_output_tokens_per_s": "output tokens/s",
+    "serve_ttft_p99_ms": "TTFT p99 ms",
+    "serve_ttft_p99_bound_ms": "TTFT bound ms",
+    "serve_tpot_p99_ms": "TPOT p99 ms",
+    "serve_tpot_p99_bound_ms": "TPOT bound ms",
     "serve_offline_samples_per_s": "offline /s",
     "of_offline": "served / offline",
     "serve_batch1_p50_ms": "batch-1 p50 ms",
