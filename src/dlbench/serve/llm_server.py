@@ -94,6 +94,7 @@ class LlmServer:
         self.prefill_rows = buckets(min(PREFILL_ROWS, slots))
         # a spare slot past the last: a padding row of a prefill writes there
         self.cache = self.model.setup_cache(slots + 1, self.max_len)
+        self.rows_cache = {rows: self.cache.rows(rows) for rows in buckets(slots)}  # views
         self.staging = self.model.setup_cache(self.prefill_rows[-1], self.prompt_buckets[-1])
         generator = torch.Generator().manual_seed(seed)
         vocab = workload.vocab_size or 2
@@ -147,7 +148,7 @@ class LlmServer:
         compute one too, unread); the tokens copied out to the host."""
         tokens, positions = self.tokens[:rows], self.positions[:rows]
         with self._autocast():
-            logits = self.model.logits(tokens, positions, self.cache.rows(rows))
+            logits = self.model.logits(tokens, positions, self.rows_cache[rows])
         tokens.copy_(greedy_token(logits[:, -1]))
         positions.add_(1).clamp_(max=self.max_len - 1)
         self.made[:rows].copy_(tokens[:, 0], non_blocking=True)
