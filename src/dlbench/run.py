@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import io
 import re
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -210,8 +211,7 @@ def execute_in_processes(config: RunConfig, auto_batch: bool) -> int:
         for k in range(1, count + 1):
             name = f"{run_id}-{k}"
             one = config.replace(processes=1, output=aside.path, run_id=name, strict=False)
-            result = run_forked(functools.partial(_one_process, one), PROCESS_GPU_FACTS.as_record)
-            PROCESS_GPU_FACTS.adopt(result.learned)
+            result = run_in_fork(one)
             rows = [r for r in aside.rows() if r.get("run_id") == name]
             if not rows or rows[0].get("status") != "ok":
                 return _process_failed(config, store, rows, result, k)
@@ -220,13 +220,27 @@ def execute_in_processes(config: RunConfig, auto_batch: bool) -> int:
     return _kept_and_shown(row, store, config)
 
 
-def _one_process(config: RunConfig) -> tuple[int, str]:
-    """One of the processes: its row aside, its table unprinted, its start its own fork; its
-    exit and last line."""
+def run_in_fork(config: RunConfig, auto_batch: bool = False, log: bool = False) -> ChildResult:
+    """`config` run in a child forked from this process (which never starts CUDA), its clock
+    started at the fork, and the GPU facts it learned kept for the next child (an idle
+    baseline, the counter's period). What the child prints to stdout is held back (a sweep's
+    point or a --processes child: the row is the parent's to show); with `log` its stderr too,
+    and both go on to stderr once it ends (a sweep worker's log)."""
+    child = functools.partial(_in_child, config, auto_batch, log)
+    result = run_forked(child, PROCESS_GPU_FACTS.as_record)
+    PROCESS_GPU_FACTS.adopt(result.learned)
+    return result
+
+
+def _in_child(config: RunConfig, auto_batch: bool, log: bool) -> tuple[int, str]:
+    """The forked child's run: its exit code and the last line it printed."""
     mark_command_start(fresh_process=False)
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = guarded(lambda: execute(config))
+    held = contextlib.redirect_stderr(printed) if log else contextlib.nullcontext()
+    with contextlib.redirect_stdout(printed), held:
+        code = guarded(lambda: execute(config, auto_batch))
+    if log:
+        sys.stderr.write(printed.getvalue())
     return code, last_line_of(printed.getvalue())
 
 

@@ -483,13 +483,14 @@ def test_a_worker_runs_each_point_in_a_fresh_child_and_outlives_a_failed_one(mon
     import json
     import signal
 
+    from dlbench import run
     from dlbench.sweep import worker
     from dlbench.telemetry.gpu_facts import GpuFacts
 
     answers, facts = [], GpuFacts()
-    monkeypatch.setattr(worker, "PROCESS_GPU_FACTS", facts)
+    monkeypatch.setattr(run, "PROCESS_GPU_FACTS", facts)
 
-    def point(config, auto_batch):
+    def point(config, auto_batch, log):
         if config == "killed":
             os.kill(os.getpid(), signal.SIGKILL)
         if config == "a":  # what a point measured of its GPU serves the next points
@@ -501,7 +502,7 @@ def test_a_worker_runs_each_point_in_a_fresh_child_and_outlives_a_failed_one(mon
     )
     monkeypatch.setattr(worker, "_preload", lambda: None)
     monkeypatch.setattr(worker, "config_from_json", lambda c: c)
-    monkeypatch.setattr(worker, "run_point", point)
+    monkeypatch.setattr(run, "_in_child", point)
     monkeypatch.setattr(worker, "send", lambda fd, message: answers.append(message))
     worker.serve(io.BytesIO(tasks), answers=-1)
     ready, a, oom, killed, b = answers

@@ -16,20 +16,14 @@ log."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import gc
 import io
 import json
 import os
 import sys
 
-from dlbench.config import RunConfig
 from dlbench.config.flags import config_from_json
-from dlbench.startup import mark_command_start
-from dlbench.subprocesses import last_line_of, run_forked
 from dlbench.sweep.messages import send
-from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS
 
 # What every point of a sweep imports (torch and Lightning Fabric; timm for the vision models;
 # dlbench's own run path and NVML's bindings, none of which starts CUDA): imported as the
@@ -52,29 +46,16 @@ def serve(tasks: io.BufferedReader | None = None, answers: int | None = None) ->
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     tasks = tasks or sys.stdin.buffer
     _preload()
+    from dlbench.run import run_in_fork  # preloaded above (it brings torch): no start-up cost
+
     send(answers, {"ready": True})
     while True:
         task = _read(tasks)
         if not task:
             return
-        point = functools.partial(
-            run_point, config_from_json(task["config"]), bool(task.get("auto_batch"))
-        )
-        result = run_forked(point, PROCESS_GPU_FACTS.as_record)
-        PROCESS_GPU_FACTS.adopt(result.learned)  # the next point's idle baseline, say
+        config = config_from_json(task["config"])
+        result = run_in_fork(config, bool(task.get("auto_batch")), log=True)
         send(answers, {"code": result.returncode, "last": result.last_line})
-
-
-def run_point(config: RunConfig, auto_batch: bool) -> tuple[int, str]:
-    """One point in this (forked) process: its exit code and last printed line."""
-    from dlbench.run import execute, guarded
-
-    mark_command_start(fresh_process=False)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        code = guarded(lambda: execute(config, auto_batch))
-    sys.stderr.write(printed.getvalue())
-    return code, last_line_of(printed.getvalue())
 
 
 def _preload() -> None:
