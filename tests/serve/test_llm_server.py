@@ -15,6 +15,7 @@ from dlbench.serve.llm_server import LlmServer
 from dlbench.serve.requests import request_lengths
 from dlbench.serve.token_sut import serve_step
 from dlbench.workloads import InputShape, get_workload
+from dlbench.workloads.kv_cache import KVCache
 from tests import fake_graphs
 
 SAMPLES = 12
@@ -104,7 +105,7 @@ def test_a_decode_step_runs_each_sequence_at_its_own_position_as_the_whole_seque
     nexts = torch.randint(0, 1000, (2, 1))
     with torch.inference_mode():
         for row, prompt in enumerate(prompts):
-            one = type(cache)([k[row : row + 1] for k in cache.keys],
+            one = KVCache([k[row : row + 1] for k in cache.keys],
                               [v[row : row + 1] for v in cache.values])  # fmt: skip
             model.logits(prompt, torch.arange(prompt.shape[1]), one)
         served = model.logits(nexts, torch.tensor([5, 9]), cache)[:, -1]
