@@ -65,6 +65,21 @@ def test_a_server_past_its_token_bound_is_invalid_and_the_bound_is_named(dlbench
     assert "tpot_bound" in row["verdict_reasons"] and row["serve_tpot_p99_bound_ms"] == "0.001"
 
 
+@pytest.mark.e2e
+def test_a_search_finds_the_highest_request_rate_valid_under_both_token_bounds(dlbench, tmp_path):
+    """--find-qps over LoadGen's token latencies: 1,024 requests a load (fewer leave LoadGen's
+    early stopping unmet at p99), a rate found VALID, its token figures in the row."""
+    out = tmp_path / "serve.csv"
+    search = ["--find-qps", "--search-budget", "40", "--min-duration", "1", "--queries", "1024"]
+    code, printed, err = dlbench("serve", *LLM, "--scenario", "server", *search, "--output", out)
+    assert code == 0, err
+    row = CsvStore(out).rows()[-1]
+    assert row["serve_find_qps"] == "True" and int(row["serve_points_tried"]) >= 1
+    assert row["serve_result"] == "VALID" and float(row["serve_qps_found"]) > 0, row
+    assert float(row["serve_ttft_p99_ms"]) <= 2000 and float(row["serve_tpot_p99_ms"]) <= 100
+    assert "found " in printed and "/s in " in printed
+
+
 def test_static_batching_serves_whole_batches_and_says_so(dlbench, tmp_path):
     row = _served(dlbench, tmp_path / "serve.csv", "offline", "--batching", "static")
     assert row["serve_batching"] == "static" and float(row["serve_output_tokens_per_s"]) > 0

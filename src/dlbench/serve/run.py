@@ -260,7 +260,7 @@ def show_serve(row: dict[str, object]) -> None:
     lines += _token_lines(row)
     if row.get("serve_points_tried"):
         found, tried = row.get("serve_qps_found"), row["serve_points_tried"]
-        what = f"found {found}/s" if found else "found no rate LoadGen called VALID"
+        what = f"found {float(found):,.1f}/s" if found else "found no rate LoadGen called VALID"  # type: ignore[arg-type]
         lines.append(f"{what} in {tried} points")
     lines.append(f"LoadGen's logs: {row['serve_loadgen_log']}")
     lines.append(f"verdict: {row['verdict']} {row.get('verdict_reasons') or ''}".rstrip())
