@@ -149,3 +149,23 @@ def test_an_llm_row_is_reported_with_its_tokens_and_gated_like_any_serve_row(dlb
     code, printed, _ = dlbench("compare", base, halved)
     assert code == 1 and "1 regression(s)" in printed
     assert any("llm_tiny" in line and "-50.0" in line for line in printed.splitlines())
+
+
+def test_an_llm_rows_energy_is_per_request_and_per_output_token(tmp_path):
+    """Under a fake NVML at 250 W: the load's energy divided by its requests, and by their
+    output tokens (every request's, not a batch's)."""
+    from tests import fake_nvml
+    from tests.conftest import cli_env, run_cli
+
+    state = tmp_path / "nvml.json"
+    fake_nvml.write_state(state, [{"power_w": 250.0, "processes": 0}])
+    out = tmp_path / "serve.csv"
+    env = {**cli_env(), **fake_nvml.environment(state)}
+    load = ["--scenario", "offline", "--min-duration", "1", "--queries", "64"]
+    done = run_cli("serve", *LLM, *load, "--output", out, env=env)
+    assert done.returncode == 0, done.stderr
+    [row] = CsvStore(out).rows()
+    energy, requests = float(row["energy_j"]), int(row["serve_queries"])
+    assert float(row["avg_power_w"]) == pytest.approx(250.0, rel=0.01)
+    assert float(row["energy_per_sample_j"]) == pytest.approx(energy / requests)
+    assert float(row["energy_per_token_j"]) == pytest.approx(energy / (requests * 6))
