@@ -88,7 +88,8 @@ REASONS = {
     "ttft_bound": (
         "LoadGen: the p99 time to first token ({serve_ttft_p99_ms:.2f} ms) passed the bound "
         "({serve_ttft_p99_bound_ms:g} ms)",
-        "a lower --qps (--find-qps finds the highest valid rate), or a smaller prefill wait",
+        "a lower --qps (--find-qps finds the highest valid rate), or a larger --max-batch (fewer "
+        "requests wait for a slot)",
     ),
     "tpot_bound": (
         "LoadGen: the p99 time per output token ({serve_tpot_p99_ms:.2f} ms) passed the bound "

@@ -25,7 +25,7 @@ from dlbench.engine.scenarios.decoders import greedy_token
 from dlbench.engine.scenarios.session import build_model
 from dlbench.errors import UserError
 from dlbench.serve.continuous import Request
-from dlbench.serve.model_server import buckets
+from dlbench.serve.model_server import bucket_of, buckets
 from dlbench.serve.requests import RequestLengths
 from dlbench.workloads import InputShape, Workload
 
@@ -47,8 +47,7 @@ def cache_slots(
     """How many requests of `max_len` positions the KV cache holds: `most` where the memory
     allows, fewer where `limit` bytes (or KV_SHARE of the free memory) do not; a UserError
     where not even one fits."""
-    layers, heads, dims = len(model.layers), model.kv_heads, model.head_dim
-    per_slot = 2 * layers * heads * dims * model.output.weight.element_size() * max_len
+    per_slot = slot_bytes(model, max_len)
     budget = limit if limit is not None else KV_SHARE * free_memory(device)
     if budget < per_slot:
         given = "--kv-cache-gb" if limit is not None else f"{KV_SHARE:.0%} of the free memory"
@@ -58,6 +57,13 @@ def cache_slots(
             "--prompt-len or --new-tokens, or more memory)"
         )
     return int(min(most, budget // per_slot))
+
+
+def slot_bytes(model: torch.nn.Module, max_len: int) -> int:
+    """The KV cache's bytes for one request of `max_len` positions: keys and values of every
+    layer's kv heads, in the weights' dtype."""
+    layers, heads, dims = len(model.layers), model.kv_heads, model.head_dim
+    return 2 * layers * heads * dims * model.output.weight.element_size() * max_len
 
 
 def free_memory(device: torch.device) -> int:
@@ -92,9 +98,10 @@ class LlmServer:
         self.dtype = precision.autocast_dtype
         self.prompt_buckets = length_buckets(lengths.prompt)
         self.prefill_rows = buckets(min(PREFILL_ROWS, slots))
+        self.decode_rows = buckets(slots)
         # a spare slot past the last: a padding row of a prefill writes there
         self.cache = self.model.setup_cache(slots + 1, self.max_len)
-        self.rows_cache = {rows: self.cache.rows(rows) for rows in buckets(slots)}  # views
+        self.rows_cache = {rows: self.cache.rows(rows) for rows in self.decode_rows}  # views
         self.staging = self.model.setup_cache(self.prefill_rows[-1], self.prompt_buckets[-1])
         generator = torch.Generator().manual_seed(seed)
         vocab = workload.vocab_size or 2
@@ -117,8 +124,7 @@ class LlmServer:
 
     def kv_cache_bytes(self) -> int:
         """The served sequences' cache (the spare slot and the staging cache left out)."""
-        per_slot = self.cache.bytes_per_token() * self.max_len
-        return per_slot * self.slots
+        return slot_bytes(self.model, self.max_len) * self.slots
 
     def _autocast(self):
         if self.dtype is None:
@@ -160,17 +166,14 @@ class LlmServer:
             (self.steps.get(key) or self._step_of(key))()
         if self.device.type == "cuda":
             torch.cuda.current_stream(self.device).synchronize()
-        if self.device.type == "cuda":
-            torch.cuda.current_stream(self.device).synchronize()
 
     def prefill(self, requests: Sequence[Request]) -> list[int]:
         """The requests' prompts into their slots; their first tokens, on the host."""
         first: list[int] = []
         for start in range(0, len(requests), self.prefill_rows[-1]):
             chunk = requests[start : start + self.prefill_rows[-1]]
-            rows = next(b for b in self.prefill_rows if b >= len(chunk))
-            longest = max(r.prompt_len for r in chunk)
-            length = next(b for b in self.prompt_buckets if b >= longest)
+            rows = bucket_of(self.prefill_rows, len(chunk))
+            length = bucket_of(self.prompt_buckets, max(r.prompt_len for r in chunk))
             table = self.newcomers_host
             table.zero_()
             table[1].fill_(self.slots)  # padding rows: the spare slot
@@ -183,14 +186,14 @@ class LlmServer:
 
     def decode(self, rows: int) -> list[int]:
         """One decode step of the first `rows` slots (the rows bucket's); each slot's token."""
-        size = next(b for b in buckets(self.slots) if b >= rows)
+        size = bucket_of(self.decode_rows, rows)
         self._run((0, size))
         return self.made[:size].tolist()
 
     def warm(self) -> None:
         """Every step's bucket a few times (each compiles once), then each as a CUDA graph; a
         capture that fails leaves every step uncaptured (the row's `graph_fallback`)."""
-        keys = [(0, b) for b in buckets(self.slots)]
+        keys = [(0, b) for b in self.decode_rows]
         keys += [(1, r, n) for r in self.prefill_rows for n in self.prompt_buckets]
         limit = max(torch._dynamo.config.recompile_limit, len(keys) + 1)
         with torch.inference_mode(), torch._dynamo.config.patch(recompile_limit=limit):

@@ -31,6 +31,11 @@ def buckets(max_batch: int) -> list[int]:
     return sizes if sizes[-1] == max_batch else [*sizes, max_batch]
 
 
+def bucket_of(sizes: list[int], n: int) -> int:
+    """The smallest of `sizes` (ascending) that holds n: the size n rows run at."""
+    return next(b for b in sizes if b >= n)
+
+
 class ModelServer:
     """`run_batch(n)`: the n waiting queries through the model, outputs on the host."""
 
@@ -70,7 +75,7 @@ class ModelServer:
 
     def bucket(self, n: int) -> int:
         """The batch size n queries run at."""
-        return next(b for b in self.buckets if b >= n)
+        return bucket_of(self.buckets, n)
 
     def run_batch(self, n: int) -> None:
         """Copy in, run, copy out; returns when the outputs are on the host (`answers[:n]`)."""

@@ -169,9 +169,7 @@ def _scenario_load(
     def load(qps: float | None = None) -> LoadGenResult:
         rate = scenario.takes_rate
         expected = float(qps if rate else references[scenario.sized_by])  # type: ignore[arg-type]
-        own = service.load_settings()
-        if not rate:
-            own.pop("bound_ms", None)
+        own = service.load_settings(rate)
         spec = Load(
             s.scenario, **common, **own, expected=expected, coalesce=s.coalesce is not False
         )

@@ -60,9 +60,10 @@ class QueryService:
             "serve_batch1_p50_ms": self.server.batch1_median_ms(REFERENCE_QUERIES),
         }
 
-    def load_settings(self) -> dict[str, object]:
-        """What a Load of this server holds beyond the scenario's: the p99 bound (server)."""
-        return {"bound_ms": self.settings.bound_ms()}
+    def load_settings(self, rate: bool) -> dict[str, object]:
+        """What a Load of this server holds beyond the scenario's: the p99 bound, where the
+        scenario has a rate."""
+        return {"bound_ms": self.settings.bound_ms() if rate else None}
 
     def system_under_test(self, answers: Answers) -> UnderTest:
         s = self.settings
@@ -124,8 +125,9 @@ class LlmService:
             "serve_batch1_p50_ms": 1e3 * statistics.median(alone),
         }
 
-    def load_settings(self) -> dict[str, object]:
-        """An LLM's load: LoadGen's token latencies, held to the TTFT and TPOT bounds."""
+    def load_settings(self, rate: bool) -> dict[str, object]:
+        """An LLM's load: LoadGen's token latencies, held to the TTFT and TPOT bounds (which
+        LoadGen checks where the scenario has a rate)."""
         return {"token_bounds_ms": self.settings.token_bounds_ms()}
 
     def system_under_test(self, answers: Answers) -> UnderTest:

@@ -187,20 +187,20 @@ class ServeSettings:
 
     def _check_unused(self, rate: bool) -> None:
         """A flag the scenario or the rules would drop without a word, refused by name."""
-        given = {k: getattr(self, k) != SERVE_SETTINGS[k].default for k in SERVE_SETTINGS}
+        given = self.given()
         unused = {
-            "--slo-p99-ms": not rate and given["slo_p99_ms"],
-            "--ttft-p99-ms": not rate and given["ttft_p99_ms"],
-            "--tpot-p99-ms": not rate and given["tpot_p99_ms"],
-            "--coalesce": not rate and given["coalesce"],
-            "--search-budget": not self.find_qps and given["search_budget"],
+            "--slo-p99-ms": not rate and "slo_p99_ms" in given,
+            "--ttft-p99-ms": not rate and "ttft_p99_ms" in given,
+            "--tpot-p99-ms": not rate and "tpot_p99_ms" in given,
+            "--coalesce": not rate and "coalesce" in given,
+            "--search-budget": not self.find_qps and "search_budget" in given,
         }
         for flag, dropped in unused.items():
             if dropped:
                 why = "--find-qps" if flag == "--search-budget" else "the server scenario"
                 raise UserError(f"{flag}: only {why} takes it ({self.scenario} was given)")
         for flag, key in (("--min-duration", "min_duration"), ("--queries", "queries")):
-            if self.mlperf_rules and given[key]:
+            if self.mlperf_rules and key in given:
                 raise UserError(
                     f"{flag}: --mlperf-rules sets MLPerf's own minimums in its place; give one "
                     "or the other"
