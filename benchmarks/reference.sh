@@ -87,7 +87,9 @@ decode() {  # the 8B model at batch 1: decode reads its 16 GB of weights per tok
 
 jpeg() {  # 12,000 JPEGs of 500x375 at q90, made here; resnet50 fed by them against synthetic
     [[ -d $JPEG_DIR/images && $DRY_RUN != 1 ]] || run make-data "$JPEG_DIR" --images 12000 --size 500x375 --quality 90
-    local common=(--model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 60
+    # 240 steps: five passes over the set (47 batches each), so that a loader that falls behind
+    # waits in proportion to a whole pass, not in one lucky or unlucky stretch (docs/input-pipelines.md)
+    local common=(--model resnet50 --batch-size 256 --precision bf16-mixed --n-iters 240
         --warmup-steps 5 --output "$(csv jpeg)")
     run train "${common[@]}"
     run train "${common[@]}" --data "folder:$JPEG_DIR/images" --workers 8 --decode gpu

@@ -35,7 +35,7 @@ from dlbench.errors import (
 )
 from dlbench.results.environment import collect_environment
 from dlbench.results.pairing import figure_of
-from dlbench.results.processes import combined_row
+from dlbench.results.processes import ProcessWithoutFigure, combined_row, process_figures
 from dlbench.results.published import check_published_folder, published_line
 from dlbench.results.row import config_columns, failure_row, new_run_id
 from dlbench.results.store import CsvStore, check_side_file
@@ -213,7 +213,7 @@ def execute_in_processes(config: RunConfig, auto_batch: bool) -> int:
             one = config.replace(processes=1, output=aside.path, run_id=name, strict=False)
             result = run_in_fork(one)
             rows = [r for r in aside.rows() if r.get("run_id") == name]
-            if not rows or rows[0].get("status") != "ok":
+            if not rows or rows[0].get("status") != "ok" or not _has_figure(rows[0]):
                 return _process_failed(config, store, rows, result, k)
             stderr.print(f"process {k} of {count}: {_figure_text(rows[0])}")
         row = combined_row(aside.rows(), run_id)
@@ -244,6 +244,15 @@ def _in_child(config: RunConfig, auto_batch: bool, log: bool) -> tuple[int, str]
     return code, last_line_of(printed.getvalue())
 
 
+def _has_figure(row: dict[str, str]) -> bool:
+    """Whether a process's finished row holds a figure the pooled row can use."""
+    try:
+        process_figures([row])
+    except ProcessWithoutFigure:
+        return False
+    return True
+
+
 def _figure_text(row: dict[str, str]) -> str:
     column = figure_of(row)[0]
     median = float(row["step_time_median_ms"])
@@ -254,12 +263,15 @@ def _process_failed(
     config: RunConfig, store: CsvStore, rows: list[dict[str, str]], result: ChildResult, k: int
 ) -> int:
     """The run's row where process `k` failed: the row it wrote (oom, error), under the run's
-    id, and its exit; where it wrote none (killed, crashed), an error row and a line saying
-    why."""
-    if rows:
+    id, and its exit; where it wrote none (killed, crashed) or one without a figure, an error
+    row and a line saying why (a process that measured nothing is never a figure of 0)."""
+    count = config.measurement.processes
+    if rows and rows[0].get("status") != "ok":
         store.append({**rows[0], "run_id": config.output.run_id})
         return result.returncode or EXIT_FAILED
+    why = f"process {k} of {count} " + (
+        "measured no figure" if rows else f"ended without a row: {result.last_line}"
+    )
     columns = {**config_columns(config), "run_id": config.output.run_id}
-    store.append(failure_row(columns, "error", result.last_line, collect_environment("cpu")))
-    count = config.measurement.processes
-    return report(f"process {k} of {count} ended without a row: {result.last_line}", EXIT_FAILED)
+    store.append(failure_row(columns, "error", why, collect_environment("cpu")))
+    return report(why, EXIT_FAILED)

@@ -107,11 +107,16 @@ def test_the_band_widens_with_the_intervals_and_the_published_rows_spread(tmp_pa
         _row(samples_per_s=1040.0, throughput_interval_pct=2.0),
         _row(samples_per_s=980.0, throughput_interval_pct=0.5),
     )
-    row = _judged(_row(samples_per_s=930.0, throughput_interval_pct=0.5), folder)
+    row = _judged(_row(samples_per_s=940.0, throughput_interval_pct=0.5), folder)
     assert row["published_rows"] == 3
-    assert row["published_ratio"] == pytest.approx(0.93)
-    assert row["published_band_pct"] == pytest.approx(0.5 + 2.0 + 6.0)  # spread 60 / 1000
-    assert row["verdict"] == "valid"  # 7 % slower: inside the rows' own spread
+    assert row["published_ratio"] == pytest.approx(0.94)
+    rates = [1000.0, 1040.0, 980.0]  # their deviation between machines, 1.96 sigma of it
+    between = 1.959964 * 100 * statistics.stdev(rates) / statistics.fmean(rates)
+    expected = (0.5**2 + 2.0**2 + between**2) ** 0.5  # independent terms, not a sum of ranges
+    assert row["published_band_pct"] == pytest.approx(expected)
+    assert row["verdict"] == "valid"  # 6 % slower: inside the rows' own spread
+    lower = _judged(_row(samples_per_s=925.0, throughput_interval_pct=0.5), folder)
+    assert lower["verdict_reasons"] == "below_published"  # 7.5 %: beyond it
 
 
 def test_a_cpu_row_is_held_against_published_rows_of_its_processor(tmp_path):

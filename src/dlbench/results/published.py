@@ -33,7 +33,7 @@ from dlbench.results.pairing import (
     machine,
     release,
 )
-from dlbench.results.stats import spread_pct
+from dlbench.results.stats import Z_975
 from dlbench.results.store import CsvStore, NotDlbenchCsv
 from dlbench.results.upgrade import missing_columns, upgraded
 
@@ -214,16 +214,22 @@ def matching_rows(row: Mapping[str, object], folder: Path | None = None) -> list
 
 def band_pct(row: Mapping[str, object], published: list[Mapping[str, object]]) -> float:
     """How far (in %) the ratio to the published median may lie from 1: the regression gate's
-    threshold, or wider where the new row's and the published rows' own confidence intervals,
-    the published rows' spread between them and between the fresh processes each was measured
-    in (`process_spread_pct`) add up to more."""
+    threshold, or wider where independent uncertainties (each an interval's half-width at
+    Z_975), combined as independent (the root of their sum of squares), add up to more: the new
+    row's own interval (pooled over its processes where it ran several), the widest published
+    row's, the published rows' spread between machines (their standard deviation) and, for a
+    row of one process, how far one process may stray from the published rows' pooled mean
+    (their widest `process_spread_pct`, a standard deviation), which its window cannot see."""
     rates = [_figure(r) or 0.0 for r in published]
-    spread = spread_pct(rates)
-    intervals = [number_or_none(r.get("throughput_interval_pct")) or 0.0 for r in published]
-    processes = [number_or_none(r.get("process_spread_pct")) or 0.0 for r in published]
     own = number_or_none(row.get("throughput_interval_pct")) or 0.0
-    wide = own + max(intervals, default=0.0) + spread + max(processes, default=0.0)
-    return max(GATE_THRESHOLD_PCT, wide)
+    widest = max(number_or_none(r.get("throughput_interval_pct")) or 0.0 for r in published)
+    between = (
+        Z_975 * statistics.stdev(rates) / statistics.fmean(rates) * 100 if len(rates) > 1 else 0.0
+    )
+    one_process = (number_or_none(row.get("processes")) or 1) <= 1
+    stray = max(number_or_none(r.get("process_spread_pct")) or 0.0 for r in published)
+    terms = (own, widest, between, Z_975 * stray if one_process else 0.0)
+    return max(GATE_THRESHOLD_PCT, math.sqrt(sum(t * t for t in terms)))
 
 
 def published_columns(row: Mapping[str, object], folder: Path | None = None) -> dict[str, object]:

@@ -137,10 +137,10 @@ COLUMNS: dict[str, str] = {
     "difference is that much wider)",
     "throughput_interval_pct": "half the width of the throughput's 95 % confidence interval, % "
     "of it (batch means; docs/timing.md#noise)",
-    "processes": "fresh processes the point was measured in, one after another (--processes): "
-    "the row is the one whose figure is their median",
-    "process_spread_pct": "the processes' figures: (highest - lowest) / median, %; a published "
-    "row's widens the band a new row is held to (docs/reference.md)",
+    "processes": "fresh processes the point was measured in, one after another (--processes), "
+    "pooled in the row (docs/timing.md#processes)",
+    "process_spread_pct": "the processes' figures' standard deviation, % of their mean",
+    "process_figures": "each process's figure, in the order they ran (space-separated)",
     "slowest_rank_median_step_ms": "median step time of the slowest rank",
     "slowest_rank": "global rank whose window was longest (it sets samples_per_s)",
     "per_rank_file": "side CSV beside this one with each rank's window, throughput and power",
