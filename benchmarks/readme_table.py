@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.analysis.load import load_rows, verdict_labels
+from dlbench.analysis.load import load_rows
 from dlbench.analysis.machines import code_labels
-from dlbench.results.published import PACKAGED_DIR
+from dlbench.results.published import BELOW, PACKAGED_DIR, own_faults
 from dlbench.workloads import get_workload
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -45,7 +45,22 @@ def _rows(path: Path) -> pd.DataFrame:
     if "recheck_of" in rows:
         rows = rows[rows["recheck_of"].isna()]
     rows = rows[rows["status"] == "ok"].drop_duplicates(POINT, keep="last")
-    return rows.assign(verdict_label=verdict_labels(rows), code=code_labels(rows))
+    return rows.assign(verdict_label=own_verdict_labels(rows), code=code_labels(rows))
+
+
+def own_verdict_labels(rows: pd.DataFrame) -> pd.Series:
+    """A published row's verdict by its own window (results.published.own_faults): a row held
+    below only the part it replaced says so, and stays valid (it is the reference now)."""
+    labels = []
+    for row in rows.to_dict("records"):
+        faults = sorted(own_faults(row))
+        below = BELOW in str(row.get("verdict_reasons") or "")
+        labels.append(
+            f"invalid: {';'.join(faults)}"
+            if faults
+            else "valid" + (" (below the part it replaced)" if below else "")
+        )
+    return pd.Series(labels, index=rows.index, dtype=object)
 
 
 def table(paths: list[Path]) -> str:
