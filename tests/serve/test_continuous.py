@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from dlbench.errors import UserError
+from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.continuous import Request, Scheduler
 from dlbench.serve.llm_server import cache_slots
 
@@ -122,7 +123,28 @@ def test_static_batching_takes_a_full_batch_at_once():
     scheduler = Scheduler(slots=2, prefill_tokens=64, batching="static", batch_timeout_s=10)
     for k in range(3):
         scheduler.submit(_request(k))
+    assert scheduler.wait_s(0.0) == 0.0  # a full batch waits out no timeout
     assert [r.query for r in scheduler.admit(0.0)] == [0, 1]
+    assert scheduler.wait_s(0.0) is None  # a batch runs: the next waits for it, not a clock
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_static_batches_follow_the_dynamic_batchers_one_rule(seed):
+    """The LLM's static server and the model server batch by one rule (BatchPolicy): for any
+    queue and wait, as many requests run now, and the server sleeps exactly while none may."""
+    draw = random.Random(seed)
+    slots, timeout = draw.randint(1, 8), draw.choice([0.0, 0.002, 0.05, 10.0])
+    policy = BatchPolicy(slots, timeout)
+    scheduler = Scheduler(slots, prefill_tokens=1, batching="static", batch_timeout_s=timeout)
+    waiting = draw.randint(1, 3 * slots)
+    for k in range(waiting):
+        scheduler.submit(_request(k, prompt=draw.randint(1, 50), arrived=0.0))
+    now = draw.choice([0.0, timeout / 2, timeout, 2 * timeout + 1e-3])
+    due = policy.batch_now(waiting, now)
+    assert (scheduler.wait_s(now) == 0.0) is (due > 0)
+    if not due:
+        assert scheduler.wait_s(now) == pytest.approx(policy.wait_s(now))
+    assert len(scheduler.admit(now)) == due  # the prompt budget does not apply to a batch
 
 
 class _Model(torch.nn.Module):
@@ -152,6 +174,8 @@ def test_a_cache_that_cannot_hold_one_request_is_refused_naming_the_flag():
 class _TimedServer:
     """A model server whose steps take a known time on a clock of its own: a prefill a fixed
     time, a decode step a fixed time whatever its rows (bound by reading the weights)."""
+
+    prefill_chunk = 8
 
     def __init__(self, prefill_s: float, decode_s: float) -> None:
         self.now, self.prefill_s, self.decode_s = 0.0, prefill_s, decode_s

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# A wait this close to the timeout has reached it: a deadline computed as arrival + timeout and
+# read back as now - arrival can fall short by a rounding error, and a server would sleep 0 s
+# again and again.
+CLOCK_TOLERANCE_S = 1e-9
+
 
 @dataclass(frozen=True)
 class BatchPolicy:
@@ -20,7 +25,7 @@ class BatchPolicy:
         oldest has waited the timeout; 0: wait (`wait_s`)."""
         if waiting >= self.max_batch:
             return self.max_batch
-        if waiting and oldest_waited_s >= self.timeout_s:
+        if waiting and oldest_waited_s >= self.timeout_s - CLOCK_TOLERANCE_S:
             return waiting
         return 0
 

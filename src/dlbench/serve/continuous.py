@@ -9,15 +9,18 @@ a request leaves its slot at the step that makes its last token. First come, fir
 no request is passed over, so none starves.
 
 Static batching (`static`), the plain server it is measured against: a batch of whole requests
-is admitted only when no request runs, once the batch is full (every slot) or its oldest
-request has waited the batch timeout; each runs to the end of the longest, and newcomers wait
-for the whole batch."""
+is admitted only when no request runs, by the dynamic batcher's one rule (serve.batching.
+BatchPolicy, which the model server's batches follow too): a full batch (every slot) at once,
+else what waits once its oldest request has waited the batch timeout; each runs to the end of
+the longest, and newcomers wait for the whole batch."""
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
 from dataclasses import dataclass, field
+
+from dlbench.serve.batching import BatchPolicy
 
 BATCHINGS = ("continuous", "static")
 
@@ -60,7 +63,8 @@ class Scheduler:
         if batching not in BATCHINGS:
             raise ValueError(f"batching: {batching!r}")
         self.slots, self.prefill_tokens = slots, prefill_tokens
-        self.static, self.batch_timeout_s = batching == "static", batch_timeout_s
+        # static: whole batches by the batcher's rule; continuous: None
+        self.policy = BatchPolicy(slots, batch_timeout_s) if batching == "static" else None
         self.waiting: deque[Request] = deque()
         self.running: dict[int, Request] = {}  # by slot
         self._free = list(range(slots))  # a heap: the lowest free slot first
@@ -75,32 +79,40 @@ class Scheduler:
         prefill), each given its slot."""
         if not self.waiting or not self._free:
             return []
-        if self.static and (self.running or not self._batch_ready(now)):
-            return []
+        if self.policy is not None:  # static: a whole batch, only when none runs
+            count = 0 if self.running else self._due(now)
+            return [self._take() for _ in range(count)]
         admitted: list[Request] = []
         budget = self.prefill_tokens
         while self.waiting and self._free:
-            head = self.waiting[0]
-            if admitted and head.prompt_len > budget and not self.static:
+            if admitted and self.waiting[0].prompt_len > budget:
                 break
-            budget -= head.prompt_len
-            self.waiting.popleft()
-            head.slot = heapq.heappop(self._free)
-            self.running[head.slot] = head
-            admitted.append(head)
+            budget -= self.waiting[0].prompt_len
+            admitted.append(self._take())
         return admitted
 
-    def _batch_ready(self, now: float) -> bool:
-        """Static: a whole batch waits, or its oldest request has waited the timeout."""
-        due = self.waiting[0].arrived + self.batch_timeout_s
-        return len(self.waiting) >= self.slots or now >= due
+    def _take(self) -> Request:
+        """The oldest waiting request, given the lowest free slot."""
+        head = self.waiting.popleft()
+        head.slot = heapq.heappop(self._free)
+        self.running[head.slot] = head
+        return head
+
+    def _due(self, now: float) -> int:
+        """Static: how many waiting requests the batcher's rule runs now (0: wait)."""
+        assert self.policy is not None
+        return self.policy.batch_now(len(self.waiting), now - self.waiting[0].arrived)
 
     def wait_s(self, now: float) -> float | None:
-        """How long the server may sleep with nothing to run before deciding again (None:
-        until a request comes)."""
-        if self.static and self.waiting and not self.running:
-            return max(0.0, self.waiting[0].arrived + self.batch_timeout_s - now)
-        return None
+        """How long the server may sleep with nothing to run before deciding again: static
+        with requests waiting and none running, until the oldest has waited the timeout (0
+        where a batch is due now, a full one at once); otherwise None (until a request comes,
+        or no wait: a step runs)."""
+        if self.policy is None or not self.waiting or self.running:
+            return None
+        if self._due(now):
+            return 0.0
+        return self.policy.wait_s(now - self.waiting[0].arrived)
 
     @property
     def rows(self) -> int:

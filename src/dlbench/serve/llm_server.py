@@ -167,22 +167,26 @@ class LlmServer:
         if self.device.type == "cuda":
             torch.cuda.current_stream(self.device).synchronize()
 
+    @property
+    def prefill_chunk(self) -> int:
+        """The most newcomers one prefill takes (serve_step hands them over a chunk at a time)."""
+        return self.prefill_rows[-1]
+
     def prefill(self, requests: Sequence[Request]) -> list[int]:
-        """The requests' prompts into their slots; their first tokens, on the host."""
-        first: list[int] = []
-        for start in range(0, len(requests), self.prefill_rows[-1]):
-            chunk = requests[start : start + self.prefill_rows[-1]]
-            rows = bucket_of(self.prefill_rows, len(chunk))
-            length = bucket_of(self.prompt_buckets, max(r.prompt_len for r in chunk))
-            table = self.newcomers_host
-            table.zero_()
-            table[1].fill_(self.slots)  # padding rows: the spare slot
-            for i, r in enumerate(chunk):
-                table[:, i] = torch.tensor((r.sample, r.slot, r.prompt_len - 1))
-            self.newcomers.copy_(table, non_blocking=True)
-            self._run((1, rows, length))
-            first += self.made[: len(chunk)].tolist()
-        return first
+        """Up to `prefill_chunk` requests' prompts into their slots; their first tokens, on
+        the host."""
+        if not 0 < len(requests) <= self.prefill_chunk:
+            raise ValueError(f"a prefill takes 1 to {self.prefill_chunk} requests")
+        rows = bucket_of(self.prefill_rows, len(requests))
+        length = bucket_of(self.prompt_buckets, max(r.prompt_len for r in requests))
+        table = self.newcomers_host
+        table.zero_()
+        table[1].fill_(self.slots)  # padding rows: the spare slot
+        for i, r in enumerate(requests):
+            table[:, i] = torch.tensor((r.sample, r.slot, r.prompt_len - 1))
+        self.newcomers.copy_(table, non_blocking=True)
+        self._run((1, rows, length))
+        return self.made[: len(requests)].tolist()
 
     def decode(self, rows: int) -> list[int]:
         """One decode step of the first `rows` slots (the rows bucket's); each slot's token."""

@@ -22,6 +22,8 @@ from dlbench.serve.requests import RequestLengths
 
 
 class TokenServer(Protocol):
+    prefill_chunk: int  # the most newcomers one prefill takes
+
     def prefill(self, requests: Sequence[Request]) -> list[int]: ...
 
     def decode(self, rows: int) -> list[int]: ...
@@ -39,15 +41,17 @@ def serve_step(
     now: float,
     first: Callable[[list[Request]], None] | None = None,
 ) -> list[Request]:
-    """One step: newcomers admitted and prefilled (`first` told of them: their first token is
-    on the host), then one decode step of every running request; the requests it finished."""
+    """One step: newcomers admitted and prefilled a chunk at a time (`first` told of each chunk
+    as soon as its first tokens are on the host, not after the last chunk), then one decode step
+    of every running request; the requests it finished."""
     admitted = scheduler.admit(now)
     finished = []
-    if admitted:
-        tokens = server.prefill(admitted)
-        finished += scheduler.made({r.slot: t for r, t in zip(admitted, tokens)})
+    for start in range(0, len(admitted), server.prefill_chunk):
+        chunk = admitted[start : start + server.prefill_chunk]
+        tokens = server.prefill(chunk)
+        finished += scheduler.made({r.slot: t for r, t in zip(chunk, tokens)})
         if first is not None:
-            first(admitted)
+            first(chunk)
     if scheduler.running:
         tokens = server.decode(scheduler.rows)
         finished += scheduler.step({slot: tokens[slot] for slot in scheduler.running})
