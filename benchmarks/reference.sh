@@ -24,10 +24,11 @@
 # `fp8`: the fp8 plan (each point in bf16 and in fp8, compiled) and `validate` of fp8 training
 # against a bare torchao loop (a GPU of compute capability 8.9 or newer).
 # `serve`: the serve plan (dlbench serve under LoadGen): for resnet50, vit and distilbert the highest
-# rate whose p99 meets MLPerf's bound (--find-qps), and resnet50 single stream and offline; llm_1b
-# in the three scenarios under MLPerf's token bounds, and its static-batch server beside.
-# Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [multi] [docs]
-#   (the seven single-GPU parts by default)
+# rate whose p99 meets MLPerf's bound (--find-qps), and resnet50 single stream and offline.
+# `serve-llm`: the serve-llm plan: llm_1b in the three scenarios under MLPerf's token bounds, and
+# its static-batch server beside the continuous one.
+# Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [serve-llm] [multi] [docs]
+#   (the eight single-GPU parts by default)
 #   DLBENCH (default: python3 -m dlbench, from this tree)
 #   REFERENCE_DIR (default results/reference): where the parts are written. Not the published
 #   rows' own folder (src/dlbench/published), which every new row is held against: a part
@@ -42,15 +43,15 @@ read -r -a DLBENCH <<< "${DLBENCH:-python3 -m dlbench}"
 OUT=${REFERENCE_DIR:-results/reference}
 JPEG_DIR=${JPEG_DIR:-/tmp/dlbench-jpeg}
 DRY_RUN=${DRY_RUN:-0}
-PARTS=(peak default decode jpeg validate fp8 serve multi docs)
-usage="usage: $0 [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [multi] [docs]"
+PARTS=(peak default decode jpeg validate fp8 serve serve-llm multi docs)
+usage="usage: $0 [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [serve-llm] [multi] [docs]"
 for part in "$@"; do  # every part named is checked before anything runs
     [[ " ${PARTS[*]} " == *" $part "* ]] || { echo "$usage" >&2; exit 2; }
 done
 [[ $DRY_RUN == 1 ]] || mkdir -p "$OUT"
 
 parts=("$@")
-((${#parts[@]})) || parts=(peak default decode jpeg validate fp8 serve)
+((${#parts[@]})) || parts=(peak default decode jpeg validate fp8 serve serve-llm)
 gpu=dry-run software=dry-run gpus=4
 if [[ $DRY_RUN != 1 && " ${parts[*]} " != " docs " ]]; then  # docs alone needs no GPU
     python3 src/dlbench/provenance.py --check || exit 2  # a part names one commit, clean
@@ -112,7 +113,11 @@ fp8() {  # where FP8 pays on this GPU, and the harness with torchao's float8 tra
 }
 
 serve() {  # requests a second under a p99 bound, beside offline throughput and batch-1 latency
-    run sweep serve --output "$(csv serve)"  # the packaged plan: resnet50, vit, distilbert, llm_1b
+    run sweep serve --output "$(csv serve)"  # the packaged plan: resnet50, vit, distilbert
+}
+
+serve_llm() {  # an LLM's requests a second under its TTFT and TPOT bounds, continuous and static
+    run sweep serve-llm --output "$(csv serve-llm)"
 }
 
 multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a bare loop's?
@@ -190,7 +195,7 @@ docs() {  # what is made from the CSVs: the README's table and the example repor
 }
 
 for part in "${parts[@]}"; do
-    "$part"
+    "${part//-/_}"
 done
 if ((${#failed[@]})); then
     echo "failed: ${failed[*]}" >&2

@@ -151,14 +151,33 @@ def _failing_native(model: nn.Module) -> nn.Module:
     return FailingLlama.from_transformers(model)
 
 
-def _register_failing_llm() -> None:
+def _wrong_native(model: nn.Module) -> nn.Module:
+    """The tiny Llama, natively, whose served decode steps (a load's, on the serving thread)
+    answer token 0 whatever the logits say: fast and wrong, as a served path that reads the
+    wrong cache row would be; the model without a cache (the token check's) is untouched."""
+    import threading
+
+    from dlbench.workloads.llama import NativeLlama
+
+    class WrongLlama(NativeLlama):
+        def logits(self, ids, positions, cache=None, last=None):
+            out = super().logits(ids, positions, cache, last)
+            if threading.current_thread().name == "dlbench-llm" and ids.shape[1] == 1:
+                out = out.clone()
+                out[..., 0] = out.max() + 1.0
+            return out
+
+    return WrongLlama.from_transformers(model)
+
+
+def _register_llm(name: str, summary: str, native) -> None:
     from dlbench.workloads.text import LLAMA_SIZES, llama_builder
 
     size = LLAMA_SIZES["llm_tiny"]
     register_workload(
         Workload(
-            name="llm_serve_fail",
-            summary="test LLM whose decode loop fails mid-load when served",
+            name=name,
+            summary=summary,
             family="llm",
             sample_unit="sequence",
             build=llama_builder(size),
@@ -166,10 +185,15 @@ def _register_failing_llm() -> None:
             loss=cross_entropy,
             generative=True,
             vocab_size=size.vocab,
-            native=_failing_native,
+            native=native,
             context_len=size.context,
         )
     )
 
 
-_register_failing_llm()
+_register_llm(
+    "llm_serve_fail", "test LLM whose decode loop fails mid-load when served", _failing_native
+)
+_register_llm(
+    "llm_serve_wrong", "test LLM that serves a wrong token in each decode step", _wrong_native
+)

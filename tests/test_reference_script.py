@@ -17,7 +17,18 @@ from typer.testing import CliRunner
 from dlbench.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("peak", "default", "decode", "jpeg", "validate", "fp8", "serve", "multi", "docs")
+PARTS = (
+    "peak",
+    "default",
+    "decode",
+    "jpeg",
+    "validate",
+    "fp8",
+    "serve",
+    "serve-llm",
+    "multi",
+    "docs",
+)
 
 
 def _dry_run(*parts: str, jpeg: Path = Path("/nonexistent/jpeg")) -> list[str]:
@@ -87,7 +98,7 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     commands = [shlex.split(line)[1:] for line in lines if line.startswith("dlbench ")]
     assert [c[0] for c in commands] == [
         "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
-        "validate", "sweep", "validate", "sweep", "peak", "scaling",
+        "validate", "sweep", "validate", "sweep", "sweep", "peak", "scaling",
         "scaling", "scaling", "validate", "validate", "validate", "validate", "validate",
         "train", "train", "train", "train", "train", "train", "train",
     ]  # fmt: skip

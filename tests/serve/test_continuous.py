@@ -15,7 +15,7 @@ import torch
 from dlbench.errors import UserError
 from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.continuous import Request, Scheduler
-from dlbench.serve.llm_server import cache_slots
+from dlbench.serve.llm_server import PREFILL_ROWS, cache_slots
 
 
 def _request(query: int, prompt: int = 4, output: int = 3, arrived: float = 0.0) -> Request:
@@ -160,15 +160,28 @@ class _Model(torch.nn.Module):
 PER_POSITION = 2 * 2 * 2 * 16 * 2  # keys and values, layers, kv heads, head size, bf16
 
 
+STAGING = PREFILL_ROWS * PER_POSITION * 10  # the prefill's staging cache: 10-token prompts
+
+
 def test_the_cache_holds_as_many_requests_as_its_memory_allows_at_most_the_batch():
     model, cpu = _Model(), torch.device("cpu")
-    assert cache_slots(model, 100, 8, 3.5 * PER_POSITION * 100, cpu) == 3
-    assert cache_slots(model, 100, 2, 1e12, cpu) == 2
+    # 4.5 requests' memory past the staging: 3 slots and the spare a padding row writes to
+    assert cache_slots(model, (100, 10), 8, STAGING + 4.5 * PER_POSITION * 100, cpu) == 3
+    assert cache_slots(model, (100, 10), 2, 1e9, cpu) == 2
 
 
 def test_a_cache_that_cannot_hold_one_request_is_refused_naming_the_flag():
     with pytest.raises(UserError, match="--kv-cache-gb: the KV cache cannot hold one request"):
-        cache_slots(_Model(), 100, 8, PER_POSITION * 99, torch.device("cpu"))
+        cache_slots(_Model(), (100, 10), 8, STAGING + PER_POSITION * 199, torch.device("cpu"))
+
+
+def test_a_cap_past_the_devices_free_memory_is_refused_naming_the_flag(monkeypatch):
+    from dlbench.serve import llm_server
+
+    monkeypatch.setattr(llm_server, "free_memory", lambda device: 80e9)  # a fake 80 GB GPU
+    with pytest.raises(UserError, match=r"--kv-cache-gb: 1e\+03 GB is more than the device's"):
+        cache_slots(_Model(), (100, 10), 8, 1000e9, torch.device("cpu"))
+    assert cache_slots(_Model(), (100, 10), 8, 79e9, torch.device("cpu")) == 8
 
 
 class _TimedServer:

@@ -87,7 +87,7 @@ def test_fixed_lengths_prefill_at_their_one_length_and_the_row_says_what_the_cac
     columns = server.columns()
     assert columns["serve_kv_slots"] == 2
     assert columns["serve_kv_cache_gb"] == 2 * 16 * per_token / 1e9
-    assert "cuda_graphs" not in columns  # no graphs on this device: nothing to say
+    assert columns["cuda_graphs"] is False  # as run: a CPU row says no graphs, not the setting
 
 
 def test_a_decode_step_runs_each_sequence_at_its_own_position_as_the_whole_sequence_would():

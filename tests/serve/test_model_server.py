@@ -55,7 +55,10 @@ def test_without_graphs_nothing_is_captured_and_the_row_says_nothing(monkeypatch
     monkeypatch.setitem(graphs.CAPTURERS, "cpu", fake_graphs.fake_capture)
     server = _server(graphed=False)
     server.warm()
-    assert server.replays == {} and server.columns() == {"channels_last": True}
+    assert server.replays == {} and server.columns() == {
+        "channels_last": True,
+        "cuda_graphs": False,
+    }
 
 
 def test_image_queries_and_weights_are_served_channels_last_as_inference_rows_run():
@@ -70,4 +73,4 @@ def test_image_queries_and_weights_are_served_channels_last_as_inference_rows_ru
     precision = plan_precision("32", "cpu", "infer")
     text = ModelServer(workload, workload.shape(None, None, 16), torch.device("cpu"), precision,
                        2, False, 0, False)  # fmt: skip
-    assert text.columns() == {"channels_last": False}
+    assert text.columns() == {"channels_last": False, "cuda_graphs": False}

@@ -42,19 +42,23 @@ def test_each_scenario_writes_a_row_with_loadgens_token_figures(dlbench, tmp_pat
     assert float(row["serve_total_tokens_per_s"]) == pytest.approx(total, rel=1e-3)
     assert int(row["serve_kv_slots"]) == 4 and float(row["serve_kv_cache_gb"]) > 0
     assert 1 <= float(row["serve_mean_batch"]) <= 4 and float(row["serve_warmup_s"]) >= 0
-    timed = scenario != "offline"  # LoadGen measures no token latency in offline
-    for q in (50, 90, 99):
-        for figure in ("ttft", "tpot"):
-            assert bool(row[f"serve_{figure}_p{q}_ms"]) == timed, (figure, q)
-    if timed:
-        assert 0 < float(row["serve_ttft_p50_ms"]) <= float(row["serve_ttft_p99_ms"])
-        assert 0 < float(row["serve_tpot_p50_ms"]) <= float(row["serve_tpot_p99_ms"])
+    # LoadGen measures token latencies but in offline, where the server's clock gives them
+    assert row["serve_token_clock"] == ("server" if scenario == "offline" else "loadgen")
+    for figure in ("ttft", "tpot", "itl", "e2el"):  # every latency a serving benchmark reports
+        p50, p90, p99 = (float(row[f"serve_{figure}_p{q}_ms"]) for q in (50, 90, 99))
+        assert 0 < p50 <= p90 <= p99, figure
+    assert 0 < float(row["serve_itl_mean_ms"]) <= float(row["serve_e2el_p99_ms"])
+    if scenario != "offline":
         assert float(row["serve_ttft_p50_ms"]) < float(row["serve_latency_p50_ms"])
-    bounded = scenario == "server"
-    assert bool(row["serve_ttft_p99_bound_ms"]) == bounded
-    if bounded:  # MLPerf's Llama-3.1-8B bounds by default
-        bounds = (row["serve_ttft_p99_bound_ms"], row["serve_tpot_p99_bound_ms"])
-        assert bounds == ("2000.0", "100.0")
+    # goodput: the requests that met both bounds (MLPerf's Llama-3.1-8B bounds by default)
+    bounds = (row["serve_ttft_p99_bound_ms"], row["serve_tpot_p99_bound_ms"])
+    assert bounds == ("2000.0", "100.0") and row["serve_token_bounds"] == "mlperf"
+    assert 0 < float(row["serve_goodput_pct"]) <= 100
+    share = float(row["serve_goodput_tokens_per_s"]) / float(row["serve_goodput_qps"])
+    assert share == pytest.approx(6)  # each request's 6 output tokens
+    # the served tokens held against the model's own without a cache
+    assert int(row["serve_tokens_checked"]) == 4 and row["serve_tokens_wrong"] == "0"
+    assert row["serve_batch_timeout_ms"] == "" and row["cuda_graphs"] == "False"
 
 
 def test_a_server_past_its_token_bound_is_invalid_and_the_bound_is_named(dlbench, tmp_path):
@@ -80,6 +84,19 @@ def test_a_search_finds_the_highest_request_rate_valid_under_both_token_bounds(d
     assert "found " in printed and "/s in " in printed
 
 
+def test_a_served_path_that_answers_wrong_tokens_makes_the_row_invalid(dlbench, tmp_path):
+    wrong = [a if a != "llm_tiny" else "llm_serve_wrong" for a in LLM]
+    out = tmp_path / "serve.csv"
+    code, printed, err = dlbench("serve", *wrong, "--scenario", "offline", *SHORT,
+                                 "--output", out)  # fmt: skip
+    assert code == 0, err
+    row = CsvStore(out).rows()[-1]
+    assert row["serve_result"] == "VALID"  # LoadGen counts tokens, it cannot read them
+    assert row["serve_tokens_checked"] == "4" and row["serve_tokens_wrong"] == "4"
+    assert row["verdict"] == "invalid" and "wrong_tokens" in row["verdict_reasons"]
+    assert "wrong token" in printed
+
+
 def test_static_batching_serves_whole_batches_and_says_so(dlbench, tmp_path):
     row = _served(dlbench, tmp_path / "serve.csv", "offline", "--batching", "static")
     assert row["serve_batching"] == "static" and float(row["serve_output_tokens_per_s"]) > 0
@@ -94,7 +111,7 @@ def test_static_batching_serves_whole_batches_and_says_so(dlbench, tmp_path):
         (["--scenario", "server", "--qps", "5", "--ttft-p99-ms", "0"], "--ttft-p99-ms"),
         (["--scenario", "server", "--qps", "5", "--tpot-p99-ms", "-1"], "--tpot-p99-ms"),
         (["--scenario", "server", "--qps", "5", "--slo-p99-ms", "50"], "--slo-p99-ms"),
-        (["--tpot-p99-ms", "50"], "--tpot-p99-ms"),
+        (["--token-bounds", "strict"], "--token-bounds"),
         (["--width", "64"], "--width"),
         (["--no-channels-last"], "--no-channels-last"),
         (["--seq-len", "64"], "--seq-len"),
@@ -110,7 +127,8 @@ def test_bad_llm_settings_are_one_line_and_the_csv_keeps_its_rows(dlbench, kept,
 
 
 @pytest.mark.parametrize("flag", [["--prompt-len", "8"], ["--batching", "static"],
-                                  ["--kv-cache-gb", "1"], ["--lengths", "uniform"]])  # fmt: skip
+                                  ["--kv-cache-gb", "1"], ["--lengths", "uniform"],
+                                  ["--token-bounds", "interactive"]])  # fmt: skip
 def test_an_llms_own_flags_given_for_another_model_are_refused(dlbench, kept, flag):
     base = ["--accelerator", "cpu", "--model", "timm:test_resnet", "--scenario", "offline"]
     refused(dlbench("serve", *base, *flag, "--output", kept), flag[0])

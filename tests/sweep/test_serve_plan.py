@@ -17,22 +17,31 @@ TINY = ("accelerator: cpu, model: 'timm:test_resnet', width: 32, height: 32, pre
         "compile: false, max_batch: 4, queries: 16")  # fmt: skip
 
 
-def test_the_packaged_serve_plan_serves_four_models_resnet50_and_llm_1b_in_every_scenario():
+def test_the_packaged_serve_plan_serves_three_models_and_resnet50_in_every_scenario():
     points = load_plan("serve").points()
     assert all(isinstance(p, ServePoint) for p in points)
     runs = [(p.settings.model, p.settings.scenario, p.settings.find_qps) for p in points]
     assert runs == [("resnet50", "server", True), ("resnet50", "single-stream", False),
                     ("resnet50", "offline", False), ("vit", "server", True),
-                    ("distilbert", "server", True), ("llm_1b", "server", True),
-                    ("llm_1b", "single-stream", False), ("llm_1b", "offline", False),
-                    ("llm_1b", "server", True)]  # fmt: skip
+                    ("distilbert", "server", True)]  # fmt: skip
     budgets = [p.settings.search_budget for p in points if p.settings.find_qps]
-    assert budgets == [240.0, 120, 120, 150, 150]
+    assert budgets == [240.0, 120, 120]
     assert points[0].cli_args()[:5] == ["serve", "--model", "resnet50", "--scenario", "server"]
-    llm = [p.settings for p in points if p.settings.model == "llm_1b"]
+
+
+def test_the_packaged_serve_llm_plan_serves_llm_1b_in_every_scenario_continuous_and_static():
+    points = load_plan("serve-llm").points()
+    runs = [(p.settings.scenario, p.settings.batching, p.settings.lengths) for p in points]
+    assert runs == [
+        ("server", "continuous", "uniform"), ("single-stream", "continuous", "fixed"),
+        ("offline", "continuous", "fixed"), ("server", "static", "uniform"),
+    ]  # fmt: skip
+    llm = [p.settings for p in points]
     # the default plan's batched generation: 32 sequences, 128 prompt and 128 new tokens
-    assert {(s.max_batch, s.prompt_len, s.new_tokens) for s in llm} == {(32, 128, 128)}
-    assert [s.batching for s in llm] == ["continuous"] * 3 + ["static"]
+    assert {(s.model, s.max_batch, s.prompt_len, s.new_tokens) for s in llm} == {
+        ("llm_1b", 32, 128, 128)
+    }
+    assert [s.search_budget for s in llm if s.find_qps] == [120, 120]
 
 
 def test_serve_entries_take_tags_repeats_and_only():

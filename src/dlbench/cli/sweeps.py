@@ -45,7 +45,7 @@ RecheckOption = Annotated[
 )
 def sweep(
     plan: Annotated[
-        str, typer.Argument(help="quick, default, fp8, serve, or a path to a YAML plan.")
+        str, typer.Argument(help="quick, default, fp8, serve, serve-llm, or a path to a YAML plan.")
     ],
     output: Output = DEFAULT_OUTPUT,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points only.")] = False,

@@ -196,7 +196,7 @@ COLUMNS: dict[str, str] = {
     "non_finite_loss, below_published; validate rows: repeats_disagree; peak rows: "
     "above_datasheet, impossible_figure, below_datasheet, below_siblings; serve rows: LoadGen's "
     "(latency_bound, ttft_bound, tpot_bound, early_stopping, min_duration, min_queries, "
-    "loadgen_invalid)",
+    "loadgen_invalid) and wrong_tokens (an LLM served a wrong token)",
     "verdict_notes": "worth knowing, the row stays valid: power_capped, processes_hidden, "
     "eager_fallback, fp8_uncompiled, above_published, input_bound (it measured its loader)",
     "published_ratio": "samples_per_s over the median of the published rows of this GPU model "

@@ -22,10 +22,13 @@ SERVE_COLUMNS: dict[str, str] = {
     "decode step and leaves when done) or static (whole batches of the next requests)",
     "serve_lengths": "serve, LLM: request lengths, fixed (prompt_len and new_tokens) or uniform "
     "(each drawn from half to 1.5x of them, seeded)",
-    "serve_ttft_p99_bound_ms": "serve, LLM server: the p99 time to first token LoadGen holds the "
-    "load to",
-    "serve_tpot_p99_bound_ms": "serve, LLM server: the p99 time per output token LoadGen holds "
-    "the load to",
+    "serve_token_bounds": "serve, LLM: the named set of TTFT and TPOT bounds, mlperf (2,000 / "
+    "100 ms) or interactive (500 / 30 ms)",
+    "serve_ttft_p99_bound_ms": "serve, LLM: the p99 time to first token bound (LoadGen holds a "
+    "server load to it; every scenario's goodput)",
+    "serve_tpot_p99_bound_ms": "serve, LLM: the p99 time per output token bound (likewise)",
+    "serve_kv_cache_cap_gb": "serve, LLM: the most the KV cache was allowed (--kv-cache-gb; "
+    "empty: half the free memory)",
     "serve_kv_slots": "serve, LLM: requests the KV cache holds at once (the batch's most)",
     "serve_kv_cache_gb": "serve, LLM: the KV cache's memory, every slot at the longest request",
     "serve_loadgen": "serve: the load generator and its release (MLPerf's LoadGen)",
@@ -43,15 +46,35 @@ SERVE_COLUMNS: dict[str, str] = {
     "serve_early_stopping": "serve: LoadGen's early-stopping verdict and estimates",
     "serve_output_tokens_per_s": "serve, LLM: output tokens a second LoadGen counted (server "
     "and single stream: as completed; offline: over the load)",
-    "serve_ttft_p50_ms": "serve, LLM: LoadGen's median time to first token, from the scheduled "
-    "issue (none in offline: LoadGen measures none there)",
-    "serve_ttft_p90_ms": "serve, LLM: LoadGen's 90th percentile time to first token",
-    "serve_ttft_p99_ms": "serve, LLM: LoadGen's 99th percentile time to first token (the "
-    "server's bound's)",
-    "serve_tpot_p50_ms": "serve, LLM: LoadGen's median time per output token after the first",
-    "serve_tpot_p90_ms": "serve, LLM: LoadGen's 90th percentile time per output token",
-    "serve_tpot_p99_ms": "serve, LLM: LoadGen's 99th percentile time per output token (the "
-    "server's bound's)",
+    "serve_token_clock": "serve, LLM: whose clock the TTFT and TPOT columns are: loadgen (from "
+    "each query's scheduled issue; server and single stream) or server (from its hand-over; "
+    "offline, where LoadGen measures neither)",
+    "serve_ttft_p50_ms": "serve, LLM: median time to first token (serve_token_clock's)",
+    "serve_ttft_p90_ms": "serve, LLM: 90th percentile time to first token",
+    "serve_ttft_p99_ms": "serve, LLM: 99th percentile time to first token (the bound's)",
+    "serve_tpot_p50_ms": "serve, LLM: median time per output token after the first",
+    "serve_tpot_p90_ms": "serve, LLM: 90th percentile time per output token",
+    "serve_tpot_p99_ms": "serve, LLM: 99th percentile time per output token (the bound's)",
+    "serve_itl_mean_ms": "serve, LLM: mean gap between two tokens of a request (the server's "
+    "clock, every gap of every request)",
+    "serve_itl_p50_ms": "serve, LLM: median gap between two tokens",
+    "serve_itl_p90_ms": "serve, LLM: 90th percentile gap between two tokens",
+    "serve_itl_p99_ms": "serve, LLM: 99th percentile gap between two tokens (a prefill that "
+    "stalls the running requests shows here)",
+    "serve_e2el_p50_ms": "serve, LLM: median whole latency of a request, its hand-over to its "
+    "last token (the server's clock; LoadGen's, from the scheduled issue: serve_latency_*)",
+    "serve_e2el_p90_ms": "serve, LLM: 90th percentile whole latency of a request",
+    "serve_e2el_p99_ms": "serve, LLM: 99th percentile whole latency of a request",
+    "serve_goodput_qps": "serve, LLM: requests a second that met both bounds (their own TTFT and "
+    "TPOT on the server's clock; DistServe's goodput)",
+    "serve_goodput_tokens_per_s": "serve, LLM: output tokens a second of those requests",
+    "serve_goodput_pct": "serve, LLM: share of the requests that met both bounds, %",
+    "serve_tokens_checked": "serve, LLM: requests of the load generated again without a cache "
+    "and held token for token against what was served (serve.token_check)",
+    "serve_tokens_near_ties": "serve, LLM: of those, requests whose first difference was a near "
+    "tie (the served token among the reference's best 5: rounding, not a fault)",
+    "serve_tokens_wrong": "serve, LLM: of those, requests served a wrong token (the row is "
+    "invalid: wrong_tokens)",
     "serve_loadgen_log": "serve: LoadGen's summary log beside the CSV (its detail log beside it)",
     "serve_mean_batch": "serve: mean batch the batcher formed (LLM: requests a decode step ran)",
     "serve_prompt_tokens_mean": "serve, LLM: prompt tokens of a request answered, mean",
@@ -65,7 +88,8 @@ SERVE_COLUMNS: dict[str, str] = {
     "serve_issue_us": "serve: the mean time LoadGen's hand-over spent in dlbench, a call",
     "serve_qps_found": "serve --find-qps: the highest rate LoadGen called VALID",
     "serve_points_tried": "serve --find-qps: rates the search tried",
-    "serve_points": "serve --find-qps: each rate tried as qps:p99_ms:ok (VALID) or over",
+    "serve_points": "serve --find-qps: each rate tried as qps:p99_ms:ok (VALID) or over (an "
+    "LLM: qps:ttft_p99_ms/tpot_p99_ms:ok or over)",
     "serve_offline_samples_per_s": "serve: the same model's offline throughput at the largest "
     "batch, over at least a second (the search's upper end)",
     "serve_batch1_p50_ms": "serve: the same model's median latency one query at a time (LLM: "
@@ -89,6 +113,8 @@ SERVE_KEY = (
     "serve_min_queries",
     "serve_batching",
     "serve_lengths",
+    "serve_token_bounds",
     "serve_ttft_p99_bound_ms",
     "serve_tpot_p99_bound_ms",
+    "serve_kv_cache_cap_gb",
 )

@@ -96,6 +96,11 @@ REASONS = {
         "({serve_tpot_p99_bound_ms:g} ms)",
         "a lower --qps, or a smaller --max-batch (fewer requests a decode step)",
     ),
+    "wrong_tokens": (
+        "{serve_tokens_wrong:.0f} of {serve_tokens_checked:.0f} requests checked were served a "
+        "wrong token (generated again without a cache)",
+        "a fault of the served path: report it, and trust no figure of this row",
+    ),
     "early_stopping": (
         "LoadGen: its early-stopping estimate failed ({serve_early_stopping})",
         "a longer load (--min-duration, --queries) or a lower --qps",
@@ -179,6 +184,8 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     if disagreeing_repeats(harness_ratios(row)):
         reasons.append("repeats_disagree")
     reasons += loadgen_reasons(row)
+    if (number_or_none(row.get("serve_tokens_wrong")) or 0) > 0:
+        reasons.append("wrong_tokens")
     outside = outside_band(row)
     if outside == BELOW:
         reasons.append(BELOW)
@@ -320,6 +327,8 @@ def advice(row: dict) -> str:
         "serve_tpot_p99_bound_ms",
         "serve_min_duration_s",
         "serve_min_queries",
+        "serve_tokens_wrong",
+        "serve_tokens_checked",
     ):
         values[key] = number_or_none(row.get(key)) or 0.0
     values["min_spread_steps"] = MIN_SPREAD_STEPS

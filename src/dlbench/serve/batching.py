@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# A wait this close to the timeout has reached it: a deadline computed as arrival + timeout and
-# read back as now - arrival can fall short by a rounding error, and a server would sleep 0 s
-# again and again.
+# A wait this close to the timeout has reached it: a deadline computed as arrival + timeout
+# and read back as now - arrival can fall short by a rounding error, and a server would sleep
+# for nothing again and again.
 CLOCK_TOLERANCE_S = 1e-9
 
 

@@ -28,7 +28,8 @@ BATCHINGS = ("continuous", "static")
 @dataclass
 class Request:
     """One request: LoadGen's query id and sample, its lengths, when it was handed over, its
-    slot once admitted and the tokens made so far (the prefill makes the first)."""
+    slot once admitted, the tokens made so far (the prefill makes the first) and when each
+    reached the host (the server's clock)."""
 
     query: int
     sample: int
@@ -37,6 +38,7 @@ class Request:
     arrived: float
     slot: int = -1
     tokens: list[int] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -119,23 +121,24 @@ class Scheduler:
         """The rows the next decode step runs: up to the highest slot in use."""
         return max(self.running) + 1 if self.running else 0
 
-    def made(self, tokens: dict[int, int]) -> list[Request]:
-        """Each running request's new token (by slot); those now done leave their slots and
-        are returned."""
+    def made(self, tokens: dict[int, int], at: float = 0.0) -> list[Request]:
+        """Each running request's new token (by slot), on the host at `at`; those now done
+        leave their slots and are returned."""
         finished = []
         for slot, token in tokens.items():
             request = self.running[slot]
             request.tokens.append(token)
+            request.times.append(at)
             if request.done:
                 finished.append(self._leave(slot))
         return finished
 
-    def step(self, tokens: dict[int, int]) -> list[Request]:
-        """A decode step's tokens for every running request: counted in the occupancy; the
-        requests it finished."""
+    def step(self, tokens: dict[int, int], at: float = 0.0) -> list[Request]:
+        """A decode step's tokens for every running request, on the host at `at`: counted in
+        the occupancy; the requests it finished."""
         self.occupancy.steps += 1
         self.occupancy.running += len(self.running)
-        return self.made(tokens)
+        return self.made(tokens, at)
 
     def _leave(self, slot: int) -> Request:
         request = self.running.pop(slot)

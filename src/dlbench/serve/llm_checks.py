@@ -29,6 +29,7 @@ _LLM_ONLY = (
     "new_tokens",
     "batching",
     "lengths",
+    "token_bounds",
     "ttft_p99_ms",
     "tpot_p99_ms",
     "kv_cache_gb",

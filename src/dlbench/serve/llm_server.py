@@ -42,21 +42,37 @@ def length_buckets(prompts: Sequence[int]) -> list[int]:
 
 
 def cache_slots(
-    model: torch.nn.Module, max_len: int, most: int, limit: float | None, device: torch.device
+    model: torch.nn.Module,
+    positions: tuple[int, int],
+    most: int,
+    limit: float | None,
+    device: torch.device,
 ) -> int:
-    """How many requests of `max_len` positions the KV cache holds: `most` where the memory
-    allows, fewer where `limit` bytes (or KV_SHARE of the free memory) do not; a UserError
-    where not even one fits."""
-    per_slot = slot_bytes(model, max_len)
-    budget = limit if limit is not None else KV_SHARE * free_memory(device)
-    if budget < per_slot:
+    """How many requests the KV cache holds, `positions` being a request's longest (prompt and
+    output) and the longest prompt: `most` where the memory allows, fewer where `limit` bytes
+    (or KV_SHARE of the free memory) do not, counting the spare slot and the prefill's staging
+    cache too; a UserError where not even one fits, or where `limit` is past the device's free
+    memory (such a cache would fail to allocate, or take what the steps need)."""
+    max_len, prompt = positions
+    per_slot, free = slot_bytes(model, max_len), free_memory(device)
+    if limit is not None and limit > free:
+        raise UserError(
+            f"--kv-cache-gb: {limit / 1e9:,.3g} GB is more than the device's free memory once "
+            f"the weights are loaded ({free / 1e9:,.3g} GB); give less, or leave it out (half "
+            "of the free memory)"
+        )
+    budget = limit if limit is not None else KV_SHARE * free
+    staging = PREFILL_ROWS * slot_bytes(model, prompt)
+    fits = int((budget - staging) // per_slot) - 1  # the spare slot a padding row writes to
+    if fits < 1:
         given = "--kv-cache-gb" if limit is not None else f"{KV_SHARE:.0%} of the free memory"
         raise UserError(
             f"{given}: the KV cache cannot hold one request ({budget / 1e9:,.3g} GB for a "
-            f"request of {max_len:,} positions taking {per_slot / 1e9:,.3g} GB; shorter "
-            "--prompt-len or --new-tokens, or more memory)"
+            f"request of {max_len:,} positions taking {per_slot / 1e9:,.3g} GB, a spare slot "
+            f"and the prefill's staging of {staging / 1e9:,.3g} GB; shorter --prompt-len or "
+            "--new-tokens, or more memory)"
         )
-    return int(min(most, budget // per_slot))
+    return min(most, fits)
 
 
 def slot_bytes(model: torch.nn.Module, max_len: int) -> int:
@@ -94,7 +110,8 @@ class LlmServer:
         model, _ = build_model(workload, InputShape(0, 0, self.max_len), "native", device)
         self.model = model.eval().to(dtype=precision.param_dtype)
         self.device = device
-        slots = self.slots = cache_slots(self.model, self.max_len, *sizes, device)
+        positions = (self.max_len, max(lengths.prompt))
+        slots = self.slots = cache_slots(self.model, positions, *sizes, device)
         self.dtype = precision.autocast_dtype
         self.prompt_buckets = length_buckets(lengths.prompt)
         self.prefill_rows = buckets(min(PREFILL_ROWS, slots))
@@ -224,6 +241,7 @@ class LlmServer:
             "serve_kv_slots": self.slots,
             "serve_kv_cache_gb": self.kv_cache_bytes() / 1e9,
         }
+        found["cuda_graphs"] = bool(self.steps)  # as run: False on a CPU, or after a failed capture
         if self.graphs:
-            found.update(cuda_graphs=bool(self.steps), graph_fallback=self.fallback)
+            found["graph_fallback"] = self.fallback
         return found

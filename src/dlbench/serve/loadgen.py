@@ -93,6 +93,13 @@ class LoadGenResult:
     def p99_ms(self) -> float:
         return self.latency_ms[99]
 
+    def bound_text(self) -> str:
+        """The p99 figures the load was held to: the query's latency, or an LLM's TTFT/TPOT."""
+        ttft, tpot = self.tokens.get("serve_ttft_p99_ms"), self.tokens.get("serve_tpot_p99_ms")
+        if ttft is None or tpot is None:
+            return f"{self.p99_ms:.3f}"
+        return f"{ttft:.3f}/{tpot:.3f}"
+
     def columns(self) -> dict[str, object]:
         """The row's columns of the load."""
         return {
@@ -148,8 +155,8 @@ def result_of(entries: dict[str, object], scenario: str, log_dir: Path) -> LoadG
 
 def token_columns(entries: dict[str, object]) -> dict[str, float | None]:
     """An LLM load's token figures as LoadGen gives them: time to first token and time per
-    output token at each percentile (not in offline, where LoadGen measures neither) and
-    output tokens a second."""
+    output token at each percentile (none in offline, where LoadGen measures neither: the
+    server's clock gives them there, serve.token_latencies) and output tokens a second."""
 
     def ms(key: str) -> float | None:
         value = entries.get(key)
@@ -162,8 +169,10 @@ def token_columns(entries: dict[str, object]) -> dict[str, float | None]:
         "serve_output_tokens_per_s": float(rate) if rate is not None else None,  # type: ignore[arg-type]
     }
     for q in PERCENTILES:
-        columns[f"serve_ttft_p{q}_ms"] = ms(f"result_first_token_{q:.2f}_percentile_latency_ns")
-        columns[f"serve_tpot_p{q}_ms"] = ms(f"result_time_per_output_token_{q:.2f}_percentile_ns")
+        ttft = ms(f"result_first_token_{q:.2f}_percentile_latency_ns")
+        tpot = ms(f"result_time_per_output_token_{q:.2f}_percentile_ns")
+        if ttft is not None and tpot is not None:
+            columns |= {f"serve_ttft_p{q}_ms": ttft, f"serve_tpot_p{q}_ms": tpot}
     return columns
 
 
@@ -239,9 +248,10 @@ class Answers:
 
 def run_load(
     make_sut: Callable[[Answers], UnderTest], load: Load, samples: int, log_dir: Path
-) -> tuple[LoadGenResult, dict[str, float | None]]:
+) -> tuple[LoadGenResult, UnderTest]:
     """One LoadGen test of the system under test `make_sut` makes (given how to answer) over
-    `samples` query samples; its result, and the system's own columns of the load."""
+    `samples` query samples; its result, and the system once closed (its own columns of the
+    load, what it served)."""
     lg = loadgen()
     log_dir.mkdir(parents=True, exist_ok=True)
     sut = make_sut(Answers(lg))
@@ -276,7 +286,7 @@ def run_load(
     lg.DestroyQSL(pool)
     lg.DestroySUT(handle)
     entries = read_detail(log_dir / "mlperf_log_detail.txt")
-    return result_of(entries, load.scenario, log_dir), sut.columns()
+    return result_of(entries, load.scenario, log_dir), sut
 
 
 WATCH_S = 0.1  # how often the load's thread is looked at (a failure, a signal)

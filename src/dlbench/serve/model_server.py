@@ -161,7 +161,7 @@ class ModelServer:
     def columns(self) -> dict[str, object]:
         """The layout served, whether the buckets ran as graphs, and why not where capture
         failed."""
-        layout = {"channels_last": self.channels_last}
+        layout = {"channels_last": self.channels_last, "cuda_graphs": bool(self.replays)}
         if not self.graphs:
-            return layout
-        return {**layout, "cuda_graphs": bool(self.replays), "graph_fallback": self.fallback}
+            return layout  # as run: no graphs on a CPU
+        return {**layout, "graph_fallback": self.fallback}

@@ -29,10 +29,12 @@ from dlbench.results.environment import collect_environment
 from dlbench.results.published import check_published_folder, published_columns, published_line
 from dlbench.results.row import RowBuilder, failure_row, identity, new_run_id
 from dlbench.results.store import CsvStore
+from dlbench.results.verdict import advice
 from dlbench.serve.loadgen import (
     Load,
     LoadAbandoned,
     LoadGenResult,
+    UnderTest,
     check_logs_folder,
     keep_logs,
     loadgen,
@@ -76,25 +78,28 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     monitor = open_monitor(device, SAMPLE_INTERVAL_S, None)
     monitor.time_counter_steps = False  # a load lasts seconds: the counter's edges suffice
     monitor.measure_idle()  # before anything is built: the GPU's own idle power
-    service = open_service(s, workload, shape, device, precision)
     run_id = s.run_id or new_run_id()
     failed = {**s.columns(), "run_id": run_id, "run_kind": "serve"}
-    try:
+    try:  # built, warmed and its references measured
+        service = open_service(s, workload, shape, device, precision)
         references = _prepared(s, service)
     except UserError:
         raise
-    except Exception as exc:  # the model failed before any load: the row says so
+    except Exception as exc:  # the model failed before any load (or did not fit): the row says so
         why = f"the model server failed before the load ({exception_line(exc)})"
         _leave(LoadAbandoned(why, EXIT_FAILED), store, failed, env, None)
     _check_answerable(s, float(references["serve_offline_samples_per_s"]))
     scratch = Path(tempfile.mkdtemp(prefix="dlbench-loadgen-"))
     try:
-        result, split, telemetry, parts = _scenario_load(s, service, references, scratch, monitor)
+        result, split, telemetry, parts, sut = _scenario_load(
+            s, service, references, scratch, monitor
+        )
     except LoadAbandoned as stop:
         _leave(stop, store, failed, env, scratch)
     log = keep_logs(result.log_dir, s.output, run_id)
     shutil.rmtree(scratch, ignore_errors=True)
     monitor.close()
+    checked = service.token_check(sut)  # after the load's window: its time is no load's
     row = (
         RowBuilder()
         .add("identity", {**identity(run_id, "ok"), "run_kind": "serve"})
@@ -103,7 +108,7 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
         .add("LoadGen's logs", {"serve_loadgen_log": log})
         .include(parts)
         .add("where a query's time went", split)
-        .add("the tokens", token_rates({**result.columns(), **split}))
+        .add("the tokens", {**token_rates({**result.columns(), **split}), **checked})
         .add("the load's telemetry", _energy(telemetry, result, service, split))
         .add("the references", references)
         .add("environment", env)
@@ -156,15 +161,16 @@ def _scenario_load(
     references: dict,
     scratch: Path,
     monitor: TelemetryMonitor,
-) -> tuple[LoadGenResult, dict, dict, RowBuilder]:
+) -> tuple[LoadGenResult, dict, dict, RowBuilder, UnderTest]:
     """The scenario's LoadGen load (the search's best, with --find-qps), where its queries' time
-    went, what the hardware did during it (the telemetry window of every row), and its own
-    parts of the row (the search)."""
+    went, what the hardware did during it (the telemetry window of every row), its own parts of
+    the row (the search) and the system that served it."""
     seconds, queries = s.minimums()
     common = {"min_duration_s": seconds, "min_queries": queries, "seed": s.seed}
     scenario = serve_scenario(s.scenario)
     splits: dict[float, dict] = {}
     windows: dict[float, dict] = {}
+    served: dict[float, UnderTest] = {}
 
     def load(qps: float | None = None) -> LoadGenResult:
         rate = scenario.takes_rate
@@ -175,23 +181,27 @@ def _scenario_load(
         )
         folder = scratch / f"load-{len(splits)}"
         at = f" at {qps:,.1f} queries/s" if qps else ""
-        stderr.print(f"LoadGen: a {s.scenario} load{at}, at least {seconds:g} s")
+        article = "an" if s.scenario[0] in "aeiou" else "a"
+        stderr.print(f"LoadGen: {article} {s.scenario} load{at}, at least {seconds:g} s")
         monitor.begin_window()
         made = service.system_under_test
-        result, splits[qps or 0.0] = run_load(made, spec, service.samples, folder)
+        result, sut = run_load(made, spec, service.samples, folder)
         monitor.end_window()
-        windows[qps or 0.0] = monitor.summary()
+        key = qps or 0.0
+        served[key], splits[key], windows[key] = sut, sut.columns(), monitor.summary()
         return result
 
     parts = RowBuilder()
     if not s.find_qps:
         result = load(s.qps)
-        return result, splits[s.qps or 0.0], windows[s.qps or 0.0], parts
+        key = s.qps or 0.0
+        return result, splits[key], windows[key], parts, served[key]
     high = float(references["serve_offline_samples_per_s"])
     search = find_qps(load, high, s.search_budget)
     parts.add("the search", search.columns())
     reported = search.reported
-    return reported.result, splits[reported.qps], windows[reported.qps], parts
+    qps = reported.qps
+    return reported.result, splits[qps], windows[qps], parts, served[qps]
 
 
 def _check_answerable(s: ServeSettings, offline_rate: float) -> None:
@@ -261,7 +271,7 @@ def show_serve(row: dict[str, object]) -> None:
         what = f"found {float(found):,.1f}/s" if found else "found no rate LoadGen called VALID"  # type: ignore[arg-type]
         lines.append(f"{what} in {tried} points")
     lines.append(f"LoadGen's logs: {row['serve_loadgen_log']}")
-    lines.append(f"verdict: {row['verdict']} {row.get('verdict_reasons') or ''}".rstrip())
+    lines.append(advice(row))  # the verdict first, in words: what failed and what to do
     lines.append(published_line(row))
     print("\n".join(lines))
 

@@ -54,7 +54,7 @@ class Search:
             "serve_qps_found": best.qps if best else None,
             "serve_points_tried": len(self.points),
             "serve_points": " ".join(
-                f"{p.qps:.1f}:{p.result.p99_ms:.3f}:{'ok' if p.passed else 'over'}"
+                f"{p.qps:.1f}:{p.result.bound_text()}:{'ok' if p.passed else 'over'}"
                 for p in self.points
             ),
         }

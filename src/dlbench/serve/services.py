@@ -23,6 +23,7 @@ from dlbench.serve.model_server import ModelServer
 from dlbench.serve.requests import request_lengths
 from dlbench.serve.settings import ServeSettings
 from dlbench.serve.sut import SystemUnderTest
+from dlbench.serve.token_check import check_tokens
 from dlbench.serve.token_sut import TokenSystemUnderTest, serve_step
 from dlbench.workloads import InputShape, Workload
 
@@ -76,6 +77,10 @@ class QueryService:
 
     def tokens_per_query(self, load_columns: dict) -> float | None:
         return None
+
+    def token_check(self, sut: UnderTest) -> dict[str, object]:
+        """Whole queries have no tokens to check."""
+        return {}
 
 
 class LlmService:
@@ -132,9 +137,17 @@ class LlmService:
 
     def system_under_test(self, answers: Answers) -> UnderTest:
         first_tokens = self.settings.scenario != "offline"  # LoadGen asks for none there
+        bounds = self.settings.token_bounds_ms()
         return TokenSystemUnderTest(
-            self.server, self._scheduler(), self.lengths, answers, first_tokens
+            self.server, self._scheduler(), self.lengths, answers, first_tokens, bounds
         )
+
+    def token_check(self, sut: UnderTest) -> dict[str, object]:
+        """The load's first finished requests generated again without a cache, held against
+        what was served (serve.token_check)."""
+        sample = sut.served_sample()  # type: ignore[attr-defined]
+        server = self.server
+        return check_tokens(server.model, server.prompts, sample, server.dtype).columns()
 
     def columns(self) -> dict[str, object]:
         return self.server.columns()

@@ -13,7 +13,7 @@ from dlbench.config import RunConfig, declared_settings
 from dlbench.config.fields import option
 from dlbench.config.flags import SWEEP_OWNED, flag_args, typed_value
 from dlbench.config.run_config import shared
-from dlbench.config.sections import check_count
+from dlbench.config.sections import check_choice, check_count
 from dlbench.config.serve_scenarios import SERVE_SCENARIOS
 from dlbench.errors import UserError, check_finite, check_seconds, invalid
 from dlbench.results.tag_columns import parse_tags
@@ -40,6 +40,9 @@ SLO_P99_MS = {"vision": 15.0, "segmentation": 15.0, "text": 130.0}
 # (mlcommons/inference, loadgen/mlperf.conf: llama3_1-8b.Server.ttft_latency, tpot_latency)
 TTFT_P99_MS = 2000.0
 TPOT_P99_MS = 100.0
+# Named sets of an LLM's (TTFT, TPOT) p99 bounds: MLPerf's server scenario, and its interactive
+# one (mlcommons/inference, loadgen/mlperf.conf: llama3_1-8b-interactive)
+TOKEN_BOUNDS = {"mlperf": (TTFT_P99_MS, TPOT_P99_MS), "interactive": (500.0, 30.0)}
 _RULES = ", ".join(f"{k} {v:,}" for k, v in MLPERF_MIN_QUERIES.items())
 
 
@@ -80,16 +83,21 @@ class ServeSettings:
     lengths: str = option(
         "fixed", "LLMs: request lengths, fixed or uniform (each drawn from half to 1.5x, seeded)."
     )
+    token_bounds: str = option(
+        "mlperf",
+        "LLMs: the TTFT and TPOT p99 bounds (server's, and every goodput's): mlperf "
+        "(2,000 / 100 ms) or interactive (500 / 30 ms).",
+    )
     ttft_p99_ms: float | None = option(
-        None,
-        f"LLMs, server: the p99 time to first token bound (default MLPerf's, {TTFT_P99_MS:g}).",
+        None, "LLMs: the p99 time to first token bound, in place of --token-bounds'."
     )
     tpot_p99_ms: float | None = option(
-        None,
-        f"LLMs, server: the p99 time per output token bound (default MLPerf's, {TPOT_P99_MS:g}).",
+        None, "LLMs: the p99 time per output token bound, in place of --token-bounds'."
     )
     kv_cache_gb: float | None = option(
-        None, "LLMs: the most the KV cache may take (default: half the free memory)."
+        None,
+        "LLMs: the most the KV cache may take, in GB, at most the device's free memory "
+        "(default: half of it).",
     )
     # RunConfig's settings, as a server runs them: its weights in bf16, each bucket compiled
     # and replayed as a CUDA graph
@@ -139,8 +147,10 @@ class ServeSettings:
         return {k for k, s in SERVE_SETTINGS.items() if getattr(self, k) != s.default}
 
     def token_bounds_ms(self) -> tuple[float, float]:
-        """An LLM server's p99 bounds, (time to first token, time per output token)."""
-        return self.ttft_p99_ms or TTFT_P99_MS, self.tpot_p99_ms or TPOT_P99_MS
+        """An LLM's p99 bounds, (time to first token, time per output token): the named set's,
+        or those given."""
+        ttft, tpot = TOKEN_BOUNDS.get(self.token_bounds, TOKEN_BOUNDS["mlperf"])
+        return self.ttft_p99_ms or ttft, self.tpot_p99_ms or tpot
 
     def is_llm(self) -> bool:
         """Whether the model is a decoder LLM, served by its tokens."""
@@ -181,6 +191,7 @@ class ServeSettings:
                 f"{flag}: only the server scenario has a rate ({self.scenario} has none)"
             )
         self._check_unused(rate)
+        check_choice("--token-bounds", self.token_bounds, tuple(TOKEN_BOUNDS))
         check_model_flags(self)
         if self.precision == "fp8":
             raise invalid("--precision", self.precision, "not served yet; use bf16-true")
@@ -190,8 +201,6 @@ class ServeSettings:
         given = self.given()
         unused = {
             "--slo-p99-ms": not rate and "slo_p99_ms" in given,
-            "--ttft-p99-ms": not rate and "ttft_p99_ms" in given,
-            "--tpot-p99-ms": not rate and "tpot_p99_ms" in given,
             "--coalesce": not rate and "coalesce" in given,
             "--search-budget": not self.find_qps and "search_budget" in given,
         }
@@ -235,7 +244,8 @@ class ServeSettings:
         seconds, queries = self.minimums()
         server = SERVE_SCENARIOS[self.scenario].takes_rate
         llm = self.is_llm()
-        ttft, tpot = self.token_bounds_ms() if llm and server else (None, None)
+        ttft, tpot = self.token_bounds_ms() if llm else (None, None)
+        held = not llm or self.batching == "static"  # continuous batching holds no request
         return {
             "model": self.model,
             "precision": self.precision,
@@ -245,7 +255,7 @@ class ServeSettings:
             "seed": self.seed,
             "serve_scenario": self.scenario,
             "serve_max_batch": self.max_batch,
-            "serve_batch_timeout_ms": self.batch_timeout_ms,
+            "serve_batch_timeout_ms": self.batch_timeout_ms if held else None,
             "serve_slo_p99_ms": self.bound_ms() if server else None,
             "serve_qps": self.qps,
             "serve_find_qps": self.find_qps,
@@ -257,8 +267,10 @@ class ServeSettings:
             "new_tokens": self.new_tokens if llm else None,
             "serve_batching": self.batching if llm else None,
             "serve_lengths": self.lengths if llm else None,
+            "serve_token_bounds": self.token_bounds if llm else None,
             "serve_ttft_p99_bound_ms": ttft,
             "serve_tpot_p99_bound_ms": tpot,
+            "serve_kv_cache_cap_gb": self.kv_cache_gb if llm else None,
         }
 
     def cli_args(self) -> list[str]:

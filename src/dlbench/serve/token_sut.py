@@ -11,6 +11,7 @@ fails mid-load every request, running or waiting or still to come, is answered a
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +20,8 @@ from typing import Protocol
 
 from dlbench.serve.continuous import Request, Scheduler
 from dlbench.serve.requests import RequestLengths
+from dlbench.serve.token_check import CHECKED_REQUESTS
+from dlbench.serve.token_latencies import TokenLatencies
 
 
 class TokenServer(Protocol):
@@ -40,6 +43,7 @@ def serve_step(
     scheduler: Scheduler,
     now: float,
     first: Callable[[list[Request]], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> list[Request]:
     """One step: newcomers admitted and prefilled a chunk at a time (`first` told of each chunk
     as soon as its first tokens are on the host, not after the last chunk), then one decode step
@@ -49,12 +53,12 @@ def serve_step(
     for start in range(0, len(admitted), server.prefill_chunk):
         chunk = admitted[start : start + server.prefill_chunk]
         tokens = server.prefill(chunk)
-        finished += scheduler.made({r.slot: t for r, t in zip(chunk, tokens)})
+        finished += scheduler.made({r.slot: t for r, t in zip(chunk, tokens)}, clock())
         if first is not None:
             first(chunk)
     if scheduler.running:
         tokens = server.decode(scheduler.rows)
-        finished += scheduler.step({slot: tokens[slot] for slot in scheduler.running})
+        finished += scheduler.step({slot: tokens[slot] for slot in scheduler.running}, clock())
     return finished
 
 
@@ -77,11 +81,17 @@ class TokenSystemUnderTest:
         lengths: RequestLengths,
         answers: TokenAnswers,
         first_tokens: bool,
+        bounds_ms: tuple[float, float] = (math.inf, math.inf),
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """`first_tokens`: LoadGen measures time to first token (it is told of each); the
+        goodput is held to `bounds_ms` (TTFT, TPOT)."""
         self.server, self.scheduler, self.lengths = server, scheduler, lengths
         self.answers, self.first_tokens, self.clock = answers, first_tokens, clock
+        self.bounds_ms = bounds_ms
         self.counts = TokenCounts()
+        self.latencies = TokenLatencies()
+        self.sample: list[Request] = []  # the first finished requests, for the token check
         self._handed: list[Request] = []
         self._ready = threading.Condition()
         self._closing = False
@@ -129,7 +139,7 @@ class TokenSystemUnderTest:
     def _step(self) -> None:
         first = self.answers.first if self.first_tokens else None
         try:
-            finished = serve_step(self.server, self.scheduler, self.clock(), first)
+            finished = serve_step(self.server, self.scheduler, self.clock(), first, self.clock)
         except BaseException as exc:  # any failure ends the load; none may hang it
             self.failure = self.failure or exc
             self.abandon()
@@ -139,6 +149,9 @@ class TokenSystemUnderTest:
             self._count(finished)
 
     def _count(self, finished: list[Request]) -> None:
+        self.latencies.add(finished)
+        room = CHECKED_REQUESTS - len(self.sample)
+        self.sample += [r for r in finished if r.done][:room]
         counts = self.counts
         counts.requests += len(finished)
         counts.prompt_tokens += sum(r.prompt_len for r in finished)
@@ -166,4 +179,9 @@ class TokenSystemUnderTest:
             "serve_mean_batch": self.scheduler.occupancy.mean(),
             "serve_prompt_tokens_mean": counts.prompt_tokens / answered if answered else None,
             "serve_output_tokens_mean": counts.output_tokens / answered if answered else None,
+            **self.latencies.columns(self.bounds_ms, loadgen_tokens=self.first_tokens),
         }
+
+    def served_sample(self) -> list[Request]:
+        """The load's first finished requests, their tokens as served (serve.token_check)."""
+        return list(self.sample)
