@@ -115,3 +115,25 @@ def test_a_decode_step_runs_each_sequence_at_its_own_position_as_the_whole_seque
             assert torch.allclose(served[row], alone, atol=1e-4), row
         spread = (served[0] - served[1]).abs().max()
         assert spread > 1e-2  # the rows differ: a shared position would be caught
+
+
+def test_a_captured_step_writes_nothing_to_the_host_its_copy_out_follows_it(monkeypatch):
+    """CUDA graph capture refuses a copy into host memory that inductor makes unpinned (the
+    failure a lent H200 showed for every compiled decode bucket): a step's tokens leave the
+    device after the step, never inside what is captured."""
+    server = _server()
+    touched: list[tuple] = []
+
+    def capture(fn, ready, pool):
+        server.made.fill_(-7)
+        fn()
+        touched.append(tuple(server.made.tolist()))
+        return fn, pool
+
+    monkeypatch.setitem(graphs.CAPTURERS, "cpu", capture)
+    server.graphs = True
+    server.warm()
+    assert touched and all(set(t) == {-7} for t in touched)
+    assert server.columns()["cuda_graphs"] is True
+    served = _serve_all(server, 6)
+    assert all(request.tokens == _alone_without_cache(server, request) for request in served)

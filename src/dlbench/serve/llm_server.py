@@ -134,6 +134,7 @@ class LlmServer:
         rows = self.prefill_rows[-1]
         self.newcomers_host = torch.zeros(3, rows, dtype=torch.long, pin_memory=pinned)
         self.made = torch.zeros(slots + 1, dtype=torch.long, pin_memory=pinned)
+        self.fresh = torch.zeros(rows, **on)  # a prefill's first tokens, on the device
         self.graphs = graphs and can_capture(device.type)
         self.steps: dict[tuple[int, ...], Callable[[], None]] = {}
         self.fallback = ""
@@ -164,23 +165,27 @@ class LlmServer:
             (*self.cache.keys, *self.cache.values), (*staged.keys, *staged.values)
         ):
             whole[:, :, :length].index_copy_(0, slots, part[:, :, :length])
-        self.made[:rows].copy_(first[:, 0], non_blocking=True)
+        self.fresh[:rows].copy_(first[:, 0])
 
     def _decode(self, rows: int) -> None:
         """One token of sequences 0..rows-1, each at its own position (slots without a request
-        compute one too, unread); the tokens copied out to the host."""
+        compute one too, unread), left in `tokens` on the device."""
         tokens, positions = self.tokens[:rows], self.positions[:rows]
         with self._autocast():
             logits = self.model.logits(tokens, positions, self.rows_cache[rows])
         tokens.copy_(greedy_token(logits[:, -1]))
         positions.add_(1).clamp_(max=self.max_len - 1)
-        self.made[:rows].copy_(tokens[:, 0], non_blocking=True)
 
     def _run(self, key: tuple[int, ...]) -> None:
         """Step `key` (0, rows): a decode; (1, rows, length): a prefill) as a graph's replay
-        where it was captured, else called; it ends when its tokens are on the host."""
+        where it was captured, else called; it ends when its tokens are on the host. The copy
+        to the host is outside the step, so outside any graph and compiled code: inductor
+        lowers a copy into pinned memory through a buffer of its own, unpinned, which CUDA
+        graph capture refuses."""
         with torch.inference_mode():
             (self.steps.get(key) or self._step_of(key))()
+            made = self.tokens[: key[1], 0] if key[0] == 0 else self.fresh[: key[1]]
+            self.made[: key[1]].copy_(made, non_blocking=True)
         if self.device.type == "cuda":
             torch.cuda.current_stream(self.device).synchronize()
 
