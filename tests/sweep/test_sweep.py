@@ -113,6 +113,23 @@ def test_only_runs_the_plans_runs_with_a_tag():
         assert "--only" in refused.stderr and "purpose=latency" in refused.stderr  # its tags
 
 
+def test_the_default_plans_launch_bound_points_run_in_one_process_and_the_reference_in_three():
+    """A user's plan gives each batch-1 point one process; `--processes 3` (what
+    benchmarks/reference.sh runs) measures those points, and only those, in three."""
+    plan = load_plan("default")
+    counts = {
+        (p.flags["model"], p.flags["batch_size"], p.flags.get("processes", 1))
+        for p in plan.points()
+    }
+    assert {c for m, b, c in counts if b == 1} == {1} and {c for m, b, c in counts if b != 1} == {1}
+    plan.set_processes(3)
+    for point in plan.points():
+        expected = 3 if point.flags["batch_size"] == 1 else 1
+        assert point.flags.get("processes", 1) == expected, point.label
+    with pytest.raises(UserError, match="--processes: no run of plan 'quick' sets processes"):
+        load_plan("quick").set_processes(3)
+
+
 def test_bad_plans_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="unknown axis"):
         parse_plan("runs: [{models: [a], colours: [red]}]")

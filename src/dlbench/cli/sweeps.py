@@ -10,7 +10,7 @@ import typer
 from dlbench.cli.app import app
 from dlbench.cli.options import Output, config_from_flags, run_options
 from dlbench.config import DEFAULT_OUTPUT, SETTINGS, check_count
-from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S, MAX_REPEATS
+from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S, MAX_PROCESSES, MAX_REPEATS
 from dlbench.errors import check_seconds
 
 Isolation = Annotated[
@@ -25,6 +25,13 @@ Resume = Annotated[
     typer.Option(
         help="Skip points that already have an ok row in --output (a rerun completes an "
         "interrupted sweep); --no-resume runs every point again."
+    ),
+]
+Processes = Annotated[
+    int | None,
+    typer.Option(
+        help="Measure the plan's launch-bound points (its runs that set processes) in N fresh "
+        "processes each, pooled (the reference: 3)."
     ),
 ]
 RecheckOption = Annotated[
@@ -64,6 +71,7 @@ def sweep(
         str | None,
         typer.Option(help="KEY=VALUE: only the plan's runs with this tag, e.g. purpose=latency."),
     ] = None,
+    processes: Processes = None,
     isolation: Isolation = "worker",
     resume: Resume = True,
     recheck: RecheckOption = True,
@@ -75,7 +83,7 @@ def sweep(
     # the worker's imports overlap this process's reading of the plan
     early = Worker().start() if isolation == "worker" and not dry_run else None
     try:
-        sweep_plan = _plan_as_asked(plan, timeout, repeats, only)
+        sweep_plan = _plan_as_asked(plan, timeout, repeats, only, processes)
         check_seconds("--settle-s", settle_s, zero=True)
         shards = parse_shard(shard)
         if dry_run:
@@ -101,8 +109,11 @@ def sweep(
     _show_outcome(runner.run())
 
 
-def _plan_as_asked(plan: str, timeout: float | None, repeats: int | None, only: str | None):
-    """The plan, read and checked, with the command line's timeout, repeats and tag filter."""
+def _plan_as_asked(
+    plan: str, timeout: float | None, repeats: int | None, only: str | None, processes: int | None
+):
+    """The plan, read and checked, with the command line's timeout, repeats, tag filter and
+    processes."""
     from dlbench.sweep.plan_file import load_plan
 
     sweep_plan = load_plan(plan)
@@ -115,6 +126,9 @@ def _plan_as_asked(plan: str, timeout: float | None, repeats: int | None, only: 
         sweep_plan.check_size()
     if only is not None:
         sweep_plan.keep_tagged(only)
+    if processes is not None:
+        check_count("--processes", processes, MAX_PROCESSES)
+        sweep_plan.set_processes(processes)
     return sweep_plan
 
 

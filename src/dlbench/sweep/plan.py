@@ -217,6 +217,18 @@ class SweepPlan:
             )
         self.runs, self.serve = kept, served
 
+    def set_processes(self, count: int) -> None:
+        """The runs that set `processes` (launch-bound points, whose figure moves with a
+        process's state) measured in `count` each; a UserError where no run sets it."""
+        blocks = [b for b in self.runs if "processes" in b.get("fixed", {})]
+        if not blocks:
+            raise UserError(
+                f"--processes: no run of plan {self.name!r} sets processes (its launch-bound "
+                "points); give the plan's runs processes: 1 to make them so"
+            )
+        for block in blocks:
+            block["fixed"] = {**block["fixed"], "processes": count}
+
     def points(self) -> list[SweepPoint | ServePoint]:
         """Every point in a stable order (repeats of a point one after another)."""
         points = []
