@@ -12,6 +12,7 @@ EXIT_FAILED = 1  # a sweep with failed points, a regression in compare: CI must 
 EXIT_USER_ERROR = 2
 EXIT_OOM = 3  # the run did not fit; a row with status=oom was recorded
 EXIT_INVALID = 4  # --strict: the row was recorded, and its verdict is invalid
+EXIT_INCONCLUSIVE = 5  # compare, gate: the evidence cannot tell a change (none is slower)
 
 
 def exception_line(exc: BaseException) -> str:

@@ -82,11 +82,19 @@ def stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def run_child(args: list[str], timeout_s: float, quiet: bool = True) -> ChildResult:
-    """`python -m dlbench ARGS`; SIGTERM/SIGINT to us stops the child first, then re-raises."""
+def dlbench_command() -> list[str]:
+    """How this dlbench is started as a command: this interpreter, `-m dlbench`."""
+    return [sys.executable, "-m", "dlbench"]
+
+
+def run_child(
+    args: list[str], timeout_s: float, quiet: bool = True, command: list[str] | None = None
+) -> ChildResult:
+    """`python -m dlbench ARGS` (or `command ARGS`: another build's dlbench, an image); SIGTERM
+    and SIGINT to us stop the child first, then are raised again."""
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dlbench", *args],
+            [*(command or dlbench_command()), *args],
             stdout=log if quiet else None,
             stderr=log,
             start_new_session=True,

@@ -62,11 +62,11 @@ def test_unchanged_serve_rows_pass_and_each_figure_is_named(tmp_path):
 @pytest.mark.parametrize(
     ("index", "change", "verdict"),
     [
-        (0, {"serve_qps_found": 15000.0}, "regression"),  # the rate found fell 12 %
-        (1, {"serve_latency_p99_ms": 8.4}, "regression"),  # p99 at the rate rose 20 %
+        (0, {"serve_qps_found": 15000.0}, "slower"),  # the rate found fell 12 %
+        (1, {"serve_latency_p99_ms": 8.4}, "slower"),  # p99 at the rate rose 20 %
         (1, {"serve_latency_p99_ms": 5.0}, "faster"),  # p99 fell: better
-        (2, {"serve_latency_p90_ms": 0.60}, "regression"),  # single stream's p90 rose
-        (3, {"serve_achieved_qps": 17000.0}, "regression"),  # offline's rate fell 8 %
+        (2, {"serve_latency_p90_ms": 0.60}, "slower"),  # single stream's p90 rose
+        (3, {"serve_achieved_qps": 17000.0}, "slower"),  # offline's rate fell 8 %
     ],
 )
 def test_a_planted_serve_slowdown_fails_the_gate(tmp_path, index, change, verdict):
@@ -80,7 +80,7 @@ def test_a_planted_serve_slowdown_fails_the_gate(tmp_path, index, change, verdic
     assert list(line["verdict"]) == [verdict]
     assert set(table.drop(line.index)["verdict"]) == {"same"}
     out = run_cli("compare", str(base), str(cand))
-    assert out.returncode == (1 if verdict == "regression" else 0), out.stdout
+    assert out.returncode == (1 if verdict == "slower" else 0), out.stdout
 
 
 @pytest.mark.e2e
@@ -108,7 +108,7 @@ def test_two_real_serve_csvs_compare_and_a_planted_drop_exits_1(dlbench, tmp_pat
     base = written("base.csv", 1.0)
     assert run_cli("compare", str(base), str(written("same.csv", 1.0))).returncode == 0
     out = run_cli("compare", str(base), str(written("dropped.csv", 0.7)))
-    assert out.returncode == 1 and "1 regression(s)" in out.stdout
+    assert out.returncode == 1 and "1 slower beyond" in out.stdout
 
 
 def test_serve_rows_from_before_loadgen_are_refused_in_one_line_not_failed():

@@ -165,7 +165,7 @@ def test_an_llm_row_is_reported_with_its_tokens_and_gated_like_any_serve_row(dlb
         writer.writerow({**row, "serve_achieved_qps": float(row["serve_achieved_qps"]) / 2})
     assert dlbench("compare", base, base)[0] == 0
     code, printed, _ = dlbench("compare", base, halved)
-    assert code == 1 and "1 regression(s)" in printed
+    assert code == 1 and "1 slower" in printed
     assert any("llm_tiny" in line and "-50.0" in line for line in printed.splitlines())
 
 

@@ -1,22 +1,34 @@
-"""Baseline vs candidate: one line per configuration, a noise-aware verdict, and failures named.
+"""Baseline vs candidate: one line per configuration, a verdict the evidence allows, and failures
+named.
 
 A configuration is every field that decides the experiment plus the GPU and the world size
-(EXPERIMENT_KEY). Each side's figure is the mean over its repeats (rows with a `repeat` column,
-as `dlbench sweep --repeats` writes them; otherwise the latest row, since a rerun replaces an
-older one), with its confidence interval. Within noise means the two intervals overlap. A baseline
-configuration with no finished candidate row fails the gate: the candidate's failure row is
-named if it has one (`failed (oom)`), else it is `missing`. A row invalid only for its noise
-(`noisy`, `drift`) is compared with its own, wide, interval and says so in its note: one hiccup
-does not fail a gate, a slowdown beyond the threshold and outside the noise does."""
+(EXPERIMENT_KEY). Each side's figure is the mean over its runs (rows with a `repeat` or `round`
+column, as `dlbench sweep --repeats` and `dlbench gate` write them; otherwise the latest row,
+since a rerun replaces an older one), and what it knows of it (analysis.change.Evidence: several
+runs' spread, or one run's window and its kind's spread between runs). The verdict is
+analysis.change.judge's: `same`, `faster`, `slower` (the gate fails) or `inconclusive` (its own exit
+code, with how many runs would settle it). A baseline configuration with no finished candidate row
+fails the gate: the candidate's failure row is named if it has one (`failed (oom)`), else it is
+`missing`. A row invalid only for its noise (`noisy`, `drift`) is compared with its own, wide,
+interval and says so in its note."""
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 
 import pandas as pd
 
+from dlbench.analysis.change import (
+    FASTER,
+    INCONCLUSIVE,
+    SAME,
+    SLOWER,
+    Change,
+    Evidence,
+    judge,
+    run_spread_pct,
+)
 from dlbench.analysis.load import (
     finished_rows,
     flag_column,
@@ -26,16 +38,17 @@ from dlbench.analysis.load import (
 )
 from dlbench.analysis.machines import code_labels, keyed, pairs_of_one_code
 from dlbench.config.serve_scenarios import serve_figure
-from dlbench.errors import UserError, number_or_none
+from dlbench.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK, UserError, number_or_none
 from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, key_text
 from dlbench.results.serve_columns import SERVE_KEY
-from dlbench.results.stats import t_975
 
-NOISE_FLOOR_PCT = 1.0  # run-to-run differences that step statistics cannot see (clocks, heat)
+# A GPU busy for less of the window than this waited for its host part of each step: a
+# launch-bound row, whose figure moves with its process's state (analysis.change.RUN_SPREAD_PCT)
+LAUNCH_BOUND_BUSY_PCT = 95.0
 FAILED_STATUSES = ("oom", "error", "timeout", "interrupted")
-# A line's verdict, each word once: what a gate reads (a failed or invalid verdict carries its
-# detail after the word, "failed (oom): ...", "invalid (noisy)", built by the functions below)
-SAME, FASTER, SLOWER, REGRESSION = "same", "faster", "slower", "regression"
+# A line's verdict, each word once: what a gate reads (analysis.change's four; a failed or invalid
+# verdict carries its detail after the word, "failed (oom): ...", "invalid (noisy)")
+VERDICT_WORDS = (SAME, FASTER, SLOWER, INCONCLUSIVE)
 MISSING = "missing"  # a configuration of the baseline the candidate has no row of
 NEW = "new"  # a configuration of the candidate the baseline has no row of
 OTHER_CODE = "other code"  # --same-code: a pair measured by two versions of dlbench
@@ -84,9 +97,14 @@ class Comparison:
     unpublished_gpus: tuple[str, ...] = ()
 
     @property
-    def regressions(self) -> pd.DataFrame:
-        """Configurations slower than the noise allows and by more than the threshold."""
-        return self.table[self.table["verdict"] == REGRESSION]
+    def slower(self) -> pd.DataFrame:
+        """Configurations slower beyond the threshold, as the evidence shows (the gate fails)."""
+        return self.table[self.table["verdict"] == SLOWER]
+
+    @property
+    def inconclusive(self) -> pd.DataFrame:
+        """Configurations whose evidence cannot tell whether they changed."""
+        return self.table[self.table["verdict"] == INCONCLUSIVE]
 
     @property
     def failures(self) -> pd.DataFrame:
@@ -96,10 +114,21 @@ class Comparison:
 
     @property
     def passed(self) -> bool:
-        """The gate's answer: no regression, nothing failed or missing."""
-        return self.regressions.empty and self.failures.empty
+        """The gate's answer: nothing slower, nothing failed or missing."""
+        return self.slower.empty and self.failures.empty
+
+    def exit_code(self, inconclusive_fails: bool = False) -> int:
+        """0: passed; 1: something slower, failed or missing (or, with `inconclusive_fails`,
+        inconclusive); EXIT_INCONCLUSIVE: passed but for configurations the evidence cannot
+        tell."""
+        if not self.passed:
+            return EXIT_FAILED
+        if self.inconclusive.empty:
+            return EXIT_OK
+        return EXIT_FAILED if inconclusive_fails else EXIT_INCONCLUSIVE
 
 
+RUN_COLUMNS = ("repeat", "round")  # what tells one run of a configuration from another
 NOISE_REASONS = {"noisy", "drift"}  # invalid for these alone: compared, with their interval
 
 
@@ -110,20 +139,25 @@ def interval_pct(row: pd.Series | dict) -> float:
     return math.nan if recorded is None else recorded
 
 
-def _uncertainty_pct(group: pd.DataFrame) -> float:
-    """Half the width of the confidence interval of the mean over a configuration's runs, in %: the
-    larger of the within-run one (each run's interval) and the between-run one (the runs'
-    throughputs, Student's t by their count: 12.7 for two runs, 4.3 for three)."""
-    rates = group["samples_per_s"].astype(float).tolist()
-    within = [interval_pct(r) for _, r in group.iterrows()]
-    known = [w for w in within if not math.isnan(w)]
-    within_mean = math.sqrt(sum(w * w for w in known)) / len(rates) if known else 0.0
-    between = 0.0
-    if len(rates) > 1:
-        mean = statistics.fmean(rates)
-        spread = statistics.stdev(rates) / mean / math.sqrt(len(rates))
-        between = t_975(len(rates) - 1) * 100.0 * spread
-    return max(within_mean, between)
+def launch_bound(row: pd.Series | dict) -> bool:
+    """Whether the host held the GPU back part of the row's window (LAUNCH_BOUND_BUSY_PCT)."""
+    busy = number_or_none(row.get("gpu_busy_pct"))
+    return key_text(row.get("host_bound")) == "True" or (
+        busy is not None and busy < LAUNCH_BOUND_BUSY_PCT
+    )
+
+
+def evidence_of(group: pd.DataFrame) -> Evidence:
+    """What a configuration's runs know of its figure: two or more runs, their spread (each
+    window's interval a floor); one, its window's interval and its kind's spread between runs."""
+    figures = group["samples_per_s"].astype(float).tolist()
+    intervals = [interval_pct(r) for _, r in group.iterrows()]
+    if len(figures) > 1:
+        return Evidence.of_runs(figures, intervals)
+    row = group.iloc[0]
+    spread = run_spread_pct(launch_bound(row), key_text(row.get("run_kind")) == "serve")
+    interval = 0.0 if math.isnan(intervals[0]) else intervals[0]
+    return Evidence.of_one(figures[0], interval, spread)
 
 
 def _reasons_of(runs: pd.DataFrame) -> str:
@@ -167,7 +201,7 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     valid, invalid = split_invalid(comparable_rows(rows))
     noisy = invalid[_only_noisy(invalid)]
     runs = pd.concat([valid, noisy.assign(noisy=True)]) if not noisy.empty else valid
-    runs = latest(keyed(runs, key), [*key, "repeat"] if "repeat" in runs else key)
+    runs = latest(keyed(runs, key), [*key, *(c for c in RUN_COLUMNS if c in runs)])
     lines = []
     for values, group in runs.groupby(key, dropna=False, sort=False):
         newest = group.iloc[-1]
@@ -178,7 +212,7 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
                 **dict(zip(key, values if isinstance(values, tuple) else (values,))),
                 "samples_per_s": group["samples_per_s"].astype(float).mean(),
                 "runs": len(group),
-                "uncertainty_pct": _uncertainty_pct(group),
+                "evidence": evidence_of(group),
                 "host_bound": bool(bound.any()),
                 "noisy": _reasons_of(group[noisy]),
                 "lower_is_better": bool(newest["lower_is_better"]),
@@ -187,21 +221,33 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
             }
         )
     if not lines:
-        return pd.DataFrame(columns=[*key, "samples_per_s", "runs", "uncertainty_pct"])
+        return pd.DataFrame(columns=[*key, "samples_per_s", "runs", "evidence"])
     return pd.DataFrame(lines)
 
 
-def change_verdict(change_pct: float, band_pct: float, threshold_pct: float, lower: bool) -> str:
-    """same, faster, slower or regression; `lower`: a latency, where a rise is the slowdown."""
-    if abs(change_pct) <= band_pct:
-        return SAME
-    worse = -change_pct if not lower else change_pct
-    if worse < 0:
-        return FASTER
-    return REGRESSION if worse > threshold_pct else SLOWER
+def change_columns(change: Change) -> dict[str, object]:
+    """A line's figures of the change: its ratio's %, its 95 % interval's ends (%), the verdict
+    and, where inconclusive, the runs a side that would settle it."""
+    return {
+        "change_pct": change.change_pct,
+        "low_pct": 100.0 * (change.low - 1.0),
+        "high_pct": 100.0 * (change.high - 1.0),
+        "verdict": change.verdict,
+        "runs_to_settle": change.runs_to_settle,
+    }
 
 
-def _failure(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:
+def settle_note(runs: object) -> str:
+    """What an inconclusive line asks for: more runs a side, or a longer window."""
+    if runs is None or pd.isna(runs):
+        return ""
+    return (
+        f"inconclusive: about {int(runs)} runs a side would settle it (dlbench gate --rounds "
+        f"{int(runs)}, or sweep --repeats), or a longer window (--min-time)"
+    )
+
+
+def failure_verdict_of(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:
     """`failed (STATUS): error` when the candidate holds a failure row for this configuration
     (matched on the key fields the failure row has), `invalid (reasons)` when its rows were all
     invalid, else `missing`."""
@@ -239,10 +285,8 @@ def compare_runs(
     threshold_pct: float = GATE_THRESHOLD_PCT,
     same_code: bool = False,
 ) -> Comparison:
-    """change = candidate / baseline - 1 per configuration. The noise band is where the two
-    means' confidence intervals overlap (the sum of their half-widths), at least NOISE_FLOOR_PCT:
-    inside it the verdict is `same`; a slowdown outside it is `slower`, and `regression` beyond
-    the threshold too.
+    """change = candidate / baseline - 1 per configuration (a latency: baseline / candidate -
+    1), its interval and verdict by analysis.change.judge.
     A pair measured by different code says so in its note; with `same_code` its verdict is `other
     code` and it neither passes nor fails the gate."""
     key = resolve_key(baseline, candidate, key)
@@ -283,22 +327,16 @@ def _pair_line(
         runs_candidate=r["runs_candidate"],
     )
     if pd.isna(r["samples_per_s_candidate"]):
-        line["verdict"] = _failure(candidate, key, r)
+        line["verdict"] = failure_verdict_of(candidate, key, r)
     elif pd.isna(r["samples_per_s_baseline"]):
         line["verdict"] = NEW
     elif same_code and not r["one_code"]:
         line["verdict"] = OTHER_CODE
     else:
-        change = 100.0 * (r["samples_per_s_candidate"] / r["samples_per_s_baseline"] - 1.0)
-        u = [r[f"uncertainty_pct_{side}"] for side in ("baseline", "candidate")]
-        band = max(NOISE_FLOOR_PCT, sum(0.0 if pd.isna(x) else x for x in u))
         lower = bool(r["lower_is_better_baseline"])
-        line.update(
-            change_pct=change,
-            noise_pct=band,
-            verdict=change_verdict(change, band, threshold_pct, lower),
-        )
-    line["note"] = _note(r)
+        change = judge(r["evidence_baseline"], r["evidence_candidate"], threshold_pct, lower)
+        line.update(change_columns(change))
+    line["note"] = "; ".join(n for n in (_note(r), settle_note(line.get("runs_to_settle"))) if n)
     return line
 
 

@@ -1,7 +1,9 @@
-"""`dlbench compare CANDIDATE`: one file held against the published rows of its GPUs, by the very
-judgement each row got when it was written (results.published.published_columns: its figure over
-the published median, within its band), shown with the same table, verdicts and exit codes as a
-comparison against a baseline file. Benchmark and serve rows alike, each on its kind's key."""
+"""`dlbench compare CANDIDATE`: one file held against the published rows of its GPUs (results.
+published.matching_rows: the same experiment, GPU model, power limit and software releases), with
+the same statistic, table, verdicts and exit codes as a comparison against a baseline file: the
+published rows of a configuration are the baseline's runs (several leases: their spread; one: its
+window and its kind's spread between runs), the candidate's latest row its one run. Benchmark and
+serve rows alike, each on its kind's key."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench.analysis.change import judge
 from dlbench.analysis.compare import (
     FAILED_STATUSES,
     INVALID,
@@ -18,9 +21,11 @@ from dlbench.analysis.compare import (
     NOT_PUBLISHED,
     OTHER_CODE,
     Comparison,
-    change_verdict,
+    change_columns,
+    evidence_of,
     failed_verdict,
     invalid_verdict,
+    settle_note,
 )
 from dlbench.analysis.load import finished_rows, latest
 from dlbench.errors import UserError, number_or_none
@@ -55,10 +60,10 @@ def compare_with_published(
     folder: Path | None = None,
 ) -> Comparison:
     """Every configuration of the candidate (its latest finished row) against the published
-    rows of its GPU model and configuration: `same` within the row's band, `slower` or
-    `regression` below it (beyond the threshold), `faster` above; `not published` where nothing
-    was, and the GPUs with nothing published at all named. With `one_code`, a row held against
-    published rows of other code is `other code`."""
+    rows of its GPU model and configuration, judged as analysis.change.judge says (`same`,
+    `faster`, `slower`, `inconclusive`); `not published` where nothing was, and the GPUs with
+    nothing published at all named. With `one_code`, a row held against published rows of other
+    code is `other code`."""
     folder = folder or published_folder()
     if not published_files(folder) or not published_rows(folder):
         raise UserError(_no_published_rows(folder))
@@ -67,7 +72,8 @@ def compare_with_published(
     lines = [_line(r, key, threshold_pct, one_code, folder) for r in rows.to_dict("records")]
     lines += [_failed(r, key) for r in _failures(candidate, rows).to_dict("records")]
     columns = [*key, "baseline", "candidate", "runs_baseline", "runs_candidate", "verdict", "note"]
-    table = pd.DataFrame(lines, columns=[*columns, "change_pct", "noise_pct"])
+    figures = ["change_pct", "low_pct", "high_pct", "runs_to_settle"]
+    table = pd.DataFrame(lines, columns=[*columns, *figures])
     known = {key_text(r.get("gpu_name")) for r in published_rows(folder)}
     measured = {key_text(g) for g in rows.get("gpu_name", pd.Series(dtype=object))}
     unpublished = sorted(machine({"gpu_name": g}) for g in measured - known)
@@ -119,16 +125,26 @@ def _line(row: dict, key: list[str], threshold_pct: float, one_code: bool, folde
         why = f"the row is {invalid_verdict(';'.join(sorted(faults)))}" if faults else ""
         note = "; ".join(n for n in (line["note"], why) if n)
         return {**line, "baseline": math.nan, "verdict": NOT_PUBLISHED, "note": note}
-    ratio, band = float(published["published_ratio"]), float(published["published_band_pct"])
+    ratio = float(published["published_ratio"])
     median = value * ratio if lower else value / ratio  # type: ignore[operator]
     line.update(baseline=median, runs_baseline=published["published_rows"])
-    line.update(change_pct=100.0 * (ratio - 1.0), noise_pct=band)
     if invalid:
-        return {**line, "verdict": invalid}
-    codes = {code_label(r) for r in matching_rows(row, folder)}
+        return {**line, "verdict": invalid, "change_pct": 100.0 * (ratio - 1.0)}
+    matches = matching_rows(row, folder)
+    codes = {code_label(r) for r in matches}
     if one_code and not any(same_code(code_label(row), c) for c in codes):
-        return {**line, "verdict": OTHER_CODE}
-    return {**line, "verdict": change_verdict(100.0 * (ratio - 1.0), band, threshold_pct, False)}
+        return {**line, "verdict": OTHER_CODE, "change_pct": 100.0 * (ratio - 1.0)}
+    base, head = (evidence_of(_as_runs(rows, figure)) for rows in (matches, [row]))
+    change = change_columns(judge(base, head, threshold_pct, lower))
+    note = settle_note(change["runs_to_settle"])
+    return {**line, **change, "note": "; ".join(n for n in (line["note"], note) if n)}
+
+
+def _as_runs(rows: list[dict], figure: str) -> pd.DataFrame:
+    """Rows as analysis.compare reads a configuration's runs: each one's figure as
+    `samples_per_s`."""
+    frame = pd.DataFrame(rows)
+    return frame.assign(samples_per_s=pd.to_numeric(frame[figure], errors="coerce"))
 
 
 def _invalid(row: dict) -> bool:

@@ -30,9 +30,9 @@ HEADERS = {
     "channels_last": "nhwc",
     "num_nodes": "nodes",
 }
-FIGURES = ("baseline", "candidate", "change", "overlap", "verdict", "notes")
+FIGURES = ("baseline", "candidate", "change", "interval", "verdict", "notes")
 # where a line would not fit: the figures' headers shortened, before any column is cut
-SHORT_HEADERS = {"baseline": "base", "candidate": "cand", "overlap": "CIs"}
+SHORT_HEADERS = {"baseline": "base", "candidate": "cand", "interval": "95 %"}
 NUMERIC = {"batch_size", "width", "height", "seq_len", "prompt_len", "new_tokens", "world_size"}
 NUMERIC.update({"devices", "num_nodes", "baseline", "candidate", "change"})
 MIN_CUT_WIDTH = 4  # an identifying column is never cut narrower than this
@@ -60,6 +60,15 @@ def _figure(value: object) -> str:
         return "-"
     v = float(value)
     return f"{v:,.0f}" if v >= 1000 else f"{v:,.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def _interval(r: pd.Series) -> str:
+    """The change's 95 % interval as its half-width, `±2.6%` (its two ends: --wide, --markdown,
+    --json; empty where the line has none)."""
+    low, high = r.get("low_pct"), r.get("high_pct")
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return ""
+    return f"±{(high - low) / 2:.1f}%"
 
 
 def _verdict_and_detail(verdict: str) -> tuple[str, str]:
@@ -100,7 +109,7 @@ def _cells(
             baseline=_figure(r["baseline"]),
             candidate=_figure(r["candidate"]),
             change=f"{change:+.1f}%" if measured else "",
-            overlap=("yes" if abs(change) <= r["noise_pct"] else "no") if measured else "",
+            interval=_interval(r) if measured else "",
             verdict=verdict,
         )
         lines.append(cells)
@@ -190,7 +199,8 @@ def display_table(comparison: Comparison) -> tuple[pd.DataFrame, str]:
         "/".join("-" if pd.isna(n) else str(int(n)) for n in pair)
         for pair in zip(table["runs_baseline"], table["runs_candidate"])
     ]
-    figures = ["baseline", "candidate", "change_pct", "noise_pct", "verdict", "runs", "note"]
+    figures = ["baseline", "candidate", "change_pct", "low_pct", "high_pct", "verdict", "runs"]
+    figures.append("note")
     keys = [k for k in comparison.key if k not in constant]
     shown = table[keys + [c for c in figures if c in table]].astype(object)
     shown = shown.where(shown.notna(), "")
@@ -204,11 +214,15 @@ def verdict_line(comparison: Comparison) -> str:
             "nothing to compare: no finished benchmark or serve row (a loader, peak, validate "
             "or scaling row has no figure a gate holds)"
         )
-    bad, failed = len(comparison.regressions), len(comparison.failures)
+    bad, failed = len(comparison.slower), len(comparison.failures)
+    unsure = len(comparison.inconclusive)
     threshold = f"{comparison.threshold_pct:g}%"
-    parts = [
-        f"{bad} regression(s) beyond {threshold}" if bad else f"no regression beyond {threshold}"
-    ]
+    parts = [f"{bad} slower beyond {threshold}" if bad else f"none slower beyond {threshold}"]
+    if unsure:
+        parts.append(
+            f"{unsure} inconclusive: the evidence cannot tell (measure again as each line's "
+            "note says)"
+        )
     other = int((comparison.table["verdict"] == OTHER_CODE).sum())
     if other:
         parts.append(f"{other} configuration(s) left out: measured by other code (--same-code)")
@@ -223,3 +237,27 @@ def verdict_line(comparison: Comparison) -> str:
         if failed == len(comparison.table[comparison.table["verdict"] != NEW]):
             parts.append("none matched: is the baseline from this machine and plan?")
     return "; ".join(parts)
+
+
+def comparison_json(comparison: Comparison, verdict: str) -> str:
+    """Every line as JSON: its key, both figures, the change and its 95 % interval (as ratios,
+    above 1 faster), the verdict and note; and the overall line and exit code."""
+    import json
+    import math
+
+    def plain(value: object) -> object:
+        if isinstance(value, float) and math.isnan(value):
+            return None
+        return value.item() if hasattr(value, "item") else value
+
+    lines = []
+    for record in comparison.table.to_dict("records"):
+        line = {k: plain(v) for k, v in record.items()}
+        for end in ("change", "low", "high"):
+            pct = line.pop(f"{end}_pct", None)
+            line["ratio" if end == "change" else f"ratio_{end}"] = (
+                None if pct is None else 1.0 + float(pct) / 100.0  # type: ignore[arg-type]
+            )
+        lines.append(line)
+    summary = {"verdict": verdict, "exit_code": comparison.exit_code(), "lines": lines}
+    return json.dumps(summary, indent=2, default=str)

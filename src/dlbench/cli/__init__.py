@@ -4,7 +4,7 @@ imports is the order of `dlbench --help`)."""
 from __future__ import annotations
 
 # isort: off
-from dlbench.cli import bench, sweeps, peak, serve, data, models, analysis  # noqa: F401  (they register)
+from dlbench.cli import bench, sweeps, peak, serve, data, models, analysis, gate  # noqa: F401  (they register)
 
 # isort: on
 from dlbench.cli.app import app, main, run_command

@@ -19,6 +19,13 @@ MaxSlowdown = Annotated[
 ]
 
 
+InconclusiveFails = Annotated[
+    bool,
+    typer.Option(
+        "--inconclusive-fails",
+        help="Exit 1 where a configuration is inconclusive too (default: exit 5 for it).",
+    ),
+]
 SameCode = Annotated[
     bool,
     typer.Option(
@@ -64,7 +71,8 @@ def report(
 @app.command(
     "compare",
     help="Baseline vs candidate rows, or (one file) the candidate vs the published rows of its "
-    "GPUs; exit 1 on a regression.",
+    "GPUs: each configuration same, faster, slower or inconclusive; exit 1 where slower (or "
+    "failed, or missing), 5 where only inconclusive.",
 )
 def compare(
     files: Annotated[
@@ -89,14 +97,18 @@ def compare(
         bool, typer.Option("--markdown", help="Markdown for CI summaries (every column).")
     ] = False,
     wide: Annotated[
-        bool, typer.Option("--wide", help="Every key column and the noise band, unabridged.")
+        bool, typer.Option("--wide", help="Every key column and the interval, unabridged.")
     ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="The lines as JSON (verdict, ratio, interval).")
+    ] = False,
+    inconclusive_fails: InconclusiveFails = False,
     same_code: SameCode = False,
 ) -> None:
     from dlbench.analysis.compare import compare_runs
     from dlbench.analysis.compare_published import compare_with_published
     from dlbench.analysis.load import load_rows, require_columns
-    from dlbench.errors import EXIT_FAILED, UserError
+    from dlbench.errors import UserError
 
     columns = _compare_key(threshold, key)
     if len(files) > 2:
@@ -116,8 +128,8 @@ def compare(
         result = compare_with_published(rows["CANDIDATE"], threshold, same_code)
     else:
         result = compare_runs(rows["BASELINE"], rows["CANDIDATE"], columns, threshold, same_code)
-    _show_comparison(result, markdown, wide)
-    raise typer.Exit(0 if result.passed else EXIT_FAILED)
+    show_comparison(result, markdown, wide, json_out)
+    raise typer.Exit(result.exit_code(inconclusive_fails))
 
 
 def _compare_key(threshold: float, key: str | None) -> list[str] | None:
@@ -133,19 +145,29 @@ def _compare_key(threshold: float, key: str | None) -> list[str] | None:
     return columns
 
 
-def _show_comparison(result, markdown: bool, wide: bool) -> None:
-    """The table and the verdict line: Markdown, every column, or fitted to the terminal."""
+def show_comparison(
+    result, markdown: bool, wide: bool, json_out: bool = False, title: str = "compare"
+) -> None:
+    """The table and the verdict line: JSON, Markdown, every column, or fitted to the
+    terminal."""
     import shutil
     import textwrap
 
-    from dlbench.analysis.compare_view import display_table, terminal_lines, verdict_line
+    from dlbench.analysis.compare_view import (
+        comparison_json,
+        display_table,
+        terminal_lines,
+        verdict_line,
+    )
     from dlbench.analysis.markdown import markdown_table
     from dlbench.console import show_frame
 
     table, caption = display_table(result)
     verdict = verdict_line(result)
-    if markdown:
-        print(f"### dlbench compare: {verdict}\n\n{caption}\n\n{markdown_table(table)}")
+    if json_out:
+        print(comparison_json(result, verdict))
+    elif markdown:
+        print(f"### dlbench {title}: {verdict}\n\n{caption}\n\n{markdown_table(table)}")
     elif wide:
         show_frame(table, "candidate vs baseline")
         print(f"{caption}\n{verdict}" if caption else verdict)

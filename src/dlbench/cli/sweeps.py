@@ -83,7 +83,7 @@ def sweep(
     # the worker's imports overlap this process's reading of the plan
     early = Worker().start() if isolation == "worker" and not dry_run else None
     try:
-        sweep_plan = _plan_as_asked(plan, timeout, repeats, only, processes)
+        sweep_plan = plan_as_asked(plan, timeout, repeats, only, processes)
         check_seconds("--settle-s", settle_s, zero=True)
         shards = parse_shard(shard)
         if dry_run:
@@ -109,7 +109,7 @@ def sweep(
     _show_outcome(runner.run())
 
 
-def _plan_as_asked(
+def plan_as_asked(
     plan: str, timeout: float | None, repeats: int | None, only: str | None, processes: int | None
 ):
     """The plan, read and checked, with the command line's timeout, repeats, tag filter and

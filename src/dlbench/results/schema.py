@@ -9,6 +9,7 @@ from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVER
 from dlbench.errors import invalid
 from dlbench.results.efficiency_columns import EFFICIENCY_COLUMNS
 from dlbench.results.generation_columns import GENERATION_COLUMNS
+from dlbench.results.label_columns import LABEL_COLUMNS
 from dlbench.results.peaks.columns import PEAK_COLUMNS
 from dlbench.results.serve_columns import SERVE_COLUMNS
 from dlbench.results.stats import (
@@ -223,13 +224,7 @@ COLUMNS: dict[str, str] = {
     "alone): the number measures the loader",
     "attention_backend": "fused attention that ran: flash, efficient, cudnn, flash_cpu, math "
     "or triton_decode (dlbench's batch-1 LLM decode kernel)",
-    "isolation": "sweeps: worker (points back to back in one process) or process (one each)",
-    "sweep": "sweeps: the plan's name",
-    "purpose": "sweeps: the plan block's label (throughput or latency in the default plan)",
-    "repeat": "sweeps with repeats: which repeat of the point (0, 1, ...)",
-    "shard": "sweep --shard K/N: the shard that measured the row (other shards shared the host)",
-    "power_limit_request_w": "power sweeps: the limit the plan asked for",
-    "batch_size_mode": "auto when --batch-size auto chose the batch size",
+    **LABEL_COLUMNS,
     "auto_batch_probes": "--batch-size auto: every probe, batch:ok or batch:oom, in order",
     "auto_batch_s": "--batch-size auto: seconds the search took (in the run's own process)",
     "breakdown_h2d_ms": "diagnostic pass after the window: host-to-device copy per step",
@@ -289,16 +284,7 @@ COLUMNS: dict[str, str] = {
 
 # Columns that arrive as --tag labels (a sweep's own, or a user's): they label a row, they do
 # not measure it, so a tag may set them. Every other column is the run's to write.
-TAG_COLUMNS = (
-    "recheck_of",
-    "isolation",
-    "sweep",
-    "purpose",
-    "repeat",
-    "shard",
-    "power_limit_request_w",
-    "batch_size_mode",
-)
+TAG_COLUMNS = ("recheck_of", *LABEL_COLUMNS)
 
 
 # Columns that hold a number in every finished row (analysis divides them): by their unit's

@@ -1,0 +1,141 @@
+"""Whether a configuration changed between two sides, and what the evidence allows: `same`,
+`faster`, `slower`, or `inconclusive` where it cannot tell (nvbench's SAME / FAST / SLOW /
+AMBIGUOUS, with pyperf's pooled statistics and its "not significant").
+
+Each side is evidence about its figure on a log scale (`Evidence`): from several independent
+runs (repeats, the gate's rounds, published rows of several leases), their mean and Student's t
+over their spread; from one run, its window's own interval and, since one run cannot see how far
+the next would stray, a prior standard deviation between runs for its kind (`RUN_SPREAD_PCT`).
+The change is head over base (a latency inverted: above 1 is faster), with a 95 % interval by
+Welch's t. It is called
+
+- `slower` where the slowdown is beyond the threshold (the smallest change worth a word,
+  results.pairing.GATE_THRESHOLD_PCT) and the interval lies wholly beyond MIN_EFFECT_SHARE of
+  it: significant against a negligible shift, not merely against none, so that many runs of a
+  real but small shift never read as a slowdown;
+- `faster` likewise upwards;
+- `same` where the interval lies inside the threshold both ways;
+- `inconclusive` otherwise, with how many runs a side would settle it (`runs_to_settle`).
+
+How often each is called on seeded samples, and why these constants: docs/timing.md#compare and
+docs/decisions.md#change-verdict."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dlbench.results.stats import Z_975, t_975
+
+SAME, FASTER, SLOWER, INCONCLUSIVE = "same", "faster", "slower", "inconclusive"
+VERDICTS = (SAME, FASTER, SLOWER, INCONCLUSIVE)
+MIN_EFFECT_SHARE = 0.4  # a change is called where its interval excludes this share of the threshold
+# How far one run's figure strays from the next run's (a standard deviation, %), where a side has
+# one run and nothing measured it: a launch-bound row (the host holds the GPU back part of each
+# step) moves with its process's state, a GPU-bound one barely; a serve row's found rate within
+# the 2 % bracket its search stops at (docs/decisions.md#change-verdict).
+RUN_SPREAD_PCT = {"launch_bound": 4.0, "gpu_bound": 1.0, "serve": 1.0}
+MAX_RUNS = 100  # the most runs a side the advice will ask for
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one side knows of a figure: the mean of its logarithm, that mean's variance, the
+    degrees of freedom of that variance (inf: known, a prior) and the runs behind it."""
+
+    mean_log: float
+    variance: float
+    dof: float
+    runs: int
+
+    @classmethod
+    def of_runs(cls, figures: Sequence[float], intervals_pct: Sequence[float] = ()) -> Evidence:
+        """Independent runs' figures (two or more: their spread; one: see `of_one`), each
+        window's interval a floor for what their mean can know."""
+        if len(figures) < 2:
+            raise ValueError("of_runs needs two runs or more (one: Evidence.of_one)")
+        logs = [math.log(f) for f in figures]
+        n = len(logs)
+        variance = statistics.variance(logs) / n
+        known = [w for w in intervals_pct if math.isfinite(w)]
+        within = sum((w / 100 / Z_975) ** 2 for w in known) / n / n
+        return cls(statistics.fmean(logs), max(variance, within), n - 1, n)
+
+    @classmethod
+    def of_one(cls, figure: float, interval_pct: float, run_spread_pct: float) -> Evidence:
+        """One run: its window's interval (a half-width at 95 %) and the prior spread between
+        runs for its kind, both as independent standard deviations; known (infinite dof)."""
+        window = interval_pct / 100 / Z_975 if math.isfinite(interval_pct) else 0.0
+        return cls(math.log(figure), window**2 + (run_spread_pct / 100) ** 2, math.inf, 1)
+
+
+@dataclass(frozen=True)
+class Change:
+    """Head over base as a speed ratio (above 1: faster) with its 95 % interval, the verdict,
+    and for an inconclusive one the runs a side that would settle it."""
+
+    ratio: float
+    low: float
+    high: float
+    verdict: str
+    runs_to_settle: int | None = None
+
+    @property
+    def change_pct(self) -> float:
+        return 100.0 * (self.ratio - 1.0)
+
+
+def judge(
+    base: Evidence, head: Evidence, threshold_pct: float, lower_is_better: bool = False
+) -> Change:
+    """The change from `base` to `head` and what it may be called (module docstring)."""
+    sign = -1.0 if lower_is_better else 1.0
+    d = sign * (head.mean_log - base.mean_log)
+    variance = base.variance + head.variance
+    half = _t(_welch_dof(base, head)) * math.sqrt(variance)
+    low, high = d - half, d + half
+    slow, fast = math.log1p(-threshold_pct / 100), math.log1p(threshold_pct / 100)
+    share = MIN_EFFECT_SHARE * threshold_pct / 100
+    if d < slow and high < math.log1p(-share):
+        verdict = SLOWER
+    elif d > fast and low > math.log1p(share):
+        verdict = FASTER
+    elif low > slow and high < fast:
+        verdict = SAME
+    else:
+        verdict = INCONCLUSIVE
+    settle = _runs_to_settle(base, head, d, threshold_pct) if verdict == INCONCLUSIVE else None
+    return Change(math.exp(d), math.exp(low), math.exp(high), verdict, settle)
+
+
+def _t(dof: float) -> float:
+    return Z_975 if math.isinf(dof) else t_975(max(1, math.floor(dof)))
+
+
+def _welch_dof(base: Evidence, head: Evidence) -> float:
+    """Welch and Satterthwaite's degrees of freedom of the difference (a known variance adds
+    none of its own)."""
+    terms = [e.variance**2 / e.dof for e in (base, head) if math.isfinite(e.dof) and e.dof > 0]
+    total = (base.variance + head.variance) ** 2
+    return math.inf if not terms or total == 0 else total / sum(terms)
+
+
+def _runs_to_settle(base: Evidence, head: Evidence, d: float, threshold_pct: float) -> int:
+    """Runs a side that would bring the interval inside the threshold (where the change looks
+    small) or beyond its share (where it looks large), the spread staying what it is."""
+    per_run = base.variance * base.runs + head.variance * head.runs  # one run of each side
+    slow, fast = math.log1p(-threshold_pct / 100), math.log1p(threshold_pct / 100)
+    share = MIN_EFFECT_SHARE * threshold_pct / 100
+    room = min(fast - d, d - slow) if slow < d < fast else abs(d) - share
+    if room <= 0 or per_run <= 0:
+        return MAX_RUNS
+    return max(2, min(MAX_RUNS, math.ceil(per_run * (Z_975 / room) ** 2)))
+
+
+def run_spread_pct(launch_bound: bool, serve: bool) -> float:
+    """The prior spread between runs of one row's kind (RUN_SPREAD_PCT)."""
+    if serve:
+        return RUN_SPREAD_PCT["serve"]
+    return RUN_SPREAD_PCT["launch_bound" if launch_bound else "gpu_bound"]

@@ -1,0 +1,176 @@
+"""Base against head on one GPU (`dlbench gate`): each point of a plan measured by two sides (two
+images, two checkouts, two commands that start a dlbench), each run a fresh process, in rounds:
+in every round each point runs once on each side, the two in a random order (seeded), so that a
+host's drift falls on both sides alike (Google Benchmark's interleaved repetitions; pyperf's
+fresh processes). Every row is tagged with its side, round and place in the order; the verdict
+per configuration is analysis.compare's over the rounds, with the same exit codes.
+
+A side that cannot start is refused before anything is measured; a side that fails a point
+leaves its failure row, which that point's verdict names."""
+
+from __future__ import annotations
+
+import random
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S
+from dlbench.config.row_tags import RowTags
+from dlbench.console import stderr
+from dlbench.errors import UserError
+from dlbench.results.row import failure_row, new_run_id
+from dlbench.results.store import CsvStore
+from dlbench.subprocesses import ChildResult, child_environment, run_child
+from dlbench.sweep.plan import ServePoint, SweepPlan, SweepPoint
+
+SIDES = ("base", "head")
+START_TIMEOUT_S = 300.0  # a side's `--version`: an image's first start may pull nothing, but load
+Point = SweepPoint | ServePoint
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side: its name and the command that starts its dlbench (`python -m dlbench`, a
+    checkout's venv, `docker run ... IMAGE`)."""
+
+    name: str
+    command: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, name: str, text: str) -> Side:
+        """`--base TEXT` as a command; a UserError naming the flag where it is none."""
+        try:
+            words = tuple(shlex.split(text))
+        except ValueError as exc:
+            raise UserError(f"--{name}: {text!r} is no command ({exc})") from None
+        if not words:
+            raise UserError(f"--{name}: empty; give the command that starts its dlbench")
+        return cls(name, words)
+
+    def check(self) -> str:
+        """The side's `--version` line, or a UserError where it cannot start (nothing is
+        measured then)."""
+        try:
+            done = subprocess.run(
+                [*self.command, "--version"],
+                capture_output=True,
+                text=True,
+                timeout=START_TIMEOUT_S,
+                env=child_environment(),
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise UserError(
+                f"--{self.name}: {shlex.join(self.command)} cannot start ({exc})"
+            ) from None
+        said = (done.stdout or done.stderr).strip().splitlines()
+        if done.returncode != 0 or not said or not said[-1].startswith("dlbench"):
+            why = said[-1] if said else f"exit {done.returncode}"
+            raise UserError(
+                f"--{self.name}: {shlex.join(self.command)} does not start a dlbench ({why})"
+            )
+        return said[-1]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the gate: a point, a side, its round and its place in the order."""
+
+    point: Point
+    side: Side
+    round: int
+    order: int
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {
+            **self.point.all_tags,
+            "side": self.side.name,
+            "round": str(self.round),
+            "gate_order": str(self.order),
+        }
+
+
+def interleaved(
+    points: Sequence[Point], sides: Sequence[Side], rounds: int, seed: int
+) -> list[Run]:
+    """Every point on every side, `rounds` times: round by round, point by point, the sides in
+    an order drawn anew each time (A B, then B A or A B ...)."""
+    draw = random.Random(seed)
+    runs: list[Run] = []
+    for k in range(rounds):
+        for point in points:
+            order = list(sides)
+            draw.shuffle(order)
+            runs += [Run(point, side, k, len(runs) + 1 + i) for i, side in enumerate(order)]
+    return runs
+
+
+@dataclass
+class GateRun:
+    """The gate's runs, one after another, each row appended to its side's CSV."""
+
+    plan: SweepPlan
+    sides: tuple[Side, Side]
+    rounds: int
+    output: Path
+    seed: int = 0
+    launch: Callable[[list[str], float, list[str]], ChildResult] = field(
+        default=lambda args, timeout, command: run_child(args, timeout, command=command)
+    )
+
+    def side_csv(self, side: Side) -> Path:
+        """Where a side's rows go: `<output stem>.<side>.csv` beside the output."""
+        return self.output.with_name(f"{self.output.stem}.{side.name}.csv")
+
+    def check_outputs(self) -> None:
+        """Each side's CSV can be written and holds no rows (an earlier gate's rounds would be
+        counted with this one's); a UserError naming it."""
+        for side in self.sides:
+            csv = self.side_csv(side)
+            if csv.exists() and csv.stat().st_size > 0:
+                raise UserError(
+                    f"--output: {csv} holds an earlier gate's rows; give another --output, or "
+                    "remove it"
+                )
+            CsvStore(csv, flag="--output").check_writable()
+
+    def run(self) -> list[ChildResult]:
+        """Every run of `interleaved`, in order; a run that wrote no row gets a failure row."""
+        runs = interleaved(self.plan.points(), self.sides, self.rounds, self.seed)
+        results = []
+        for run in runs:
+            began = time.monotonic()
+            result = self._one(run)
+            outcome = "ok" if result.returncode in (0, 4) else f"failed: {result.last_line}"
+            stderr.print(
+                f"{run.order:4d}/{len(runs)} round {run.round} {run.side.name}: {run.point.label}"
+                f" ({time.monotonic() - began:.0f} s) {outcome}"
+            )
+            results.append(result)
+        return results
+
+    def _one(self, run: Run) -> ChildResult:
+        csv, run_id = self.side_csv(run.side), new_run_id()
+        args = run.point.cli_args(output=csv, run_id=run_id, tags=_as_tags(run))
+        store = CsvStore(csv)
+        before = len(store.rows()) if csv.exists() else 0
+        result = self.launch(
+            args, self.plan.timeout_s or DEFAULT_POINT_TIMEOUT_S, list(run.side.command)
+        )
+        if (len(store.rows()) if csv.exists() else 0) == before:  # it wrote nothing: say so
+            columns = {**run.point.flags, "mode": run.point.mode, "run_id": run_id, **run.tags}
+            status = "timeout" if result.timed_out else "error"
+            store.append(failure_row(columns, status, result.last_line or "no row", {}))
+        return result
+
+
+def _as_tags(run: Run) -> object:
+    """The run's tags as a point's cli_args takes them (a benchmark point: RowTags; serve: a
+    mapping)."""
+    if isinstance(run.point, ServePoint):
+        return run.tags
+    return RowTags.of(run.tags)
