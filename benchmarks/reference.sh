@@ -48,13 +48,16 @@ usage="usage: $0 [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [serv
 for part in "$@"; do  # every part named is checked before anything runs
     [[ " ${PARTS[*]} " == *" $part "* ]] || { echo "$usage" >&2; exit 2; }
 done
-[[ $DRY_RUN == 1 ]] || mkdir -p "$OUT"
-
 parts=("$@")
 ((${#parts[@]})) || parts=(peak default decode jpeg validate fp8 serve serve-llm)
 gpu=dry-run software=dry-run gpus=4
 if [[ $DRY_RUN != 1 && " ${parts[*]} " != " docs " ]]; then  # docs alone needs no GPU
     python3 src/dlbench/provenance.py --check || exit 2  # a part names one commit, clean
+    command -v nvidia-smi > /dev/null || {
+        echo "error: benchmarks/reference.sh measures NVIDIA GPUs, and this machine has no nvidia-smi" >&2
+        exit 2
+    }
+    mkdir -p "$OUT"  # only once the code and the machine can make a part
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//')
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
     software=$(python3 -c 'import torch; v = torch.__version__.split("+")[0].rsplit(".", 1)[0]; print(f"pt{v}-cu{torch.version.cuda}")')

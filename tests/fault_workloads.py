@@ -187,6 +187,7 @@ def _register_llm(name: str, summary: str, native) -> None:
             vocab_size=size.vocab,
             native=native,
             context_len=size.context,
+            cache_width=size.cache_width,
         )
     )
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from dlbench.errors import warn
 
 CACHE_VARIABLE = "DLBENCH_CACHE_DIR"
 
@@ -55,14 +58,16 @@ def slug(text: str) -> str:
 
 
 def cache_key(environment: Mapping[str, object]) -> str:
-    """`<gpu>-<driver>-torch<version>-dlbench<version>-<commit>` from the row's environment
-    columns (results.environment): what a cached kernel or tuned choice depends on."""
+    """`<gpu>-<driver>-torch<version>-dlbench<version>-<commit>[-dirty]` from the row's
+    environment columns (results.environment): what a cached kernel or tuned choice depends on;
+    a tree with local changes is code of its own (results.pairing.same_code says so too)."""
+    dirty = str(environment.get("dlbench_dirty")) == "True"  # its own code, apart (pairing)
     parts = [
         environment.get("gpu_name") or "cpu",
         environment.get("driver"),
         f"torch{environment.get('torch')}",
         f"dlbench{environment.get('dlbench')}",
-        str(environment.get("dlbench_commit") or "")[:7],
+        str(environment.get("dlbench_commit") or "")[:7] + ("-dirty" if dirty else ""),
     ]
     return "-".join(slug(str(p)) for p in parts if p)
 
@@ -111,6 +116,35 @@ def read_record(folder: Path | None, name: str) -> dict:
     except (OSError, ValueError, RecursionError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
+
+
+def keep_record(folder: Path | None, name: str, data: object) -> bool:
+    """A record written into the cache folder, or (the folder or the file refuses it: a folder
+    in its place, a full disk, no permission) one warning and nothing more: a record is a hint,
+    and a measured row must never be lost to it. Whether it was kept."""
+    if folder is None:
+        return False
+    try:
+        write_json(folder / name, data)
+    except OSError as exc:
+        if name not in _REFUSED:
+            _REFUSED.add(name)
+            warn(
+                f"the cache folder would not keep {name} ({exc.strerror or exc}): the row is "
+                "kept, and the next run decides again"
+            )
+        return False
+    return True
+
+
+_REFUSED: set[str] = set()  # records already warned of, once a process
+
+
+def positive_figure(value: object) -> float | None:
+    """A figure read back from a record: a finite positive number (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
 
 
 def write_json(path: Path, data: object) -> None:

@@ -220,24 +220,27 @@ def execute_in_processes(config: RunConfig, auto_batch: bool) -> int:
     return _kept_and_shown(row, store, config)
 
 
-def run_in_fork(config: RunConfig, auto_batch: bool = False, log: bool = False) -> ChildResult:
+def run_in_fork(
+    config: RunConfig, auto_batch: bool = False, log: Path | None = None
+) -> ChildResult:
     """`config` run in a child forked from this process (which never starts CUDA), its clock
     started at the fork, and the GPU facts it learned kept for the next child (an idle
     baseline, the counter's period). What the child prints to stdout is held back (a sweep's
-    point or a --processes child: the row is the parent's to show); with `log` its stderr too,
-    and both go on to stderr once it ends (a sweep worker's log)."""
-    child = functools.partial(_in_child, config, auto_batch, log)
-    result = run_forked(child, PROCESS_GPU_FACTS.as_record)
+    point or a --processes child: the row is the parent's to show); its stderr goes to `log`
+    where given (a sweep's point: kept, the table too), else to this process's stderr once it
+    ends (subprocesses.run_forked)."""
+    child = functools.partial(_in_child, config, auto_batch, log is not None)
+    result = run_forked(child, PROCESS_GPU_FACTS.as_record, log)
     PROCESS_GPU_FACTS.adopt(result.learned)
     return result
 
 
 def _in_child(config: RunConfig, auto_batch: bool, log: bool) -> tuple[int, str]:
-    """The forked child's run: its exit code and the last line it printed."""
+    """The forked child's run: its exit code and the last line it printed (its table kept in
+    the log where there is one)."""
     mark_command_start(fresh_process=False)
     printed = io.StringIO()
-    held = contextlib.redirect_stderr(printed) if log else contextlib.nullcontext()
-    with contextlib.redirect_stdout(printed), held:
+    with contextlib.redirect_stdout(printed):
         code = guarded(lambda: execute(config, auto_batch))
     if log:
         sys.stderr.write(printed.getvalue())

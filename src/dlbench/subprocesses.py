@@ -3,14 +3,17 @@ with it and stop as a whole, their process group with them; what each said last.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from dlbench.signals import Interrupted
 
@@ -117,44 +120,96 @@ def run_child(
 
 
 def run_forked(
-    call: Callable[[], tuple[int, str]], learned: Callable[[], object] | None = None
+    call: Callable[[], tuple[int, str]],
+    learned: Callable[[], object] | None = None,
+    log: Path | None = None,
 ) -> ChildResult:
     """`call` in a forked child of this process, waited for: a fresh process (its own CUDA
     context, allocator and threads) that costs no imports. This process must not have started
-    CUDA (a child could not), which is why dlbench asks torch for NVML's device count
-    (startup.fork_safe_cuda_checks). What `learned` returns in the child after `call` (JSON)
-    comes back as the result's `learned`. The child dies with this process; a signal that
-    stops this one stops the child first."""
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 70  # EX_SOFTWARE: `call` raised
+    CUDA (a child could not: refused in one line), which is why dlbench asks torch for NVML's
+    device count (startup.fork_safe_cuda_checks). What `learned` returns in the child after
+    `call` (JSON) comes back as the result's `learned`, through a file, so that no grandchild
+    (a DataLoader worker) can hold the answer open.
+
+    The child runs in a process group of its own with its output at the file level: into `log`
+    where given (a sweep's point: kept for the user), else held and passed on to this process's
+    stderr once it ends (its standard output, a table the parent shows, is held back). A signal
+    that stops this one stops the child's group first (SIGTERM, then SIGKILL after
+    KILL_GRACE_S), its held output dropped: the parent says what stopped it, once."""
+    _refuse_after_cuda()
+    with tempfile.TemporaryDirectory(prefix="dlbench-fork-") as scratch:
+        answer, held = Path(scratch) / "answer.json", Path(scratch) / "stderr"
+        pid = os.fork()
+        if pid == 0:
+            _in_forked_child(call, learned, answer, log, held)
         try:
-            os.close(reader)
-            _die_with(os.getppid())
-            code, last = call()
-            said = {"last": last, "learned": learned() if learned else None}
-            with os.fdopen(writer, "w") as out:
-                json.dump(said, out)
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                stream.flush()
-            os._exit(code)
-    os.close(writer)
-    try:
-        with os.fdopen(reader, "r") as said:
-            text = said.read()  # to its end: the child wrote it whole, or died
-        status = os.waitpid(pid, 0)[1]
-    except BaseException:  # a signal (Interrupted): the child goes first
-        os.kill(pid, signal.SIGTERM)
-        os.waitpid(pid, 0)
-        raise
-    try:
-        said = json.loads(text) if text else {}
-    except ValueError:
-        said = {}
-    last = str(said.get("last") or "")[:500]
+            status = os.waitpid(pid, 0)[1]
+        except BaseException:  # a signal (Interrupted): the child's group goes first
+            _stop_forked(pid)
+            raise
+        output = (log or held).read_text(errors="replace") if (log or held).exists() else ""
+        if log is None:
+            sys.stderr.write(output)
+            sys.stderr.flush()
+        try:
+            said = json.loads(answer.read_text()) if answer.exists() else {}
+        except (OSError, ValueError):
+            said = {}
+    last = (last_line_of(output) or str(said.get("last") or ""))[:500]
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
         last = f"killed by {signal.Signals(-code).name}" + (f"; {last}" if last else "")
     return ChildResult(code, last, learned=said.get("learned"))
+
+
+def _refuse_after_cuda() -> None:
+    """A UserError where this process has started CUDA: a forked child inherits a context it
+    cannot use, and every point would die with an obscure CUDA error."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        from dlbench.errors import UserError
+
+        raise UserError(
+            "cannot measure in a fresh forked process: this process has started CUDA (a library "
+            "caller's, or a fallback's); start dlbench in a process that has not"
+        )
+
+
+def _in_forked_child(call, learned, answer: Path, log: Path | None, held: Path) -> None:
+    """The child's side: its own process group, its output to `log` (or held), `call`, its
+    answer written whole; it never returns."""
+    code = 70  # EX_SOFTWARE: `call` raised
+    try:
+        os.setpgid(0, 0)
+        _die_with(os.getppid())
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        out = os.open(log or held.with_name("stdout"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        err = out if log is not None else os.open(held, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        code, last = call()
+        said = {"last": last, "learned": learned() if learned else None}
+        temporary = answer.with_suffix(".part")
+        temporary.write_text(json.dumps(said))
+        os.replace(temporary, answer)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
+
+
+def _stop_forked(pid: int) -> None:
+    """SIGTERM the forked child's group, then SIGKILL after KILL_GRACE_S; the child reaped."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + KILL_GRACE_S
+        while time.monotonic() < deadline:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+            time.sleep(0.05)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)

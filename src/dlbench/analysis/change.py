@@ -6,8 +6,8 @@ Each side is evidence about its figure on a log scale (`Evidence`): from several
 runs (repeats, the gate's rounds, published rows of several leases), their mean and Student's t
 over their spread; from one run, its window's own interval and, since one run cannot see how far
 the next would stray, a prior standard deviation between runs for its kind (`RUN_SPREAD_PCT`).
-The change is head over base (a latency inverted: above 1 is faster), with a 95 % interval by
-Welch's t. It is called
+The change is head over base (a latency inverted: above 1 is faster), with its interval by
+Welch's t (t_975). It is called
 
 - `slower` where the slowdown is beyond the threshold (the smallest change worth a word,
   results.pairing.GATE_THRESHOLD_PCT) and the interval lies wholly beyond MIN_EFFECT_SHARE of
@@ -35,7 +35,7 @@ MIN_EFFECT_SHARE = 0.4  # a change is called where its interval excludes this sh
 # How far one run's figure strays from the next run's (a standard deviation, %), where a side has
 # one run and nothing measured it: a launch-bound row (the host holds the GPU back part of each
 # step) moves with its process's state, a GPU-bound one barely; a serve row's found rate within
-# the 2 % bracket its search stops at (docs/decisions.md#change-verdict).
+# the bracket its search stops at (serve.search.RESOLUTION; docs/decisions.md#change-verdict).
 RUN_SPREAD_PCT = {"launch_bound": 4.0, "gpu_bound": 1.0, "serve": 1.0}
 MAX_RUNS = 100  # the most runs a side the advice will ask for
 
@@ -65,7 +65,7 @@ class Evidence:
 
     @classmethod
     def of_one(cls, figure: float, interval_pct: float, run_spread_pct: float) -> Evidence:
-        """One run: its window's interval (a half-width at 95 %) and the prior spread between
+        """One run: its window's interval (a half-width at Z_975) and the prior spread between
         runs for its kind, both as independent standard deviations; known (infinite dof)."""
         window = interval_pct / 100 / Z_975 if math.isfinite(interval_pct) else 0.0
         return cls(math.log(figure), window**2 + (run_spread_pct / 100) ** 2, math.inf, 1)
@@ -73,7 +73,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Change:
-    """Head over base as a speed ratio (above 1: faster) with its 95 % interval, the verdict,
+    """Head over base as a speed ratio (above 1: faster) with its interval (t_975), the verdict,
     and for an inconclusive one the runs a side that would settle it."""
 
     ratio: float
@@ -139,3 +139,25 @@ def run_spread_pct(launch_bound: bool, serve: bool) -> float:
     if serve:
         return RUN_SPREAD_PCT["serve"]
     return RUN_SPREAD_PCT["launch_bound" if launch_bound else "gpu_bound"]
+
+
+def change_columns(change: Change) -> dict[str, object]:
+    """A line's figures of the change: its ratio's %, its interval's ends (%), the verdict
+    and, where inconclusive, the runs a side that would settle it."""
+    return {
+        "change_pct": change.change_pct,
+        "low_pct": 100.0 * (change.low - 1.0),
+        "high_pct": 100.0 * (change.high - 1.0),
+        "verdict": change.verdict,
+        "runs_to_settle": change.runs_to_settle,
+    }
+
+
+def settle_note(runs: object) -> str:
+    """What an inconclusive line asks for: more runs a side, or a longer window."""
+    if not isinstance(runs, int | float) or not math.isfinite(runs):
+        return ""
+    return (
+        f"inconclusive: about {int(runs)} runs a side would settle it (dlbench gate --rounds "
+        f"{int(runs)}, or sweep --repeats), or a longer window (--min-time)"
+    )

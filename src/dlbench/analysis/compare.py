@@ -24,10 +24,11 @@ from dlbench.analysis.change import (
     INCONCLUSIVE,
     SAME,
     SLOWER,
-    Change,
     Evidence,
+    change_columns,
     judge,
     run_spread_pct,
+    settle_note,
 )
 from dlbench.analysis.load import (
     finished_rows,
@@ -223,28 +224,6 @@ def summarise(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     if not lines:
         return pd.DataFrame(columns=[*key, "samples_per_s", "runs", "evidence"])
     return pd.DataFrame(lines)
-
-
-def change_columns(change: Change) -> dict[str, object]:
-    """A line's figures of the change: its ratio's %, its 95 % interval's ends (%), the verdict
-    and, where inconclusive, the runs a side that would settle it."""
-    return {
-        "change_pct": change.change_pct,
-        "low_pct": 100.0 * (change.low - 1.0),
-        "high_pct": 100.0 * (change.high - 1.0),
-        "verdict": change.verdict,
-        "runs_to_settle": change.runs_to_settle,
-    }
-
-
-def settle_note(runs: object) -> str:
-    """What an inconclusive line asks for: more runs a side, or a longer window."""
-    if runs is None or pd.isna(runs):
-        return ""
-    return (
-        f"inconclusive: about {int(runs)} runs a side would settle it (dlbench gate --rounds "
-        f"{int(runs)}, or sweep --repeats), or a longer window (--min-time)"
-    )
 
 
 def failure_verdict_of(candidate: pd.DataFrame, key: list[str], wanted: pd.Series) -> str:

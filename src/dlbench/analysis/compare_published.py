@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.analysis.change import judge
+from dlbench.analysis.change import change_columns, judge, settle_note
 from dlbench.analysis.compare import (
     FAILED_STATUSES,
     INVALID,
@@ -21,11 +21,9 @@ from dlbench.analysis.compare import (
     NOT_PUBLISHED,
     OTHER_CODE,
     Comparison,
-    change_columns,
     evidence_of,
     failed_verdict,
     invalid_verdict,
-    settle_note,
 )
 from dlbench.analysis.load import finished_rows, latest
 from dlbench.errors import UserError, number_or_none

@@ -63,8 +63,8 @@ def _figure(value: object) -> str:
 
 
 def _interval(r: pd.Series) -> str:
-    """The change's 95 % interval as its half-width, `±2.6%` (its two ends: --wide, --markdown,
-    --json; empty where the line has none)."""
+    """The change's interval (t_975) as its half-width after `±`, in % (its two ends: --wide,
+    --markdown, --json; empty where the line has none)."""
     low, high = r.get("low_pct"), r.get("high_pct")
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return ""
@@ -240,7 +240,7 @@ def verdict_line(comparison: Comparison) -> str:
 
 
 def comparison_json(comparison: Comparison, verdict: str) -> str:
-    """Every line as JSON: its key, both figures, the change and its 95 % interval (as ratios,
+    """Every line as JSON: its key, both figures, the change and its interval (as ratios,
     above 1 faster), the verdict and note; and the overall line and exit code."""
     import json
     import math

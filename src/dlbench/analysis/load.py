@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.errors import UserError, one_line
+from dlbench.errors import UserError, one_line, warn
 from dlbench.results.pairing import RUN_KEY, finished, machine, release
 from dlbench.results.published import (
     RELEASES,
@@ -50,6 +50,7 @@ def load_rows(paths: list[Path], argument: str = "CSV", figureless: str = "refus
         if figureless != "refuse":
             frame = _without_rows_of_no_figure(frame, path, argument, figureless == "warn")
         _numbers_as_numbers(frame, path, argument)
+        frame = _possible_figures(frame, path, argument, figureless)
         frame = _upgraded(frame)  # one block again: the conversion column by column fragments it
         frame["source"] = Path(path).name
         frames.append(frame)
@@ -72,6 +73,50 @@ def _numbers_as_numbers(frame: pd.DataFrame, path: Path, argument: str) -> None:
                 f"{argument}: {path}: {column} holds {value!r} (line {at + 2}), not a number"
             )
         frame[column] = parsed.where(finished, frame[column])
+
+
+# Measured quantities no run can make negative or infinite (a time, a rate, an energy, a power,
+# a size): by their unit's suffix. A share (`_pct`) may be negative (a drift), and so may energy
+# above idle (a load that drew less than the idle baseline).
+_MEASURED_SUFFIXES = ("_ms", "_s", "_per_s", "_qps", "_tflops", "_j", "_w", "_mb", "_kb", "_us")
+
+
+def impossible_cell(frame: pd.DataFrame) -> tuple[int, str, object] | None:
+    """The first finished row's measured cell that is infinite or negative (a hand edit, a
+    timing fault): its index, column and value; None where every one is possible."""
+    finished = frame["status"] == "ok" if "status" in frame else pd.Series(False, frame.index)
+    for column in frame.columns:
+        if not column.endswith(_MEASURED_SUFFIXES) or "above_idle" in column:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = finished & values.notna() & (~values.abs().lt(float("inf")) | values.lt(0))
+        if bad.any():
+            at = bad.idxmax()
+            return at, column, frame.at[at, column]
+    return None
+
+
+def _possible_figures(
+    frame: pd.DataFrame, path: Path, argument: str, figureless: str
+) -> pd.DataFrame:
+    """The frame with no finished row holding an impossible figure (`impossible_cell`):
+    `refuse` names the first in a UserError; `warn` leaves such rows out, said once a file;
+    `drop` leaves them out."""
+    dropped = 0
+    while (found := impossible_cell(frame)) is not None:
+        at, column, value = found
+        if figureless == "refuse":
+            raise UserError(
+                f"{argument}: {path}: {column} holds {value!r} (line {at + 2}), which no run "
+                "measures (infinite or negative); the row cannot be compared or reported"
+            )
+        frame, dropped = frame.drop(index=at), dropped + 1
+    if dropped and figureless == "warn":
+        warn(
+            f"{argument}: {path}: {dropped} row(s) holding an infinite or negative figure "
+            "do not count"
+        )
+    return frame.reset_index(drop=True) if dropped else frame
 
 
 def _upgraded(frame: pd.DataFrame) -> pd.DataFrame:

@@ -3,6 +3,7 @@ worker process (replaced after a failure), several-device points in processes of
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -106,7 +107,7 @@ def sweep(
         if early is not None:
             early.close()
         raise
-    _show_outcome(runner.run())
+    _show_outcome(runner.run(), output)
 
 
 def plan_as_asked(
@@ -132,10 +133,12 @@ def plan_as_asked(
     return sweep_plan
 
 
-def _show_outcome(outcome) -> None:
-    """The summary table, the rows against the published ones, where the time went; the exit."""
+def _show_outcome(outcome, output: Path) -> None:
+    """The summary table, the rows against the published ones, where the time went, where
+    each point's output is kept; the exit."""
     from rich.console import Console
 
+    from dlbench.sweep.launcher import logs_folder
     from dlbench.sweep.outcome import finish, summary_table, time_lines
     from dlbench.sweep.recheck import summary_lines
 
@@ -143,6 +146,8 @@ def _show_outcome(outcome) -> None:
     console.print(summary_table(outcome))
     for line in [*summary_lines(outcome.held, outcome.rechecks), *time_lines(outcome)]:
         console.print(line, markup=False, soft_wrap=True)
+    if logs_folder(output).is_dir():
+        console.print(f"each point's output: {logs_folder(output)}/RUN_ID.log", markup=False)
     raise typer.Exit(finish(outcome))
 
 

@@ -5,7 +5,7 @@ MAX_STEPS = 10**6  # measured or warm-up steps: the step timer holds one slot pe
 MAX_WORKERS = 256  # loader processes: more is a fork bomb, not a setting
 MAX_PROCESSES = 100  # fresh processes a point is measured in: more is a typo
 MAX_REPEATS = 1000  # repeats of a validation or a sweep point: more is a typo, not a plan
-GATE_ROUNDS = 5  # dlbench gate: runs a side that settle a 10 % change through 3 % noise
+GATE_ROUNDS = 5  # dlbench gate: runs a side (docs/decisions.md#change-verdict)
 MAX_PRICE = 1e6  # dollars an hour for a machine: more is a typo
 # With GPU telemetry on, the window lasts at least this long: NVML's energy counter moves in
 # steps, timed by the sampler, and a shorter window reads the energy less surely

@@ -221,15 +221,22 @@ def band_pct(row: Mapping[str, object], published: list[Mapping[str, object]]) -
     row of one process, how far one process may stray from the published rows' pooled mean
     (their widest `process_spread_pct`, a standard deviation), which its window cannot see."""
     rates = [_figure(r) or 0.0 for r in published]
-    own = number_or_none(row.get("throughput_interval_pct")) or 0.0
-    widest = max(number_or_none(r.get("throughput_interval_pct")) or 0.0 for r in published)
+    own = _share(row.get("throughput_interval_pct"))
+    widest = max(_share(r.get("throughput_interval_pct")) for r in published)
     between = (
         Z_975 * statistics.stdev(rates) / statistics.fmean(rates) * 100 if len(rates) > 1 else 0.0
     )
     one_process = (number_or_none(row.get("processes")) or 1) <= 1
-    stray = max(number_or_none(r.get("process_spread_pct")) or 0.0 for r in published)
+    stray = max(_share(r.get("process_spread_pct")) for r in published)
     terms = (own, widest, between, Z_975 * stray if one_process else 0.0)
     return max(GATE_THRESHOLD_PCT, math.sqrt(sum(t * t for t in terms)))
+
+
+def _share(cell: object) -> float:
+    """A recorded interval or spread (%): a finite number of 0 or more, else 0 (a cell edited to
+    inf or -5 would widen or narrow every band held to it)."""
+    value = number_or_none(cell)
+    return value if value is not None and math.isfinite(value) and value >= 0 else 0.0
 
 
 def published_columns(row: Mapping[str, object], folder: Path | None = None) -> dict[str, object]:

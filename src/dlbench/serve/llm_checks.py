@@ -21,6 +21,8 @@ class LlmRequests(Protocol):
     lengths: str
     prompt_len: int
     new_tokens: int
+    kv_cache_gb: float | None
+    precision: str
 
 
 # an LLM's own flags, by key
@@ -71,6 +73,7 @@ def check_llm_settings(s: LlmRequests, given: set[str]) -> None:
             "--new-tokens", s.new_tokens, f"LoadGen's time per output token needs {MIN_OUTPUT}"
         )
     _check_context(s)
+    _check_cache(s)
 
 
 def _check_context(s: LlmRequests) -> None:
@@ -85,4 +88,27 @@ def _check_context(s: LlmRequests) -> None:
         raise UserError(
             f"--prompt-len and --new-tokens: a request of {longest:,} positions{drawn} is "
             f"longer than {s.model}'s context of {context:,}"
+        )
+
+
+def _check_cache(s: LlmRequests) -> None:
+    """A --kv-cache-gb that cannot hold one request (with the spare slot and the prefill's
+    staging, serve.llm_server.slots_within) refused before anything is built, as a plan's
+    entries are checked when it is read."""
+    from dlbench.serve.llm_server import PREFILL_ROWS, slots_within
+    from dlbench.workloads import get_workload
+
+    width = get_workload(s.model).cache_width
+    if s.kv_cache_gb is None or width is None:
+        return
+    element = 2 if "16" in s.precision else 4  # serve runs its weights' dtype: bf16, fp16, fp32
+    longest = longest_request(s.prompt_len, s.new_tokens, s.lengths)
+    prompt = longest_request(s.prompt_len, 0, s.lengths)
+    per_slot, staging = width * element * longest, PREFILL_ROWS * width * element * prompt
+    if slots_within(s.kv_cache_gb * 1e9, per_slot, staging) < 1:
+        raise UserError(
+            f"--kv-cache-gb: the KV cache cannot hold one request ({s.kv_cache_gb:,.3g} GB for a "
+            f"request of {longest:,} positions taking {per_slot / 1e9:,.3g} GB, a spare slot "
+            f"and the prefill's staging of {staging / 1e9:,.3g} GB; more --kv-cache-gb, or "
+            "shorter --prompt-len or --new-tokens)"
         )

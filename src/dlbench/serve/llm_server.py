@@ -63,7 +63,7 @@ def cache_slots(
         )
     budget = limit if limit is not None else KV_SHARE * free
     staging = PREFILL_ROWS * slot_bytes(model, prompt)
-    fits = int((budget - staging) // per_slot) - 1  # the spare slot a padding row writes to
+    fits = slots_within(budget, per_slot, staging)
     if fits < 1:
         given = "--kv-cache-gb" if limit is not None else f"{KV_SHARE:.0%} of the free memory"
         raise UserError(
@@ -73,6 +73,12 @@ def cache_slots(
             "--new-tokens, or more memory)"
         )
     return min(most, fits)
+
+
+def slots_within(budget: float, per_slot: int, staging: int) -> int:
+    """Requests a cache of `budget` bytes holds: what the prefill's staging leaves, less the
+    spare slot a padding row writes to (the one rule, before a model is built and after)."""
+    return int((budget - staging) // per_slot) - 1
 
 
 def slot_bytes(model: torch.nn.Module, max_len: int) -> int:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 from dlbench.config import RunConfig
 from dlbench.config.flags import config_to_json
@@ -46,12 +47,15 @@ class Worker:
         return self
 
     def assign(self, config: RunConfig, auto_batch: bool) -> None:
-        """Hand the worker a point (sweep.messages); its log starts afresh."""
+        """Hand the worker a point (sweep.messages), its output to be kept in its own file
+        (`point_log`); the worker's own log starts afresh."""
         if self.proc is None:
             self.start()
         self.log.seek(0)
         self.log.truncate()
-        point = {"config": config_to_json(config), "auto_batch": auto_batch}
+        log = point_log(config.output.path, config.output.run_id or "point")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        point = {"config": config_to_json(config), "auto_batch": auto_batch, "log": str(log)}
         with contextlib.suppress(OSError):  # it died: its end shows as the end of its output
             send(self.proc.stdin.fileno(), point)
 
@@ -81,6 +85,16 @@ class Worker:
             stop_group(self.proc)
             self.proc = None
             self.reader = None
+
+
+def logs_folder(output: Path) -> Path:
+    """Where a sweep keeps its points' output: `<CSV's stem>.logs/` beside the CSV."""
+    return output.with_name(f"{output.stem}.logs")
+
+
+def point_log(output: Path, run_id: str) -> Path:
+    """One point's output (what it printed, its traceback where it crashed), by its run id."""
+    return logs_folder(output) / f"{run_id}.log"
 
 
 def needs_own_process(config: RunConfig) -> bool:

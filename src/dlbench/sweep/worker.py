@@ -21,6 +21,7 @@ import io
 import json
 import os
 import sys
+from pathlib import Path
 
 from dlbench.config.flags import config_from_json
 from dlbench.sweep.messages import send
@@ -54,7 +55,8 @@ def serve(tasks: io.BufferedReader | None = None, answers: int | None = None) ->
         if not task:
             return
         config = config_from_json(task["config"])
-        result = run_in_fork(config, bool(task.get("auto_batch")), log=True)
+        log = Path(task["log"]) if task.get("log") else None
+        result = run_in_fork(config, bool(task.get("auto_batch")), log=log)
         send(answers, {"code": result.returncode, "last": result.last_line})
 
 

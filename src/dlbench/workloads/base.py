@@ -75,6 +75,9 @@ class Workload:
     native: Callable[[nn.Module], nn.Module] | None = None
     native_loss: Callable[[Any, torch.Tensor], torch.Tensor] | None = None
     context_len: int | None = None  # decoders: the most positions a sequence may take
+    # decoders: key and value elements one position of the KV cache holds (keys and values of
+    # every layer's kv heads), so a cache can be sized before the model is built
+    cache_width: int | None = None
 
     @property
     def is_image(self) -> bool:

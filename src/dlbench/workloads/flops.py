@@ -4,14 +4,14 @@ device, so it costs no memory), or the standard analytic count for decoder LLMs.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from contextlib import suppress
 from dataclasses import asdict, dataclass
 from math import prod
 from pathlib import Path
 
 import torch
 
-from dlbench.caches import read_record, write_json
+from dlbench.caches import keep_record, positive_figure, read_record
+from dlbench.errors import warn
 from dlbench.workloads.base import Batch, InputShape, Workload
 
 COUNT_BATCH = 2
@@ -142,12 +142,11 @@ def recorded_flops_per_sample(
     record = read_record(folder, FLOPS_FILE)
     kept = record.get(key)
     if isinstance(kept, dict):
-        try:
-            return FlopCount(float(kept["per_sample"]), str(kept["method"]))
-        except (KeyError, TypeError, ValueError):
-            pass  # a damaged entry is counted again
+        per_sample = positive_figure(kept.get("per_sample"))
+        if per_sample is not None and isinstance(kept.get("method"), str):
+            return FlopCount(per_sample, kept["method"])
+        warn(f"the cache folder's {FLOPS_FILE} holds no possible count for {key}: counted again")
     count = flops_per_sample(workload, shape, mode)
-    if count is not None and folder is not None:
-        with suppress(OSError):  # a record is a hint: a folder that refuses it costs a recount
-            write_json(folder / FLOPS_FILE, {**record, key: asdict(count)})
+    if count is not None and folder is not None:  # a folder that refuses it costs a recount
+        keep_record(folder, FLOPS_FILE, {**record, key: asdict(count)})
     return count

@@ -27,6 +27,11 @@ class LlamaSize:
     tie_embeddings: bool = False
     context: int = 2048  # the most positions a sequence may take (the model's it is shaped as)
 
+    @property
+    def cache_width(self) -> int:
+        """Key and value elements one position of the KV cache holds."""
+        return 2 * self.layers * self.kv_heads * (self.hidden // self.heads)
+
 
 LLAMA_SIZES = {
     "llm_tiny": LlamaSize(64, 128, 2, 4, 2, 1000),
@@ -148,6 +153,7 @@ for _name, _size in LLAMA_SIZES.items():
             analytic_flops=llama_flops(_size),
             vocab_size=_size.vocab,
             native=native_llama,
+            cache_width=_size.cache_width,
             native_loss=native_llama_loss,
             context_len=_size.context,
         )

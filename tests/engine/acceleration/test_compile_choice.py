@@ -12,7 +12,7 @@ import torch
 from dlbench.caches import use_caches
 from dlbench.config import RunConfig
 from dlbench.engine import plan as plan_module
-from dlbench.engine.acceleration.compile_choice import COMPILE_CHOICE, POINT_FIELDS, choose_compile
+from dlbench.engine.acceleration.compile_choice import COMPILE_CHOICE, choose_compile
 from dlbench.engine.acceleration.measured_choice import MIN_GAIN_PCT, point_key
 from dlbench.engine.distribution.devices import DevicePlan
 from dlbench.engine.plan import make_plan
@@ -35,7 +35,7 @@ def one_gpu(monkeypatch):
 
 def latency_key() -> str:
     """The record's name of LATENCY's point, as its plan resolves it."""
-    return point_key(make_plan(LATENCY).config, POINT_FIELDS)
+    return point_key(make_plan(LATENCY).config, "compile")
 
 
 def run_point(config: RunConfig, folder, median_s: float) -> tuple[bool, dict]:

@@ -11,14 +11,14 @@ import torch
 
 from dlbench.caches import use_caches
 from dlbench.config import RunConfig
-from dlbench.engine.acceleration.cudnn_search import CUDNN_CHOICE, POINT_FIELDS, plan_cudnn_search
+from dlbench.engine.acceleration.cudnn_search import CUDNN_CHOICE, plan_cudnn_search
 from dlbench.engine.acceleration.measured_choice import MIN_GAIN_PCT
 from dlbench.engine.acceleration.measured_choice import point_key as key_of
 from tests.engine.acceleration.test_caches import ENVIRONMENT
 
 
 def point_key(config: RunConfig) -> str:
-    return key_of(config, POINT_FIELDS)
+    return key_of(config, "cudnn_search")
 
 
 GPU, CPU = torch.device("cuda"), torch.device("cpu")  # a device's type, no GPU needed

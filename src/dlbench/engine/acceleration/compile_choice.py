@@ -13,20 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlbench.config import RunConfig
-from dlbench.engine.acceleration.measured_choice import POINT_SHAPE, MeasuredChoice, point_key
+from dlbench.engine.acceleration.measured_choice import MeasuredChoice, point_key
 
 COMPILED, EAGER = "compiled", "eager"
 COMPILE_CHOICE = MeasuredChoice("compile_choice.json", default=COMPILED, other=EAGER)
-
-# The settings that make a latency point what it is, whichever way it runs.
-POINT_FIELDS = (
-    *POINT_SHAPE,
-    "cuda_graphs",
-    "attention",
-    "cudnn_search",
-    "data_on",
-    "data",
-)
 
 
 @dataclass(frozen=True)
@@ -60,7 +50,7 @@ def choose_compile(
     where this folder's record says it won by more than MIN_GAIN_PCT; any other run as it is."""
     if not latency_point:
         return CompileChoice(config)
-    key = point_key(config, POINT_FIELDS)
+    key = point_key(config, "compile")
     recorded = COMPILE_CHOICE.recorded(folder).get(key, {})
     if left_to_record and COMPILE_CHOICE.other_wins(recorded):
         config = config.replace(compile=False)

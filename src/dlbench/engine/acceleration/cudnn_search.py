@@ -19,22 +19,10 @@ from pathlib import Path
 import torch
 
 from dlbench.config import RunConfig
-from dlbench.engine.acceleration.measured_choice import POINT_SHAPE, MeasuredChoice, point_key
+from dlbench.engine.acceleration.measured_choice import MeasuredChoice, point_key
 
 SEARCHED, HEURISTICS = "searched", "heuristics"
 CUDNN_CHOICE = MeasuredChoice("cudnn_search.json", default=HEURISTICS, other=SEARCHED)
-
-# The settings that make one point's convolutions what they are (shapes, dtypes, layout and
-# what runs them).
-POINT_FIELDS = (
-    *POINT_SHAPE,
-    "compile",
-    "cuda_graphs",
-    "optimizer",
-    "data_on",
-    "data",
-    "devices",
-)
 
 
 @dataclass
@@ -69,7 +57,7 @@ def plan_cudnn_search(
     this folder's record says the search won by more than MIN_GAIN_PCT here."""
     if device.type != "cuda" or not convolutions:
         return CudnnSearch(None)
-    key = point_key(config, POINT_FIELDS)
+    key = point_key(config, "cudnn_search")
     recorded = CUDNN_CHOICE.recorded(folder).get(key, {})
     if config.acceleration.cudnn_search == "auto":
         search = CUDNN_CHOICE.other_wins(recorded)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
-from dlbench.caches import read_record, write_json
+from dlbench.caches import keep_record, read_record
 from dlbench.config import RunConfig
 from dlbench.console import stderr
 from dlbench.engine.acceleration.graphs import GraphedStep
-from dlbench.engine.acceleration.measured_choice import POINT_SHAPE, point_key
+from dlbench.engine.acceleration.measured_choice import point_key
 from dlbench.engine.timing.loop import LoopResult
 from dlbench.engine.timing.settings import LoopSettings
 from dlbench.engine.timing.timer import DeviceTimer, synchronize
@@ -105,17 +105,6 @@ def faster_of(session, graphed: GraphedStep, first: int) -> tuple[GraphedStep, i
 
 CHECKED, RECORDED = "checked", "recorded"
 GRAPH_CHOICE_FILE = "graph_choice.json"
-# The settings that make a point's step what it is, graphed or not.
-POINT_FIELDS = (
-    *POINT_SHAPE,
-    "compile",
-    "attention",
-    "optimizer",
-    "cudnn_search",
-    "data_on",
-    "data",
-    "devices",
-)
 
 
 @dataclass(frozen=True)
@@ -129,7 +118,7 @@ class GraphRecord:
 
     @classmethod
     def of(cls, config: RunConfig, folder: Path | None, rank: int = 0) -> GraphRecord:
-        return cls(folder, point_key(config, POINT_FIELDS), rank == 0)
+        return cls(folder, point_key(config, "cuda_graphs"), rank == 0)
 
     def recalled(self) -> GraphedStep | None:
         """The outcome an earlier run of this point recorded (its step is not set), or None."""
@@ -143,7 +132,7 @@ class GraphRecord:
             return
         everything = read_record(self.folder, GRAPH_CHOICE_FILE)
         everything[self.key] = {"graphed": graphed.graphed, "fallback": graphed.fallback}
-        write_json(self.folder / GRAPH_CHOICE_FILE, everything)
+        keep_record(self.folder, GRAPH_CHOICE_FILE, everything)
 
 
 def prepare_step(session, settings: LoopSettings, cuda_graphs: bool, record: GraphRecord | None):

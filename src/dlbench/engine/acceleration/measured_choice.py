@@ -14,28 +14,22 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlbench.caches import read_record, write_json
-from dlbench.config import RunConfig
+from dlbench.caches import keep_record, positive_figure, read_record
+from dlbench.config import CONFIG_KEY, RunConfig
 
 # The other way is taken where its step was shorter than the default's by more than this; below
 # it, switching buys less than a repeated row's spread.
 MIN_GAIN_PCT = 1.0
-# The settings that make any point's tensors what they are; each choice adds what else decides it.
-POINT_SHAPE = (
-    "model",
-    "mode",
-    "batch_size",
-    "width",
-    "height",
-    "seq_len",
-    "precision",
-    "channels_last",
-)
+# The settings that decide what a point measures (its row's experiment key and the generation
+# and DDP settings): a choice is kept per point of them all, less the one it chooses, so that two
+# points that measure different things (an --llm-impl hf run and a native one) never share one.
+DECIDING = (*CONFIG_KEY, "prompt_len", "new_tokens", "ddp", "cudnn_search")
 
 
-def point_key(config: RunConfig, fields: tuple[str, ...]) -> str:
-    """A short stable name for the point that `fields` of the config make (the GPU and the
-    software are the cache folder's own key)."""
+def point_key(config: RunConfig, choosing: str) -> str:
+    """A short stable name for the point: every DECIDING setting of the config but `choosing`
+    (the GPU and the software are the cache folder's own key)."""
+    fields = [name for name in DECIDING if name != choosing]
     text = json.dumps([str(config.setting(name)) for name in fields])
     digest = hashlib.sha1(text.encode()).hexdigest()[:12]
     return f"{config.workload.model}-{config.workload.mode}-bs{config.workload.batch_size}-{digest}"
@@ -51,13 +45,14 @@ class MeasuredChoice:
 
     def recorded(self, folder: Path | None) -> dict[str, dict[str, float]]:
         """Each point's median step by the way it ran ({} for a cold run, or a record that
-        cannot be read: a record is a hint, never an error)."""
+        cannot be read; a step that is no finite positive number, `true` included, is no step:
+        a record is a hint, never an error)."""
         ways = (self.default, self.other)
         return {
             key: {
-                k: float(v)
+                k: figure
                 for k, v in steps.items()
-                if k in ways and isinstance(v, int | float) and v > 0
+                if k in ways and (figure := positive_figure(v)) is not None
             }
             for key, steps in read_record(folder, self.file).items()
             if isinstance(steps, dict)
@@ -86,5 +81,5 @@ class MeasuredChoice:
             if folder is not None:
                 everything = self.recorded(folder)
                 everything[key] = steps
-                write_json(folder / self.file, everything)
+                keep_record(folder, self.file, everything)
         return steps

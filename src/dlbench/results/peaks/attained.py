@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from dlbench.caches import read_record, write_json
+from dlbench.caches import keep_record, read_record
 from dlbench.hardware import dtype_peak_tflops, peak_bandwidth_tb_s
 from dlbench.results.verdict import MAX_DATASHEET_SHARE
 
@@ -54,7 +54,7 @@ def record_peaks(folder: Path, uuid: str, figures: dict) -> None:
     """Replace this GPU's figures; the other GPUs' stay."""
     peaks = recorded_peaks(folder)
     peaks[uuid] = figures
-    write_json(folder / PEAKS_FILE, peaks)
+    keep_record(folder, PEAKS_FILE, peaks)
 
 
 def job_peaks(peaks: list[dict | None]) -> dict | None:
