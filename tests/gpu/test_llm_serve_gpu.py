@@ -1,7 +1,8 @@
 """On a GPU (skipped elsewhere; run by the device script before any LLM serve figure is taken):
 the LLM server compiled and captured serves a stream of requests of different lengths to the
-end, every step a graph; a decode step's rows at their own positions give the logits of each
-whole sequence (bf16's tolerance), at one row (the Triton kernels' path) and at several."""
+end, every step a graph, its tokens those of the model without a cache; a decode step's rows at
+their own positions give the logits of each whole sequence (bf16's tolerance), at one row (the
+Triton kernels' path) and at several."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.serve.continuous import Request, Scheduler
 from dlbench.serve.llm_server import LlmServer
 from dlbench.serve.requests import request_lengths
+from dlbench.serve.token_check import check_tokens
 from dlbench.serve.token_sut import serve_step
 from dlbench.workloads import InputShape, get_workload
 from dlbench.workloads.kv_cache import KVCache
@@ -36,6 +38,10 @@ def test_a_compiled_captured_server_serves_a_stream_of_requests_to_the_end() -> 
     assert sorted(r.query for r in finished) == list(range(32))
     assert all(len(r.tokens) == r.output_len for r in finished)
     assert scheduler.occupancy.mean() > 4  # requests ran together
+    # the replayed graphs' tokens against the model without a cache (near ties allowed, as a
+    # served row's check allows them): not merely counted
+    checked = check_tokens(server.model, server.prompts, finished[:8], server.dtype)
+    assert checked.checked == 8 and checked.wrong == 0, checked
 
 
 @pytest.mark.parametrize("rows", [1, 3])

@@ -25,8 +25,20 @@ def _server(slots: int = 3, kind: str = "uniform", graphed: bool = False) -> Llm
     lengths = request_lengths(SAMPLES, 10, 6, kind, seed=3)
     precision = plan_precision("32", "cpu", "infer")
     workload = get_workload("llm_tiny")
-    return LlmServer(workload, torch.device("cpu"), precision, lengths, (slots, None), False,
-                     graphed, seed=0)  # fmt: skip
+    server = LlmServer(workload, torch.device("cpu"), precision, lengths, (slots, None), False,
+                       graphed, seed=0)  # fmt: skip
+    with torch.no_grad():  # at its initial scale the last token's embedding decides the argmax:
+        for p in server.model.parameters():  # scaled, the whole sequence does
+            p.mul_(20)
+    return server
+
+
+def test_the_tokens_compared_depend_on_the_whole_sequence_not_its_last_token():
+    server = _server()
+    served = _serve_all(server, SAMPLES)
+    assert any(len(set(r.tokens)) > 1 for r in served)  # not one token repeated
+    last = [server.prompts[r.sample, r.prompt_len - 1].item() for r in served]
+    assert sum(r.tokens[0] != t for r, t in zip(served, last)) > len(served) // 2
 
 
 def _serve_all(server: LlmServer, count: int) -> list[Request]:

@@ -20,8 +20,9 @@ SERVE_COLUMNS: dict[str, str] = {
     "serve_min_queries": "serve: the least queries a load answers (LoadGen's min_query_count)",
     "serve_batching": "serve, LLM: continuous (a request joins the running batch at the next "
     "decode step and leaves when done) or static (whole batches of the next requests)",
-    "serve_lengths": "serve, LLM: request lengths, fixed (prompt_len and new_tokens) or uniform "
-    "(each drawn from half to 1.5x of them, seeded)",
+    "serve_lengths": "serve, LLM: request lengths, fixed (prompt_len and new_tokens), uniform "
+    "(each drawn from half to 1.5x of them, seeded) or chat (the Azure chat trace's, scaled to "
+    "them: serve.chat_traffic)",
     "serve_token_bounds": "serve, LLM: the named set of TTFT and TPOT bounds, mlperf (2,000 / "
     "100 ms) or interactive (500 / 30 ms)",
     "serve_ttft_p99_bound_ms": "serve, LLM: the p99 time to first token bound (LoadGen holds a "

@@ -88,8 +88,8 @@ REASONS = {
     "ttft_bound": (
         "LoadGen: the p99 time to first token ({serve_ttft_p99_ms:.2f} ms) passed the bound "
         "({serve_ttft_p99_bound_ms:g} ms)",
-        "a lower --qps (--find-qps finds the highest valid rate), or a larger --max-batch (fewer "
-        "requests wait for a slot)",
+        "a lower --qps (--find-qps finds the highest valid rate), or more KV cache slots "
+        "(serve_kv_slots: --max-batch caps them, memory and the longest request size them)",
     ),
     "tpot_bound": (
         "LoadGen: the p99 time per output token ({serve_tpot_p99_ms:.2f} ms) passed the bound "

@@ -58,7 +58,9 @@ class ServeSettings:
     find_qps: bool = option(
         False, "Server: search the highest rate LoadGen calls VALID.", switch=True
     )
-    max_batch: int = option(64, "The batcher's largest batch.")
+    max_batch: int = option(
+        64, "The batcher's largest batch (LLMs: the most KV cache slots, as memory allows)."
+    )
     batch_timeout_ms: float = option(2.0, "How long the batcher holds its oldest query.")
     slo_p99_ms: float | None = option(
         None, "Server: the p99 bound (default MLPerf's: 15 vision, 130 text)."
@@ -81,7 +83,9 @@ class ServeSettings:
         "done) or static (whole batches of the next requests).",
     )
     lengths: str = option(
-        "fixed", "LLMs: request lengths, fixed or uniform (each drawn from half to 1.5x, seeded)."
+        "fixed",
+        "LLMs: request lengths: fixed, uniform (each drawn from half to 1.5x, seeded) or chat "
+        "(a real chat trace's, scaled to these means).",
     )
     token_bounds: str = option(
         "mlperf",
