@@ -171,7 +171,11 @@ def test_compose_sweep_and_report_services_run_as_the_image_would(tmp_path):
 
 def test_workflows_run_the_readme_command_and_gate_on_compare():
     ci = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
-    assert [s.get("run") for s in ci["jobs"]["test"]["steps"]][-1] == ".ci/run"
+    steps = ci["jobs"]["test"]["steps"]
+    assert [s["run"] for s in steps if "run" in s][-1] == ".ci/run"
+    kept = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert kept and kept[0]["if"] == "always()"  # the browser test's screenshots, pass or fail
+    assert kept[0]["with"]["path"].rstrip("/") == "results/ci-artifacts"
     gpu = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
     job = gpu["jobs"]["benchmark"]
     assert job["runs-on"] == ["self-hosted", "linux", "gpu"]

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dlbench.results.published import PACKAGED_DIR
 from dlbench.results.schema import COLUMNS, columns_markdown
 from tests.conftest import ROOT, read_rows, run_cli
@@ -30,6 +32,7 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert ci_lines == [_code_after("Run the tests")]
 
 
+@pytest.mark.e2e
 def test_quick_start_installs_with_the_pinned_torch_and_runs_a_real_cpu_benchmark(tmp_path):
     command = _code_after("Try it on a CPU")
     assert "-c constraints.txt" in command and "--accelerator cpu" in command

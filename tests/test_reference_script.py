@@ -65,7 +65,7 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
     import dlbench.serve.run
 
     monkeypatch.setattr(dlbench.serve.run, "execute_serve", record("serve"))
-    monkeypatch.setattr(dlbench.serve.run, "show_serve", lambda row: None)
+    monkeypatch.setattr(dlbench.serve.run, "show_serve", lambda row, output=None: None)
     import dlbench.sweep.outcome
     import dlbench.sweep.runner
 

@@ -13,3 +13,12 @@ def _not_torchaos_enum_notice(record: logging.LogRecord) -> bool:
 
 
 logging.getLogger("torch.utils._pytree").addFilter(_not_torchaos_enum_notice)
+
+
+def _not_missing_cuda_home_notice(record: logging.LogRecord) -> bool:
+    """torch's extension builder logs where it looks for CUDA as it is imported (inductor and
+    Triton import it), on a machine without CUDA too: nothing a CPU run's user can act on."""
+    return "No CUDA runtime is found" not in record.getMessage()
+
+
+logging.getLogger("torch.utils.cpp_extension").addFilter(_not_missing_cuda_home_notice)

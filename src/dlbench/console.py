@@ -26,7 +26,7 @@ def result_table(row: dict[str, object]) -> Table:
     """The headline numbers of one row, with the window they came from."""
     unit = row.get("sample_unit", "sample")
     title = (
-        f"{row['model']} {row['mode']} · {row['precision']} · batch {row['batch_size']}"
+        f"{row['model']} {row['mode']} · precision {row['precision']} · batch {row['batch_size']}"
         f" x {row.get('world_size', 1)} device(s) · {row.get('accelerator', '')}"
     )
     caption = (
@@ -99,8 +99,10 @@ def show_scaling(table) -> None:
         "communication alone",
     )
     headers = ("model", "mode", "batch/device", "world size", "samples/s", "per device", "eff.")
-    for column in (*headers, "eff. vs DDP 1", "DDP overhead"):
-        out.add_column(column, justify="left" if column in ("model", "mode") else "right")
+    for column in (*headers, "eff. vs DDP 1", "DDP overhead", "verdict"):
+        out.add_column(
+            column, justify="left" if column in ("model", "mode", "verdict") else "right"
+        )
     for line in table.to_dict("records"):
         out.add_row(
             str(line["model"]),
@@ -112,6 +114,7 @@ def show_scaling(table) -> None:
             _fmt(float(line["scaling_efficiency"]), 3),
             _fmt(number_or_none(line.get("scaling_efficiency_ddp")), 3),
             _fmt(number_or_none(line.get("ddp_overhead")), 3),
+            str(line.get("verdict_label") or ""),
         )
     Console(highlight=False, width=max(Console().width, 120)).print(out)
 

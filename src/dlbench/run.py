@@ -1,5 +1,5 @@
 """Run one benchmark from a config to a stored row: the path `dlbench train` and `infer` take,
-and a sweep worker's points too; `guarded` turns what a user can get wrong into one line."""
+and a sweep worker's points too."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ import io
 import re
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from dlbench.config import RunConfig
-from dlbench.console import error_line, show_result, stderr
+from dlbench.console import show_result, stderr
 from dlbench.engine.acceleration.compile_cache import open_caches
 from dlbench.engine.acceleration.compile_choice import choose_compile
 from dlbench.engine.autobatch import choose_batch_size
@@ -29,44 +28,21 @@ from dlbench.errors import (
     EXIT_INVALID,
     EXIT_OK,
     EXIT_OOM,
-    EXIT_USER_ERROR,
     UserError,
     exception_line,
 )
+from dlbench.guard import guarded, report
+from dlbench.results.advice import advice
 from dlbench.results.environment import collect_environment
 from dlbench.results.pairing import figure_of
 from dlbench.results.processes import ProcessWithoutFigure, combined_row, process_figures
 from dlbench.results.published import check_published_folder, published_line
 from dlbench.results.row import config_columns, failure_row, new_run_id
 from dlbench.results.store import CsvStore, check_side_file
-from dlbench.results.verdict import advice
-from dlbench.signals import Interrupted, came_while_held, interruptible
+from dlbench.signals import came_while_held
 from dlbench.startup import mark_command_start, since_command_start
 from dlbench.subprocesses import ChildResult, last_line_of, run_forked
 from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS
-
-
-def guarded(call: Callable[[], int]) -> int:
-    """Run a command's body to its exit code: user errors, and what the filesystem or the
-    environment refuses, 2 with one `error:` line and no traceback; signals 128 + the signal
-    (the run in flight gets no result; a sweep records its point as interrupted, and --resume
-    runs it again)."""
-    try:
-        with interruptible():
-            return call()
-    except UserError as exc:
-        return report(str(exc), EXIT_USER_ERROR)
-    except OSError as exc:  # the filesystem or the environment refused (a cache path, a pipe)
-        return report(exception_line(exc), EXIT_USER_ERROR)
-    except Interrupted as exc:
-        return report(f"{exc}; the run in flight has no result", exc.exit_code)
-
-
-def report(message: str, code: int) -> int:
-    """Print one `error:` line; return the exit code."""
-    error_line(message)
-    return code
-
 
 # The host allocator's refusal: torch raises a plain RuntimeError there, not OutOfMemoryError.
 HOST_OOM_MESSAGE = "can't allocate memory"

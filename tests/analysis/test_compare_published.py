@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from dlbench.analysis.compare import NOT_PUBLISHED
 from dlbench.analysis.compare_published import compare_with_published
 from dlbench.analysis.load import load_rows
@@ -200,6 +202,7 @@ def test_a_clean_rerun_of_the_h200_batch_1_points_reads_no_slower_and_one_far_sl
     assert "-30.4%" in line  # 0.7 of a row 0.994x the part's
 
 
+@pytest.mark.e2e
 def test_a_point_interrupted_then_measured_by_the_resumed_sweep_passes(tmp_path):
     """A sweep cut short writes the point in flight a row of its plan flags only (the sweep's
     own process, on the CPU); the rerun measures it. Its finished row answers for it: a

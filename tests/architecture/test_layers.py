@@ -20,6 +20,7 @@ BASE = {
     "plugins",
     "provenance",
     "caches",
+    "guard",
 }
 # What each part may import (besides itself and BASE).
 ALLOWED: dict[str, set[str]] = {
@@ -49,6 +50,7 @@ ALLOWED: dict[str, set[str]] = {
     "config": set(),
     **{name: set() for name in BASE},
     "subprocesses": {"signals"},  # a child is stopped when a signal interrupts its parent
+    "guard": {"console", "signals"},  # one error line, and a signal's exit code
 }
 
 

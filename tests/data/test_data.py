@@ -58,6 +58,7 @@ def test_make_data_writes_class_folders_of_decodable_jpegs(tmp_path):
     assert len((tmp_path / "set" / "corpus.jsonl").read_text().splitlines()) == 10
 
 
+@pytest.mark.e2e
 def test_loader_alone_gives_a_row_per_worker_count(images, csv_path):
     out = run_cli(
         "data",
@@ -297,6 +298,7 @@ def test_each_bad_file_is_counted_once_however_often_it_is_tried(tmp_path, csv_p
     assert row["data_skipped"] == "6"  # garbage and pipe at the scan, 3 truncated, the bomb
 
 
+@pytest.mark.e2e
 def test_a_folder_nothing_in_which_decodes_ends_in_one_line_from_the_workers(tmp_path, csv_path):
     folder = tmp_path / "undecodable" / "a"
     folder.mkdir(parents=True)

@@ -99,6 +99,7 @@ def test_a_folder_of_every_mode_trains_and_skips_nothing(every_mode, tmp_path, f
     assert int(row["data_files_read"]) == 13 * int(row["steps"])
 
 
+@pytest.mark.e2e
 def test_the_loader_alone_reads_every_mode(every_mode, tmp_path):
     csv = tmp_path / "loader.csv"
     out = run_cli("data", every_mode, "--workers", "0,1", "--batch-size", "13", "--model",

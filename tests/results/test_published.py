@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.results import published
+from dlbench.results.advice import advice
 from dlbench.results.pairing import code_label, finished, key_text, machine, release
 from dlbench.results.published import (
     PACKAGED_DIR,
@@ -21,7 +22,7 @@ from dlbench.results.published import (
 )
 from dlbench.results.store import CsvStore
 from dlbench.results.upgrade import upgraded
-from dlbench.results.verdict import advice, verdict_columns
+from dlbench.results.verdict import verdict_columns
 from tests.analysis.rows import benchmark_row, write_rows
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dlbench.config import RunConfig
-from dlbench.results.verdict import advice, reasons_and_notes, verdict_columns
+from dlbench.results.advice import advice
+from dlbench.results.verdict import reasons_and_notes, verdict_columns
 from dlbench.run import execute
 from tests import fake_nvml
 from tests.conftest import read_rows, tiny_run

@@ -42,6 +42,7 @@ def _kept(before: dict[str, str], after: dict[str, str]) -> bool:
         pytest.param("offline", marks=pytest.mark.e2e),
     ],
 )
+@pytest.mark.e2e
 def test_a_server_that_fails_mid_load_ends_in_one_line_with_every_query_answered(
     tmp_path, scenario
 ):
@@ -69,6 +70,7 @@ def failed_mid_load(out, args: list[str]) -> list[dict[str, str]]:
     return rows
 
 
+@pytest.mark.e2e
 def test_a_signal_mid_load_ends_the_run_with_its_code_and_a_row(tmp_path):
     out = tmp_path / "serve.csv"
     before = _earlier_rows(out)
@@ -93,6 +95,7 @@ def test_a_signal_mid_load_ends_the_run_with_its_code_and_a_row(tmp_path):
     assert [r["status"] for r in rows] == ["ok", "interrupted"]
 
 
+@pytest.mark.e2e
 def test_a_serve_row_carries_the_loads_telemetry_and_energy_per_query(tmp_path):
     state = tmp_path / "nvml.json"
     fake_nvml.write_state(state, [{"power_w": 250.0, "processes": 1}])

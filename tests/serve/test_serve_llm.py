@@ -136,6 +136,7 @@ def test_an_llms_own_flags_given_for_another_model_are_refused(dlbench, kept, fl
 
 
 @pytest.mark.parametrize("scenario", ["single-stream", "server", "offline"])
+@pytest.mark.e2e
 def test_a_decode_loop_that_fails_mid_load_ends_with_a_row_within_a_minute(tmp_path, scenario):
     failing = [a if a != "llm_tiny" else "llm_serve_fail" for a in LLM]
     # a load of 45 s at least; at a rate, few enough queries (900) that even a loaded host's
@@ -170,6 +171,7 @@ def test_an_llm_row_is_reported_with_its_tokens_and_gated_like_any_serve_row(dlb
     assert any("llm_tiny" in line and "-50.0" in line for line in printed.splitlines())
 
 
+@pytest.mark.e2e
 def test_an_llm_rows_energy_is_per_request_and_per_output_token(tmp_path):
     """Under a fake NVML at 250 W: the load's energy divided by its requests, and by their
     output tokens (every request's, not a batch's)."""

@@ -87,6 +87,7 @@ def test_a_copy_whose_step_sleeps_10_pct_longer_reads_slower_and_is_named(tmp_pa
     assert "1 slower beyond 5%" in done.stdout
 
 
+@pytest.mark.e2e
 def test_a_side_that_cannot_start_ends_in_one_line_and_nothing_is_measured(tmp_path):
     plan = tmp_path / "plan.yaml"
     plan.write_text(PLAN)

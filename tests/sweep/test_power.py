@@ -66,6 +66,7 @@ def test_normal_end_with_a_killed_child_restores_and_records(fake_gpu, tmp_path,
     assert "SIGKILL" in rows[2]["error"]
 
 
+@pytest.mark.e2e
 def test_exception_mid_sweep_restores(fake_gpu, tmp_path, monkeypatch):
     runner = SweepRunner(parse_plan(POWER_PLAN), tmp_path / "p.csv", True, settle_s=0)
     calls = []
@@ -82,6 +83,7 @@ def test_exception_mid_sweep_restores(fake_gpu, tmp_path, monkeypatch):
     assert limit_of(fake_gpu) == ORIGINAL_W
 
 
+@pytest.mark.e2e
 def test_sigterm_mid_sweep_restores(fake_gpu, tmp_path):
     plan_file = tmp_path / "power.yaml"
     plan_file.write_text(POWER_PLAN)
@@ -110,6 +112,7 @@ def test_sigterm_mid_sweep_restores(fake_gpu, tmp_path):
     assert limit_of(fake_gpu) == ORIGINAL_W
 
 
+@pytest.mark.e2e
 def test_power_plan_needs_the_explicit_flag(fake_gpu, tmp_path):
     plan_file = tmp_path / "power.yaml"
     plan_file.write_text(POWER_PLAN)

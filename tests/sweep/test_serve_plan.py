@@ -168,7 +168,7 @@ def test_each_serve_points_command_line_gives_the_command_its_settings(monkeypat
 
     given = []
     monkeypatch.setattr(dlbench.serve.run, "execute_serve", given.append)
-    monkeypatch.setattr(dlbench.serve.run, "show_serve", lambda row: None)
+    monkeypatch.setattr(dlbench.serve.run, "show_serve", lambda row, output=None: None)
     out = tmp_path / "serve.csv"
     for point in load_plan("serve").points():
         fields = {"output": out, "run_id": "r1", "tags": {"sweep": "serve"}}

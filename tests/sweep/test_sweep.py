@@ -566,6 +566,7 @@ def test_a_plan_refused_after_the_worker_started_leaves_no_worker_behind(
     assert set(_workers_of(os.getpid())) <= earlier
 
 
+@pytest.mark.e2e
 def test_a_worker_started_early_runs_the_points(monkeypatch, tmp_path):
     from dlbench.sweep import launcher as worker_module
 

@@ -199,6 +199,7 @@ def test_cli_row_carries_energy_per_sample_and_log(fake_gpus, csv_path, tmp_path
     assert len(read_rows(log)) == int(row["telemetry_samples"])
 
 
+@pytest.mark.e2e
 def test_cli_without_nvml_still_writes_the_row(csv_path, tmp_path):
     env = {**cli_env(), **fake_nvml.environment(tmp_path / "absent.json")}
     out = run_cli(
@@ -220,6 +221,7 @@ def test_cli_without_nvml_still_writes_the_row(csv_path, tmp_path):
     assert row["status"] == "ok" and row.get("energy_j", "") == ""
 
 
+@pytest.mark.e2e
 def test_no_telemetry_flag_leaves_power_columns_out(fake_gpus, csv_path):
     fake_gpus()
     out = run_cli(

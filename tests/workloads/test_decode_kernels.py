@@ -112,6 +112,7 @@ def interpreted(script: str) -> float:
     return float(done.stdout.strip())
 
 
+@pytest.mark.slow
 def test_the_gemv_kernel_equals_torchs_norm_gate_projection_and_residual():
     """Plain, gated (silu(gate) * up formed as it reads), RMSNorm before, residual after, and
     float8 weights scaled per row: within half-precision rounding of torch's ops in float32
@@ -120,6 +121,7 @@ def test_the_gemv_kernel_equals_torchs_norm_gate_projection_and_residual():
     assert interpreted(GEMV_CHECK) < 2e-3
 
 
+@pytest.mark.slow
 def test_the_decode_attention_kernel_rotates_writes_the_cache_and_reads_it_to_the_position():
     """From the fused projection's output: RoPE on query and key (formed in the kernel from
     the frequencies and scale), the new key and value in
@@ -130,6 +132,7 @@ def test_the_decode_attention_kernel_rotates_writes_the_cache_and_reads_it_to_th
     assert interpreted(ATTENTION_CHECK) < 2e-3
 
 
+@pytest.mark.slow
 def test_the_greedy_kernels_pick_argmaxs_token_and_move_the_position_on(monkeypatch):
     """Two stages (block maxima, then the first block with the overall maximum): the first
     index of the maximum as torch's argmax gives it, ties within a block, across blocks and
@@ -150,6 +153,7 @@ def test_project_composes_norm_gate_and_residual_as_the_layers_do():
         assert torch.allclose(project(x, w8, norm=norm), F.linear(norm(x), w8.weight))
 
 
+@pytest.mark.slow
 def test_the_kernels_compile_for_hopper_with_float_scalars_as_inductor_passes_them():
     """Inside a compiled graph inductor hands the kernels' float scalars (scale, eps) over as
     float64; Triton then widened the attention's running maximum and refused the loop (the
@@ -187,6 +191,7 @@ def test_the_kernels_compile_for_hopper_with_float_scalars_as_inductor_passes_th
         triton.compile(ASTSource(gemv_kernel.fn, signature, constants), target=hopper)
 
 
+@pytest.mark.slow
 def test_dependent_launch_only_on_hopper_and_never_inside_a_compiled_graph(monkeypatch):
     """The kernels wait for the kernel before only when launched as its programmatic dependent:
     sm_90 and later, launched by this code; inductor (torch 2.11) launches the user kernels it

@@ -19,6 +19,7 @@ VISION = [
 
 
 @pytest.mark.parametrize("name", VISION)
+@pytest.mark.slow
 def test_train_flops_are_about_three_forwards(name):
     workload = get_workload(name)
     shape = workload.shape(None, None, 0)

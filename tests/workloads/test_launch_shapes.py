@@ -90,6 +90,7 @@ print(float((y.float() - w.float() @ x.float()).abs().max()))
 """
 
 
+@pytest.mark.slow
 def test_the_gemv_op_launches_the_chosen_shape_and_records_it():
     """The op itself (Triton's interpreter on the CPU): a matrix with a chosen shape is
     launched with it, not timed by the autotuner, computes the product and says what ran."""

@@ -47,6 +47,7 @@ def test_size_rules_name_the_flag():
 
 
 @pytest.mark.parametrize("name", NAMED_VISION)
+@pytest.mark.slow
 def test_every_named_vision_workload_builds_and_runs_a_step(name):
     w = get_workload(name)
     shape = w.shape(64, 64, 128)

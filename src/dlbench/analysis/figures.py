@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatter
+from matplotlib.ticker import LogFormatter, MaxNLocator
 
 WIDE = (10, 4.5)
 
@@ -29,17 +29,43 @@ def _label(row: pd.Series) -> str:
     return f"{row['model']} {row['mode']}"
 
 
+PANELS_A_ROW = 3  # a figure of several panels wraps after this many: sized for a page
+PANEL_IN = (4.2, 3.4)  # one panel's width and height, inches
+MAX_BARS = 24  # a bar chart of more rows shows the largest (its title says how many)
+
+
+def _panels(count: int) -> tuple[Figure, list]:
+    """A figure of `count` panels, at most PANELS_A_ROW a row: each panel a readable size on a
+    page, never a strip of many shrunk to its width."""
+    columns = min(count, PANELS_A_ROW)
+    rows = -(-count // columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(PANEL_IN[0] * columns, PANEL_IN[1] * rows), squeeze=False
+    )
+    flat = list(axes.flat)
+    for ax in flat[count:]:
+        ax.set_visible(False)
+    return fig, flat[:count]
+
+
+def _batch(value: object) -> str:
+    """A batch size as written: 256, not 256.0."""
+    number = float(value)  # type: ignore[arg-type]
+    return f"{number:.0f}" if number.is_integer() else f"{number:g}"
+
+
 def throughput_vs_batch(runs: pd.DataFrame) -> Figure | None:
     """Samples/s against batch size, one line per machine and precision, a panel per workload."""
     groups = [(k, g) for k, g in runs.groupby(["model", "mode"]) if g["batch_size"].nunique() > 1]
     if not groups:
         return None
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 4), squeeze=False)
-    for ax, ((model, mode), g) in zip(axes[0], groups):
+    fig, axes = _panels(len(groups))
+    for ax, ((model, mode), g) in zip(axes, groups):
         for (machine, precision), line in g.groupby(["machine", "precision"]):
             line = line.sort_values("batch_size")
             ax.plot(line["batch_size"], line["samples_per_s"], "o-", label=f"{machine} {precision}")
-        ax.set(title=f"{model} {mode}", xlabel="batch size per device", ylabel="samples/s")
+        ax.set(title=f"{model} {mode}", xlabel="batch size per device (log scale)")
+        ax.set(ylabel="samples/s", ylim=(0, None))  # a rate: from zero
         _log_scale(ax, "x", base=2)
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -74,25 +100,45 @@ def samples_per_joule(runs: pd.DataFrame) -> Figure | None:
         return None
     rows = rows.assign(workload=rows.apply(_label, axis=1), per_j=1 / rows["energy_per_sample_j"])
     pivot = rows.pivot_table(index="workload", columns="machine", values="per_j", aggfunc="max")
-    return _bars(pivot, "samples per joule (GPU energy)")
+    return _bars(
+        pivot, "samples per joule of GPU energy (log scale: workloads differ a thousandfold)"
+    )
 
 
 def step_percentiles(runs: pd.DataFrame) -> Figure | None:
-    """Median, p90 and p99 step time of every run, to show tails and jitter."""
+    """How heavy each run's tail is: its p90 and p99 step over its median, from zero (1: every
+    step alike), the runs with the heaviest tails when there are more than MAX_BARS."""
     columns = ["step_time_median_ms", "step_time_p90_ms", "step_time_p99_ms"]
     if runs.empty or any(c not in runs for c in columns):
         return None
-    labels = runs.apply(lambda r: f"{_label(r)} bs{r['batch_size']} · {r['machine']}", axis=1)
-    frame = runs[columns].set_axis(["p50", "p90", "p99"], axis=1).set_index(labels)
-    return _bars(frame, "step time (ms)")
+    labels = runs.apply(
+        lambda r: f"{_label(r)}, batch {_batch(r['batch_size'])} · {r['machine']}", axis=1
+    )
+    median = runs["step_time_median_ms"].astype(float)
+    frame = pd.DataFrame(
+        {
+            "p90 / p50": runs["step_time_p90_ms"].astype(float) / median,
+            "p99 / p50": runs["step_time_p99_ms"].astype(float) / median,
+        }
+    ).set_index(labels)
+    frame = frame.dropna().sort_values("p99 / p50", ascending=False)
+    title = f"the {MAX_BARS} heaviest tails of {len(frame)} runs" if len(frame) > MAX_BARS else ""
+    return _bars(frame.head(MAX_BARS), "step time over the run's median (1: no tail)", False, title)
 
 
-def _bars(frame: pd.DataFrame, xlabel: str) -> Figure:
-    """Horizontal bars, one row per label, log scale (values span orders of magnitude)."""
-    ax = frame.plot.barh(figsize=(10, max(3, 0.3 * len(frame) + 1.2)))
-    ax.set(xlabel=xlabel, ylabel="")
-    _log_scale(ax, "x")
+def _bars(frame: pd.DataFrame, xlabel: str, log: bool = True, title: str = "") -> Figure:
+    """Horizontal bars, one row per label (at most MAX_BARS: the caller says which), the legend
+    beside them; a log scale where values span orders of magnitude (its label says so), else
+    from zero."""
+    frame = frame.head(MAX_BARS)
+    ax = frame.plot.barh(figsize=(10, max(2.5, 0.28 * len(frame) + 1.2)))
+    ax.set(xlabel=xlabel, ylabel="", title=title)
+    if log:
+        _log_scale(ax, "x")
+    else:
+        ax.set_xlim(left=0)
     ax.invert_yaxis()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.figure.tight_layout()
     return ax.figure
 
@@ -150,8 +196,8 @@ def input_pipeline(table: pd.DataFrame) -> Figure | None:
     if table.empty:
         return None
     groups = list(table.groupby(["data", "model", "batch_size"], dropna=False))
-    fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4), squeeze=False)
-    for ax, ((data, model, batch), g) in zip(axes[0], groups):
+    fig, axes = _panels(len(groups))
+    for ax, ((data, model, batch), g) in zip(axes, groups):
         for decode, line in g.groupby("decode"):
             line = line.sort_values("workers")
             alone = line.dropna(subset=["loader"])
@@ -163,7 +209,11 @@ def input_pipeline(table: pd.DataFrame) -> Figure | None:
         target = g["model (synthetic)"].dropna()
         if not target.empty:
             ax.axhline(target.iloc[0], color="grey", ls=":", label="model, synthetic data")
-        ax.set(title=f"{model} bs{batch}: {data}", xlabel="loader workers", ylabel="samples/s")
+        source = str(data).rstrip("/").rsplit("/", 1)[-1]  # the data's own name, not its path
+        ax.set(title=f"{model}, batch {_batch(batch)}: {source}", xlabel="loader workers")
+        ax.set(ylabel="samples/s", ylim=(0, None))  # a rate: from zero
+        ax.set_xlim(-0.5, max(float(g["workers"].max()), 1.0) + 0.5)  # whole workers, from none
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -198,8 +248,8 @@ def latency_against_rate(points: pd.DataFrame) -> Figure | None:
     if points.empty:
         return None
     models = sorted(points["model"].unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 4), squeeze=False)
-    for ax, model in zip(axes[0], models):
+    fig, axes = _panels(len(models))
+    for ax, model in zip(axes, models):
         panel = points[points["model"] == model]
         for machine, line in panel.groupby("machine"):
             line = line.sort_values("qps")

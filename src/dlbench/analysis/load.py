@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -17,27 +18,37 @@ from dlbench.results.published import (
     rows_not_counted,
 )
 from dlbench.results.schema import NUMBER_COLUMNS, TEXT_COLUMNS, is_true
-from dlbench.results.store import CsvStore, as_given, one_line_cell
+from dlbench.results.store import CsvStore, NotDlbenchCsv, as_given, one_line_cell
 from dlbench.results.upgrade import missing_columns, upgraded
 
 
-def load_rows(paths: list[Path], argument: str = "CSV", figureless: str = "refuse") -> pd.DataFrame:
+def load_rows(
+    paths: list[Path], argument: str = "CSV", figureless: str = "refuse", foreign: bool = False
+) -> pd.DataFrame:
     """All rows of the given dlbench CSVs (a folder means every CSV in it), with `source` (file
     name) added; numbers as numbers, ids and versions as the text written. A finished row whose
     figure (samples/s, a rate found) is no positive number: `refuse` names it (the rows judged),
     `warn` leaves it out and says so once a file (a baseline's), `drop` leaves it out (rows
-    already said not to count)."""
+    already said not to count). With `foreign`, a CSV that is not dlbench's (a bare loop's file
+    beside the rows) is skipped, each named once in one note; else it is refused."""
     files = [f for p in paths for f in (sorted(Path(p).glob("*.csv")) if Path(p).is_dir() else [p])]
     if not files:
         raise UserError(f"{argument}: give at least one dlbench CSV (or a folder holding some)")
-    frames = []
+    frames, skipped = [], []
     for path in files:
         if not Path(path).exists():
             raise UserError(f"{argument}: {path} does not exist")
         if not Path(path).is_file():  # a FIFO would hold the reader until someone writes
             raise UserError(f"{argument}: {path} is not a regular file; give a dlbench CSV")
         store = CsvStore(Path(path), flag=argument)
-        if not store.header():  # a UserError for foreign or unreadable files
+        try:
+            header = store.header()  # a UserError for foreign or unreadable files
+        except NotDlbenchCsv:
+            if not foreign:
+                raise
+            skipped.append(Path(path).name)
+            continue
+        if not header:
             raise UserError(f"{argument}: {path} is empty (no header, no rows)")
         store.check_rows()  # a damaged line would shift every column after it
         try:
@@ -54,6 +65,12 @@ def load_rows(paths: list[Path], argument: str = "CSV", figureless: str = "refus
         frame = _upgraded(frame)  # one block again: the conversion column by column fragments it
         frame["source"] = Path(path).name
         frames.append(frame)
+    if skipped and not frames:  # nothing of ours: the first file's own refusal, one line
+        CsvStore(Path(files[0]), flag=argument).header()
+    if skipped:
+        names = ", ".join(dict.fromkeys(skipped))
+        note = f"skipped {len(skipped)} file(s) that hold no dlbench rows (a bare loop's own CSV)"
+        print(f"note: {note}: {names}", file=sys.stderr)
     return pd.concat(frames, ignore_index=True, sort=False).copy()  # one block a dtype
 
 
@@ -81,42 +98,50 @@ def _numbers_as_numbers(frame: pd.DataFrame, path: Path, argument: str) -> None:
 _MEASURED_SUFFIXES = ("_ms", "_s", "_per_s", "_qps", "_tflops", "_j", "_w", "_mb", "_kb", "_us")
 
 
-def impossible_cell(frame: pd.DataFrame) -> tuple[int, str, object] | None:
-    """The first finished row's measured cell that is infinite or negative (a hand edit, a
-    timing fault): its index, column and value; None where every one is possible."""
+def impossible_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """Where a finished row's measured cell is infinite or negative (a hand edit, a timing
+    fault): a frame of booleans over the measured columns, in the frame's order."""
     finished = frame["status"] == "ok" if "status" in frame else pd.Series(False, frame.index)
-    for column in frame.columns:
-        if not column.endswith(_MEASURED_SUFFIXES) or "above_idle" in column:
-            continue
-        values = pd.to_numeric(frame[column], errors="coerce")
-        bad = finished & values.notna() & (~values.abs().lt(float("inf")) | values.lt(0))
-        if bad.any():
-            at = bad.idxmax()
-            return at, column, frame.at[at, column]
+    measured = [
+        c for c in frame.columns if c.endswith(_MEASURED_SUFFIXES) and "above_idle" not in c
+    ]
+    values = frame[measured].apply(pd.to_numeric, errors="coerce")
+    impossible = values.notna() & (values.abs().eq(float("inf")) | values.lt(0))
+    return impossible.mul(finished, axis=0).astype(bool)
+
+
+def impossible_cell(frame: pd.DataFrame) -> tuple[int, str, object] | None:
+    """The first finished row's measured cell that is infinite or negative, column by column:
+    its index, column and value; None where every one is possible."""
+    bad = impossible_cells(frame)
+    for column in bad.columns[bad.any()]:
+        at = bad[column].idxmax()
+        return at, column, frame.at[at, column]
     return None
 
 
 def _possible_figures(
     frame: pd.DataFrame, path: Path, argument: str, figureless: str
 ) -> pd.DataFrame:
-    """The frame with no finished row holding an impossible figure (`impossible_cell`):
+    """The frame with no finished row holding an impossible figure (`impossible_cells`):
     `refuse` names the first in a UserError; `warn` leaves such rows out, said once a file;
     `drop` leaves them out."""
-    dropped = 0
-    while (found := impossible_cell(frame)) is not None:
+    found = impossible_cell(frame)
+    if found is None:
+        return frame
+    if figureless == "refuse":
         at, column, value = found
-        if figureless == "refuse":
-            raise UserError(
-                f"{argument}: {path}: {column} holds {value!r} (line {at + 2}), which no run "
-                "measures (infinite or negative); the row cannot be compared or reported"
-            )
-        frame, dropped = frame.drop(index=at), dropped + 1
-    if dropped and figureless == "warn":
-        warn(
-            f"{argument}: {path}: {dropped} row(s) holding an infinite or negative figure "
-            "do not count"
+        raise UserError(
+            f"{argument}: {path}: {column} holds {value!r} (line {at + 2}), which no run "
+            "measures (infinite or negative); the row cannot be compared or reported"
         )
-    return frame.reset_index(drop=True) if dropped else frame
+    dropped = impossible_cells(frame).any(axis=1)
+    if figureless == "warn":
+        warn(
+            f"{argument}: {path}: {int(dropped.sum())} row(s) holding an infinite or negative "
+            "figure do not count"
+        )
+    return frame[~dropped].reset_index(drop=True)
 
 
 def _upgraded(frame: pd.DataFrame) -> pd.DataFrame:

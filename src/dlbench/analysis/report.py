@@ -44,7 +44,7 @@ def build_report(
     """Read the CSVs (and telemetry logs), draw what they hold, write report.html, report.md
     and the PNGs, and report.pdf / report.pptx when asked. `same_code`: pair rows across
     machines only where one version of dlbench measured both."""
-    rows = load_rows(paths)
+    rows = load_rows(paths, foreign=True)  # the published folder as it ships: side files skipped
     writable_folder(out_dir, "--out")
     try:
         return _write(
@@ -112,28 +112,71 @@ def _slug(title: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
 
 
+# The page: its width holds every figure and table (a wide table scrolls in its own box, never
+# the page); the runs table sorts by a click on a heading and filters by a word typed above it,
+# by the few lines of script below: no server, no network.
+STYLE = (
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+    "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
+    "padding:2px 6px;text-align:right}th{cursor:pointer;background:#f4f4f4}"
+    ".wide{max-width:100%;overflow-x:auto}img{max-width:100%;height:auto}"
+    "input.filter{margin:0.5em 0;width:20em}"
+)
+SCRIPT = """
+document.querySelectorAll('table.runs').forEach(function (table) {
+  var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+  var filter = table.parentNode.previousElementSibling;
+  filter.addEventListener('input', function () {
+    var word = filter.value.toLowerCase();
+    rows.forEach(function (r) {
+      r.hidden = word && r.textContent.toLowerCase().indexOf(word) < 0;
+    });
+  });
+  table.tHead.querySelectorAll('th').forEach(function (th, column) {
+    th.addEventListener('click', function () {
+      var down = th.dataset.down !== '1'; th.dataset.down = down ? '1' : '0';
+      function key(r) { var t = r.cells[column].textContent.replace(/,/g, '');
+        return isNaN(parseFloat(t)) ? t : parseFloat(t); }
+      rows.sort(function (a, b) { var x = key(a), y = key(b);
+        return (x < y ? -1 : x > y ? 1 : 0) * (down ? 1 : -1); });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""
+
+
 def _html(sections: list[Section], sources: list[str], folder: Path) -> str:
+    """The report as one page: the answer first, each section's text, figure and table, the
+    files it read last."""
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>dlbench report</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
-        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
-        "padding:2px 6px;text-align:right}img{max-width:100%}</style></head><body>",
-        f"<h1>dlbench report</h1><p>Sources: {html.escape(', '.join(sources))}</p>",
+        f"<style>{STYLE}</style></head><body><h1>dlbench report</h1>",
     ]
-    for s in sections:
+    for number, s in enumerate(sections):
         parts.append(f"<h2>{html.escape(s.title)}</h2>")
+        answer = number == 0 and s.table is not None  # the answer first, what it means after
+        if answer:
+            parts.append(f"<div class='wide'>{s.table.map(_number).to_html(index=False)}</div>")
         parts += [f"<p>{html.escape(line)}</p>" for line in s.text.splitlines() if line]
         if s.figure:
             data = base64.b64encode((folder / s.figure).read_bytes()).decode()
             parts.append(f"<img alt='{html.escape(s.title)}' src='data:image/png;base64,{data}'>")
-        if s.table is not None:
-            parts.append(s.table.map(_number).to_html(index=False, na_rep=""))
-    parts.append("</body></html>")
+        if s.table is not None and not answer:
+            runs = s.title == "Runs"
+            if runs:
+                parts.append("<input class='filter' placeholder='filter: a model, a GPU ...'>")
+            table = s.table.map(_number).to_html(
+                index=False, na_rep="", classes="runs" if runs else None, border=0
+            )
+            parts.append(f"<div class='wide'>{table}</div>")
+    parts.append(f"<h2>Sources</h2><p>{html.escape(', '.join(sources))}</p>")
+    parts.append(f"<script>{SCRIPT}</script></body></html>")
     return "\n".join(parts)
 
 
 def _markdown(sections: list[Section], sources: list[str]) -> str:
-    parts = ["# dlbench report", "", f"Sources: {markdown_text(', '.join(sources))}", ""]
+    parts = ["# dlbench report", ""]
     for s in sections:
         parts += [f"## {s.title}", ""]
         parts += [markdown_text(line) + "  " for line in s.text.splitlines() if line]
@@ -142,4 +185,5 @@ def _markdown(sections: list[Section], sources: list[str]) -> str:
         if s.table is not None:
             parts += ["", markdown_table(s.table, digits=3)]
         parts.append("")
+    parts += [f"Sources: {markdown_text(', '.join(sources))}", ""]
     return "\n".join(parts)

@@ -36,6 +36,18 @@ SUMMARY_COLUMNS = {
     "host_bound": "host-bound",
     "verdict": "verdict",
 }
+# What tells a scaling line apart and what it found: the rest of its key is the same for all
+SCALING_SHOWN = {
+    "model": "model",
+    "mode": "mode",
+    "machine": "machine",
+    "strategy": "strategy",
+    "world_size": "GPUs",
+    "samples_per_s": "samples/s",
+    "scaling_efficiency": "efficiency",
+    "scaling_efficiency_ddp": "against DDP on 1",
+    "verdict_label": "verdict",
+}
 INVALID_COLUMNS = ["model", "mode", "batch_size", "machine", "verdict_reasons", "source"]
 PAIR_COLUMNS = {
     "workload": "workload",

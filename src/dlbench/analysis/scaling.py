@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dlbench.analysis.load import finished_rows, key_columns, latest, load_rows, text_column
+from dlbench.analysis.load import (
+    finished_rows,
+    key_columns,
+    latest,
+    load_rows,
+    text_column,
+    verdict_labels,
+)
 from dlbench.results.pairing import RUN_KEY
 from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
@@ -46,6 +53,9 @@ def scaling_table(rows: pd.DataFrame) -> pd.DataFrame:
     apart = ("strategy", "activation_checkpointing")  # a sharded run against the plain one
     key = key_columns(runs, tuple(k for k in (*RUN_KEY, "gpu_name") if k not in apart))
     measured = ["world_size", "samples_per_s", "samples_per_s_per_device", "run_id"]
+    if "verdict" in runs:  # whether each run is to be trusted goes beside its figure
+        runs["verdict_label"] = verdict_labels(runs)
+        measured.append("verdict_label")
     runs = latest(runs, [*key, "world_size", "strategy"])
     single = runs[runs["strategy"] == "single"]
     wrapped = runs[(runs["strategy"] == "ddp") & (runs["world_size"] == 1)]

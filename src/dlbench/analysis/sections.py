@@ -29,6 +29,7 @@ from dlbench.analysis.report_rows import (
     HOST_BOUND_NOTE,
     INVALID_COLUMNS,
     PAIR_COLUMNS,
+    SCALING_SHOWN,
     SUMMARY_COLUMNS,
     Part,
     ReportRows,
@@ -263,12 +264,10 @@ def scaling_efficiency(r: ReportRows) -> Part:
     """Throughput with N devices over N times one device's."""
     scale = scaling_table(r.rows)
     scale["machine"] = machine_labels(scale)
+    shown = {column: name for column, name in SCALING_SHOWN.items() if column in scale}
+    table = scale[list(shown)].rename(columns=shown) if not scale.empty else None
     return (
-        Section(
-            "Scaling efficiency",
-            "samples/s(N) / (N x samples/s(1)).",
-            scale if not scale.empty else None,
-        ),
+        Section("Scaling efficiency", "samples/s(N) / (N x samples/s(1)).", table),
         figures.scaling(scale),
     )
 

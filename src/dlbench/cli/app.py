@@ -76,7 +76,7 @@ def run_command(args: list[str] | None = None) -> int:
     if wrong:  # before Lightning's import, which reads some of them
         print(f"error: {wrong}", file=sys.stderr)
         return EXIT_USER_ERROR
-    from dlbench.run import guarded, report
+    from dlbench.guard import guarded, report
 
     mark_command_start(fresh_process=args is None)
 

@@ -9,10 +9,13 @@ import typer
 
 from dlbench.cli.app import app
 from dlbench.cli.options import Height, Model, Output, SeqLen, Width
-from dlbench.config import DEFAULT_OUTPUT, check_count
+from dlbench.config import check_count
 from dlbench.errors import UserError, check_seconds
 
 MAX_IMAGES = 10_000_000  # images or text lines one make-data call writes (a demo, not a set)
+
+
+LOADER_OUTPUT = Path("results/loader.csv")  # loader rows apart from the benchmark rows
 
 
 @app.command("data", help="Loader throughput alone (samples/s, MB/s) for 0, 1, 2, 4 ... workers.")
@@ -28,7 +31,7 @@ def data(
     height: Height = None,
     seq_len: SeqLen = 128,
     min_time: Annotated[float, typer.Option(help="Seconds measured per worker count.")] = 3.0,
-    output: Output = DEFAULT_OUTPUT,
+    output: Output = LOADER_OUTPUT,
     seed: Annotated[int, typer.Option(help="Shuffle and augmentation seed.")] = 0,
 ) -> None:
     from dlbench.data.loader_rows import run_loader_sweep

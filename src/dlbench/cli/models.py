@@ -11,7 +11,9 @@ from dlbench.cli.app import app
 
 @app.command("models", help="List workloads: parameters, input, what a sample is.")
 def models(
-    pattern: Annotated[str, typer.Argument(help="Wildcard, e.g. '*vit*'.")] = "*",
+    pattern: Annotated[
+        str, typer.Argument(help="Wildcard, e.g. '*vit*' (a bare word: names holding it).")
+    ] = "*",
     params: Annotated[
         bool, typer.Option(help="Count parameters (each model built on the meta device).")
     ] = True,

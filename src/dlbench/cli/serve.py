@@ -26,4 +26,4 @@ def serve(flags: dict[str, Any]) -> None:
     settings = ServeSettings(
         **{**flags, "tags": tuple(flags["tags"] or ()), "output": Path(flags["output"])}
     )
-    show_serve(execute_serve(settings))  # which checks every setting before it builds anything
+    show_serve(execute_serve(settings), settings.output)  # it checks every setting first

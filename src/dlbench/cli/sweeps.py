@@ -139,12 +139,13 @@ def _show_outcome(outcome, output: Path) -> None:
     from rich.console import Console
 
     from dlbench.sweep.launcher import logs_folder
-    from dlbench.sweep.outcome import finish, summary_table, time_lines
+    from dlbench.sweep.outcome import advice_lines, finish, summary_table, time_lines
     from dlbench.sweep.recheck import summary_lines
 
     console = Console(width=max(Console().width, 120), highlight=False)
     console.print(summary_table(outcome))
-    for line in [*summary_lines(outcome.held, outcome.rechecks), *time_lines(outcome)]:
+    lines = [*advice_lines(outcome), *summary_lines(outcome.held, outcome.rechecks)]
+    for line in [*lines, *time_lines(outcome)]:
         console.print(line, markup=False, soft_wrap=True)
     if logs_folder(output).is_dir():
         console.print(f"each point's output: {logs_folder(output)}/RUN_ID.log", markup=False)

@@ -16,7 +16,14 @@ def show_workloads(pattern: str, count_params: bool) -> None:
         table.add_column(column, no_wrap=column != "description")
     if count_params:
         table.add_column("params (M)", justify="right")
-    for name in list_workloads(pattern):
+    names = list_workloads(pattern)
+    if not names and not any(c in pattern for c in "*?["):  # a bare word: the names holding it
+        pattern = f"*{pattern}*"
+        names = list_workloads(pattern)
+    if not names:
+        print(f"no workload matches {pattern!r} (a wildcard: '*vit*'; all: dlbench models)")
+        return
+    for name in names:
         w = get_workload(name)
         shape = w.shape(None, None, 128)
         if w.is_image:

@@ -44,10 +44,13 @@ CONFIG_KEY = (
 )
 
 
-def option(default: object, help: str, *flags: str, switch: bool = False, key: str = ""):
+def option(
+    default: object, help: str, *flags: str, switch: bool = False, key: str = "", only: str = ""
+):
     """A field of a RunConfig section that is a command-line flag: its default, its help (the
     one place it is written), its names when they are not `--key-name`, whether it is an on-only
-    switch (`--json`) rather than a `--name/--no-name` pair, and its key (the flag's name, a
-    plan file's and the row's column) where that is not the field's own name."""
-    metadata = {"help": help, "flags": flags, "switch": switch, "key": key}
+    switch (`--json`) rather than a `--name/--no-name` pair, its key (the flag's name, a plan
+    file's and the row's column) where that is not the field's own name, and the kind of model
+    it is `only` for (`llm`: an LLM's own flag, refused for any other)."""
+    metadata = {"help": help, "flags": flags, "switch": switch, "key": key, "only": only}
     return field(default=default, metadata=metadata)

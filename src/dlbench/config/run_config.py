@@ -139,15 +139,16 @@ _SAME = object()
 _DEFAULT_NOTE = re.compile(r"\s*\([^()]*default[^()]*\)")
 
 
-def shared(key: str, default: object = _SAME, note: str = "") -> dataclasses.Field:
+def shared(key: str, default: object = _SAME, note: str = "", only: str = "") -> dataclasses.Field:
     """A field of another command's settings (a serve run's) that is this run flag: its help and
     names are RunConfig's, declared once there; `default` where that command runs otherwise (a
     server compiles by default: RunConfig's note of its own default is left out of the help),
-    and a `note` on what else the setting decides there."""
+    a `note` on what else the setting decides there, and the kind of model it is `only` for."""
     setting = SETTINGS[key]
     own = default is _SAME
     help = setting.help if own else _DEFAULT_NOTE.sub("", setting.help)
     metadata = {**setting.field.metadata, "help": f"{help} {note}".strip(), "shared": key}
+    metadata["only"] = only  # what it is for there (`llm`: an LLM's own flag)
     value = setting.default if own else default
     if isinstance(value, (tuple, list, dict)) or dataclasses.is_dataclass(value):
         return dataclasses.field(default_factory=lambda: value, metadata=metadata)

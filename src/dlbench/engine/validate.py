@@ -23,6 +23,7 @@ from dlbench.engine.rows import measurement_row
 from dlbench.engine.scenarios.bare import BareLoop
 from dlbench.engine.scenarios.session import open_session
 from dlbench.engine.timing.loop import LoopResult, loop_settings, run_measured_loop
+from dlbench.results.advice import advice
 from dlbench.results.environment import collect_environment
 from dlbench.results.store import CsvStore
 
@@ -105,5 +106,5 @@ def execute_validate(config: RunConfig, repeats: int) -> int:
     measurement.parts.add("the bare loop", bare)
     row = measurement_row(measurement, env, run_kind="validate")
     store.append(row)
-    show_result(row, config.output.json)
+    show_result(row, config.output.json, advice(row))  # the verdict first, in words
     return 0

@@ -127,7 +127,7 @@ def run_peak(
         raise UserError(f"--cache-dir: cannot use {where}: {exc.strerror or exc}") from None
     built = []
     for device in chosen:
-        stderr.print(f"measuring what {_label(device)} attains (about {max_time_s:g} s)")
+        stderr.print(f"measuring what {_label(device)} attains (at most {max_time_s:g} s)")
         peers = [d for d in chosen if d != device and device.type == "cuda"]
         built.append(_measure_one(device, max_time_s, peers, env))
     for row, shares in zip(built, sibling_shares([b.columns() for b in built])):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from dlbench.config import SETTINGS, Setting
+from dlbench.config.flags import flag_name
 from dlbench.config.sections import check_choice
 from dlbench.errors import UserError, invalid
 from dlbench.serve.continuous import BATCHINGS
@@ -25,17 +27,6 @@ class LlmRequests(Protocol):
     precision: str
 
 
-# an LLM's own flags, by key
-_LLM_ONLY = (
-    "prompt_len",
-    "new_tokens",
-    "batching",
-    "lengths",
-    "token_bounds",
-    "ttft_p99_ms",
-    "tpot_p99_ms",
-    "kv_cache_gb",
-)
 # what an LLM does not take, and what it takes in its place
 _NOT_FOR_LLM = {
     "width": "an image's size",
@@ -46,20 +37,21 @@ _NOT_FOR_LLM = {
 }
 
 
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
-
-
-def llm_only_flags() -> dict[str, str]:
-    """The flags only an LLM takes, by their name on the command line."""
-    return {_flag(key): key for key in _LLM_ONLY}
+def llm_only_flags(settings: dict[str, Setting]) -> dict[str, str]:
+    """The flags only an LLM takes (declared `only="llm"` among serve's `settings`), by their
+    name on the command line."""
+    return {
+        flag_name(key, settings): key
+        for key, setting in settings.items()
+        if setting.field.metadata.get("only") == "llm"
+    }
 
 
 def check_llm_settings(s: LlmRequests, given: set[str]) -> None:
     """A UserError naming the first flag an LLM's serve run cannot take or be given."""
     for key, what in _NOT_FOR_LLM.items():
         if key in given:
-            name = "--no-channels-last" if key == "channels_last" else _flag(key)
+            name = "--no-channels-last" if key == "channels_last" else flag_name(key, SETTINGS)
             raise UserError(f"{name}: {what}; {s.model} is an LLM")
     check_choice("--batching", s.batching, BATCHINGS)
     check_choice("--lengths", s.lengths, LENGTHS)

@@ -25,13 +25,12 @@ from dlbench.engine.scenarios.decoders import greedy_token
 from dlbench.engine.scenarios.session import build_model
 from dlbench.errors import UserError
 from dlbench.serve.continuous import Request
-from dlbench.serve.model_server import bucket_of, buckets
+from dlbench.serve.model_server import WARM_RUNS, bucket_of, buckets
 from dlbench.serve.requests import RequestLengths
 from dlbench.workloads import InputShape, Workload
 
 PREFILL_ROWS = 8  # newcomers prefilled together, at most
 KV_SHARE = 0.5  # of the free memory, once the weights are loaded: the rest for the steps
-WARM_RUNS = 2  # each step's bucket, before any load: compilation and the allocator
 
 
 def length_buckets(prompts: Sequence[int]) -> list[int]:

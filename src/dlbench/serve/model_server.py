@@ -20,7 +20,7 @@ from dlbench.engine.acceleration.precision import PrecisionPlan, hold_autocast_w
 from dlbench.engine.scenarios.session import build_model, image_layout
 from dlbench.workloads import InputShape, Workload
 
-WARM_RUNS = 3  # per bucket, before any load: compilation and the allocator's first blocks
+WARM_RUNS = 3  # per bucket or step, before any load (the LLM server's too): compilation, allocator
 
 
 def buckets(max_batch: int) -> list[int]:

@@ -24,12 +24,12 @@ from dlbench.console import error_line, stderr
 from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.engine.distribution.devices import plan_devices
 from dlbench.errors import EXIT_FAILED, UserError, exception_line
+from dlbench.results.advice import advice
 from dlbench.results.efficiency import energy_columns
 from dlbench.results.environment import collect_environment
 from dlbench.results.published import check_published_folder, published_columns, published_line
 from dlbench.results.row import RowBuilder, failure_row, identity, new_run_id
 from dlbench.results.store import CsvStore
-from dlbench.results.verdict import advice
 from dlbench.serve.loadgen import (
     Load,
     LoadAbandoned,
@@ -249,8 +249,9 @@ def _device(device_type: str):
     )
 
 
-def show_serve(row: dict[str, object]) -> None:
-    """The row's serving figures, a line each."""
+def show_serve(row: dict[str, object], output: Path | None = None) -> None:
+    """The row's serving figures, a line each (LoadGen's logs named from where the user stands:
+    the row keeps them relative to its CSV, `output`)."""
 
     def n(key: str) -> float:
         return float(row[key])  # type: ignore[arg-type]
@@ -270,7 +271,8 @@ def show_serve(row: dict[str, object]) -> None:
         found, tried = row.get("serve_qps_found"), row["serve_points_tried"]
         what = f"found {float(found):,.1f}/s" if found else "found no rate LoadGen called VALID"  # type: ignore[arg-type]
         lines.append(f"{what} in {tried} points")
-    lines.append(f"LoadGen's logs: {row['serve_loadgen_log']}")
+    log = Path(str(row["serve_loadgen_log"]))
+    lines.append(f"LoadGen's logs: {output.parent / log if output is not None else log}")
     lines.append(advice(row))  # the verdict first, in words: what failed and what to do
     lines.append(published_line(row))
     print("\n".join(lines))

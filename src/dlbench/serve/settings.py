@@ -81,27 +81,31 @@ class ServeSettings:
         "continuous",
         "LLMs: continuous (a request joins the running batch at the next step and leaves when "
         "done) or static (whole batches of the next requests).",
+        only="llm",
     )
     lengths: str = option(
         "fixed",
         "LLMs: request lengths: fixed, uniform (each drawn from half to 1.5x, seeded) or chat "
         "(a real chat trace's, scaled to these means).",
+        only="llm",
     )
     token_bounds: str = option(
         "mlperf",
         "LLMs: the TTFT and TPOT p99 bounds (server's, and every goodput's): mlperf "
         "(2,000 / 100 ms) or interactive (500 / 30 ms).",
+        only="llm",
     )
     ttft_p99_ms: float | None = option(
-        None, "LLMs: the p99 time to first token bound, in place of --token-bounds'."
+        None, "LLMs: the p99 time to first token bound, in place of --token-bounds'.", only="llm"
     )
     tpot_p99_ms: float | None = option(
-        None, "LLMs: the p99 time per output token bound, in place of --token-bounds'."
+        None, "LLMs: the p99 time per output token bound, in place of --token-bounds'.", only="llm"
     )
     kv_cache_gb: float | None = option(
         None,
         "LLMs: the most the KV cache may take, in GB, at most the device's free memory "
         "(default: half of it).",
+        only="llm",
     )
     # RunConfig's settings, as a server runs them: its weights in bf16, each bucket compiled
     # and replayed as a CUDA graph
@@ -113,8 +117,8 @@ class ServeSettings:
     width: int | None = shared("width")
     height: int | None = shared("height")
     seq_len: int = shared("seq_len")
-    prompt_len: int = shared("prompt_len")
-    new_tokens: int = shared("new_tokens")
+    prompt_len: int = shared("prompt_len", only="llm")
+    new_tokens: int = shared("new_tokens", only="llm")
     seed: int = shared("seed", note="Serve: LoadGen's too.")
     output: Path = shared("output")
     run_id: str | None = shared("run_id")
@@ -300,7 +304,7 @@ def check_model_flags(s: ServeSettings) -> None:
 
     given = s.given()
     if not s.is_llm():
-        for flag, key in llm_only_flags().items():
+        for flag, key in llm_only_flags(SERVE_SETTINGS).items():
             if key in given:
                 raise UserError(f"{flag}: only an LLM takes it ({s.model} is not one)")
         return

@@ -11,13 +11,30 @@ from dlbench.config.row_tags import RowTags
 from dlbench.errors import number_or_none
 from dlbench.results.pairing import kind_of
 from dlbench.results.row import new_run_id
+from dlbench.results.store import CsvStore
 from dlbench.subprocesses import ChildResult
 from dlbench.sweep.launcher import Launcher, needs_own_process
-from dlbench.sweep.outcome import PointOutcome, result_line
-from dlbench.sweep.plan import ServePoint, SweepPoint
+from dlbench.sweep.outcome import PointOutcome, SweepOutcome, result_line
+from dlbench.sweep.plan import ServePoint, SweepPlan, SweepPoint
+from dlbench.sweep.point_rows import PointRows
+from dlbench.sweep.power import PowerLimiter
 from dlbench.sweep.recheck import HeldRow, Recheck
 from dlbench.sweep.timing import TimeSplit
 from dlbench.sweep.worker_queue import Ended, Task, WorkerQueue
+
+
+@dataclass(frozen=True)
+class SweepScope:
+    """What a point sequence reads of its sweep (sweep.runner.SweepRunner makes it): the plan,
+    its points (this shard's), the CSV and its rows, how points are isolated, and whether a
+    row outside its band is measured again."""
+
+    plan: SweepPlan
+    points: list[SweepPoint | ServePoint]
+    store: CsvStore
+    rows: PointRows
+    isolation: str
+    recheck: bool
 
 
 @dataclass
@@ -37,10 +54,16 @@ class PointSequence:
     where it lies outside its band; outcomes into `outcome` as they end. The sweep around it
     (sweep.runner.SweepRunner) owns the CSV's lock, power limits and the summary."""
 
-    def __init__(self, runner, outcome, worker_queue: WorkerQueue, limiter) -> None:
-        self.runner, self.outcome, self.worker_queue = runner, outcome, worker_queue
+    def __init__(
+        self,
+        scope: SweepScope,
+        outcome: SweepOutcome,
+        worker_queue: WorkerQueue,
+        limiter: PowerLimiter | None,
+    ) -> None:
+        self.scope, self.outcome, self.worker_queue = scope, outcome, worker_queue
         self.limiter = limiter
-        self.points = runner.points
+        self.points = scope.points
         self.runs: dict[object, PointRun] = {}
         self.progress = self.task = None
         self.split_parts = TimeSplit(started=worker_queue.started)
@@ -65,12 +88,12 @@ class PointSequence:
     def _runs_in_worker(self, point) -> bool:
         """Whether the point runs in a worker: a one-device benchmark point (not a serve point,
         not DDP, not a batch-size search, whose probes need the GPU's memory to themselves)."""
-        if isinstance(point, ServePoint) or self.runner.isolation == "process":
+        if isinstance(point, ServePoint) or self.scope.isolation == "process":
             return False
         return not point.auto_batch and not needs_own_process(point.config())
 
     def _tags(self, point, extra: dict[str, str] | None = None) -> dict[str, str]:
-        return {**point.all_tags, "sweep": self.runner.plan.name, **(extra or {})}
+        return {**point.all_tags, "sweep": self.scope.plan.name, **(extra or {})}
 
     def _submit(self, index: int, first: HeldRow | None = None) -> None:
         point: SweepPoint = self.points[index]
@@ -79,7 +102,7 @@ class PointSequence:
         extra = {"recheck_of": first.run_id} if first else {}
         run = PointRun(index, new_run_id(), self._tags(point, extra), first)
         tags = RowTags(run.tags).with_facts(isolation="worker")
-        config = point.config(output=self.runner.store.path, run_id=run.run_id, tags=tags)
+        config = point.config(output=self.scope.store.path, run_id=run.run_id, tags=tags)
         key = (index, run.run_id)
         self.runs[key] = run
         self.worker_queue.submit(Task(key, config, point.auto_batch))
@@ -95,8 +118,8 @@ class PointSequence:
         run = PointRun(index, new_run_id(), tags)
         self.runs[("alone", run.run_id)] = run  # a row for it if a signal stops the sweep
         began = self.split_parts.clock()
-        launcher, output = Launcher(self.worker_queue.close), self.runner.store.path
-        result = point.launch(launcher, self.runner.plan.timeout_s, output, run.run_id, tags)
+        launcher, output = Launcher(self.worker_queue.close), self.scope.store.path
+        result = point.launch(launcher, self.scope.plan.timeout_s, output, run.run_id, tags)
         del self.runs[("alone", run.run_id)]
         seconds = self.split_parts.clock() - began
         self.split_parts.tasks.append((began, began + seconds, "alone"))
@@ -113,14 +136,14 @@ class PointSequence:
         if row is not None and row.get("status") == "ok":
             held = HeldRow.of(self.points[run.index].label, row)
             self.outcome.held.append(held)
-            if held.outside and self.runner.recheck:
+            if held.outside and self.scope.recheck:
                 self._say(f"  measuring again (outside its published band): {held.label}")
                 self._submit(run.index, first=held)
 
     def _record(self, point, run: PointRun, result: ChildResult, seconds: float):
         """The point's status and row; its line above the progress bar, or its recheck."""
-        status = self.runner.rows.status(point, run.run_id, run.tags, result)
-        found = next((r for r in self.runner.store.rows() if r.get("run_id") == run.run_id), None)
+        status = self.scope.rows.status(point, run.run_id, run.tags, result)
+        found = next((r for r in self.scope.store.rows() if r.get("run_id") == run.run_id), None)
         row = found or {}
         window = number_or_none(row.get("wall_window_s"))
         self.split_parts.windows += window or 0.0
@@ -131,13 +154,7 @@ class PointSequence:
             second = HeldRow.of(point.label, row) if ok else None
             self.outcome.rechecks.append(Recheck(run.first, second))
             return found
-        figure = ""
-        if status == "ok" and row.get("serve_achieved_qps"):
-            figure = f"{float(row['serve_achieved_qps']):,.1f} queries/s"
-        elif status == "ok" and row.get("samples_per_s"):
-            figure = f"{float(row['samples_per_s']):,.1f} {row.get('sample_unit', 'sample')}s/s"
-        ratio = number_or_none(row.get("published_ratio"))  # read as HeldRow reads it
-        done = PointOutcome(point.label, status, seconds, window, figure, ratio)
+        done = PointOutcome.of_row(point.label, status, seconds, window, row)
         self.outcome.points[run.index] = done
         if self.progress is not None:
             self.progress.console.print(result_line(done, run.index + 1))
@@ -147,15 +164,15 @@ class PointSequence:
     def _recheck_resumed(self) -> None:
         """A resumed point whose row lies outside its band and was never rechecked: measured
         again now (a sweep cut short before its recheck)."""
-        if not self.runner.recheck:
+        if not self.scope.recheck:
             return
-        rows = self.runner.store.rows()
+        rows = self.scope.store.rows()
         rechecked = {r.get("recheck_of"): r for r in rows if r.get("recheck_of")}
         measured = {h.label for h in self.outcome.held}
         for index, point in enumerate(self.points):
             if point.label in measured or not self._runs_in_worker(point):
                 continue
-            row = self.runner.rows.latest(point, rows)
+            row = self.scope.rows.latest(point, rows)
             if row is None or kind_of(row) != "benchmark":
                 continue
             held = HeldRow.of(point.label, row)
@@ -181,7 +198,7 @@ class PointSequence:
         for key, run in self.runs.items():
             if key in started or key[0] == "alone":
                 point = self.points[run.index]
-                self.runner.rows.write_failure(point, run.run_id, run.tags, "interrupted", why)
+                self.scope.rows.write_failure(point, run.run_id, run.tags, "interrupted", why)
 
     def split(self) -> TimeSplit:
         """Where the sweep's wall time went (sweep.timing)."""

@@ -24,6 +24,29 @@ class PointOutcome:
     window_s: float | None = None
     figure: str = ""  # the throughput with its unit
     published_ratio: float | None = None  # the row over its published rows (None: none)
+    verdict: str = ""  # `valid`, or `INVALID (noisy, drift)`: whether to trust the figure
+    advice: str = ""  # an invalid row's words: what failed and what to do (results.verdict)
+
+    @classmethod
+    def of_row(
+        cls, label: str, status: str, seconds: float, window: float | None, row: dict
+    ) -> PointOutcome:
+        """A finished point's outcome from its row: its figure, ratio and verdict."""
+        from dlbench.errors import number_or_none
+        from dlbench.results.advice import advice
+
+        figure = ""
+        if status == "ok" and row.get("serve_achieved_qps"):
+            figure = f"{float(row['serve_achieved_qps']):,.1f} queries/s"
+        elif status == "ok" and row.get("samples_per_s"):
+            figure = f"{float(row['samples_per_s']):,.1f} {row.get('sample_unit', 'sample')}s/s"
+        ratio = number_or_none(row.get("published_ratio"))  # read as HeldRow reads it
+        reasons = [r for r in str(row.get("verdict_reasons") or "").split(";") if r]
+        verdict = ""
+        if status == "ok":
+            verdict = f"INVALID ({', '.join(reasons)})" if reasons else "valid"
+        words = advice(row) if status == "ok" and reasons else ""
+        return cls(label, status, seconds, window, figure, ratio, verdict, words)
 
 
 @dataclass
@@ -49,6 +72,8 @@ class SweepOutcome:
 def result_line(done: PointOutcome, index: int) -> str:
     """One line per finished point above the progress bar: what it measured, what it cost."""
     figure = f" {done.figure}" if done.figure else ""
+    if done.verdict:  # whether to trust it, beside the figure
+        figure += f", {done.verdict}"
     if done.published_ratio is not None:  # each point's line says where it stands
         figure += f", {done.published_ratio:.3f}x published"
     return f"  {index:3d}. {done.label}: {done.status}{figure} ({done.seconds:.0f} s)"
@@ -58,15 +83,23 @@ def summary_table(outcome: SweepOutcome) -> Table:
     """Status, wall time, the time outside the measured window and the row over its published
     rows, per point, and totals."""
     table = Table(title="sweep summary")
-    for column in ("point", "status", "seconds", "outside window (s)", "x published"):
-        table.add_column(column, justify="left" if column in ("point", "status") else "right")
+    left = ("point", "status", "verdict")
+    for column in ("point", "status", "verdict", "seconds", "outside window (s)", "x published"):
+        table.add_column(column, justify="left" if column in left else "right")
     for p in outcome.points:
         outside = "" if p.window_s is None else f"{p.seconds - p.window_s:.1f}"
         ratio = "" if p.published_ratio is None else f"{p.published_ratio:.3f}"
-        table.add_row(p.label, p.status, f"{p.seconds:.1f}" if p.seconds else "", outside, ratio)
+        seconds = f"{p.seconds:.1f}" if p.seconds else ""
+        table.add_row(p.label, p.status, p.verdict, seconds, outside, ratio)
     totals = ", ".join(f"{k}: {v}" for k, v in sorted(outcome.counts().items()))
-    table.caption = f"{totals}; {outcome.seconds:.0f} s in all"
+    invalid = sum(p.verdict.startswith("INVALID") for p in outcome.points)
+    table.caption = f"{totals}; {invalid} invalid; {outcome.seconds:.0f} s in all"
     return table
+
+
+def advice_lines(outcome: SweepOutcome) -> list[str]:
+    """Each invalid point's words under the summary: what failed first, and what to do."""
+    return [f"{p.label}: {p.advice}" for p in outcome.points if p.advice]
 
 
 def time_lines(outcome: SweepOutcome) -> list[str]:

@@ -23,7 +23,7 @@ from dlbench.results.pairing import kind_of
 from dlbench.results.published import check_published_folder
 from dlbench.results.store import CsvStore, check_side_file, held
 from dlbench.signals import Interrupted
-from dlbench.sweep.execution import PointSequence
+from dlbench.sweep.execution import PointSequence, SweepScope
 from dlbench.sweep.launcher import Worker
 from dlbench.sweep.outcome import PointOutcome, SweepOutcome
 from dlbench.sweep.plan import SweepPlan, SweepPoint, shard_points
@@ -89,7 +89,10 @@ class SweepRunner:
         todo = [i for i, p in enumerate(self.points) if not self.rows.done(p, rows)]
         self._say_resumed(console, rows, len(self.points) - len(todo))
         worker_queue = WorkerQueue(self.plan.timeout_s, self.worker)
-        sweep = PointSequence(self, outcome, worker_queue, limiter)
+        scope = SweepScope(
+            self.plan, self.points, self.store, self.rows, self.isolation, self.recheck
+        )
+        sweep = PointSequence(scope, outcome, worker_queue, limiter)
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),

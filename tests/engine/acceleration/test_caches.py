@@ -121,6 +121,7 @@ def test_a_cache_variable_that_cannot_be_used_is_one_warning_naming_it_then_a_co
     assert not (tmp_path / "cache\nwith a break").exists()
 
 
+@pytest.mark.e2e
 def test_a_sweep_says_once_before_its_points_that_the_cache_variable_cannot_be_used(
     dlbench, tmp_path, monkeypatch
 ):
@@ -176,4 +177,6 @@ def test_the_caches_fix_the_ptxas_before_any_kernel_compiles(tmp_path, monkeypat
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRITON_CACHE_AUTOTUNING"):
         monkeypatch.delenv(name, raising=False)
     use_caches(tmp_path, ENVIRONMENT)
+    assert chosen == [True]
+    use_caches(tmp_path, {**ENVIRONMENT, "gpu_name": ""})  # a CPU: no Triton, no choice
     assert chosen == [True]

@@ -282,6 +282,7 @@ def test_a_head_fp8_cannot_take_is_refused_by_the_plan_before_anything_is_measur
     """The refusal comes from the plan, on the meta model, as every user error does: one
     line naming --fp8-recipe, exit 2, no CSV, no measurement begun (the device check is faked:
     this machine has no FP8 tensor cores)."""
+    import dlbench.guard
     import dlbench.run
     from dlbench.engine.acceleration import precision
 
@@ -291,7 +292,7 @@ def test_a_head_fp8_cannot_take_is_refused_by_the_plan_before_anything_is_measur
     out = tmp_path / "rows.csv"
     config = RunConfig.of(model="llm_tiny", accelerator="cpu", precision="fp8",
                           fp8_recipe="tensorwise_with_head", output=out)  # fmt: skip
-    assert dlbench.run.guarded(lambda: dlbench.run.execute(config)) == 2
+    assert dlbench.guard.guarded(lambda: dlbench.run.execute(config)) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "--fp8-recipe" in error and "64 x 1000" in error
     assert not out.exists() and began == []

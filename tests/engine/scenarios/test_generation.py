@@ -41,6 +41,7 @@ def test_token_figures_come_from_the_right_steps():
     assert row["new_tokens"] == 4 and rounds.steps == 2
 
 
+@pytest.mark.slow
 def test_generation_row_records_context_prefills_path_and_attention(csv_path):
     out = run_cli(
         "infer",
@@ -109,6 +110,7 @@ def test_compiled_steps_give_eager_tokens_and_compile_stays_in_warmup(monkeypatc
     assert max(loop.step_times_s) < 0.5  # ... and in no measured step
 
 
+@pytest.mark.slow
 def test_the_two_stage_greedy_token_is_argmax_ties_included():
     """The greedy token in two stages is argmax's first index of the maximum, eager and
     compiled, with many tied maxima across and inside blocks (logits in a few levels), and
