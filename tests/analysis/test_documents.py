@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from dlbench.analysis.report import build_report
@@ -115,7 +116,7 @@ def test_pdf_and_pptx_hold_a_page_per_section_and_a_slide_per_figure(csvs, telem
     pdf, pptx = report.documents
     assert pdf.read_bytes().startswith(b"%PDF")
     sections = re.findall(r"^## ", report.markdown.read_text(), re.M)
-    assert _pdf_pages(pdf) == len(sections)
+    assert _pdf_pages(pdf) == len(sections) + 1  # and the sources, last
     slides = Presentation(str(pptx)).slides
     assert len(slides) == 1 + len(report.pngs)  # the summary, then a slide per figure
     titles = [s.shapes.title.text for s in slides]
@@ -145,3 +146,50 @@ def test_timeline_marks_throttling_and_refuses_foreign_files(telemetry_log, csvs
     out = run_cli("report", *csvs, "--timeline", foreign, "-o", tmp_path / "r2")
     assert out.returncode == 2 and "not a dlbench --telemetry-log file" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def _overlaps(table) -> list[tuple[str, str]]:
+    """Pairs of neighbouring cells in one row whose drawn texts overlap, or a text wider or
+    taller than its cell."""
+    fig = table.axes.figure
+    renderer = fig.canvas.get_renderer()
+    cells = table.get_celld()
+    found = []
+    for (row, col), cell in cells.items():
+        text = cell.get_text().get_window_extent(renderer)
+        box = cell.get_window_extent(renderer)
+        if text.width > box.width + 0.5 or text.height > box.height + 0.5:
+            found.append((cell.get_text().get_text(), "its cell"))
+        right = cells.get((row, col + 1))
+        if right is not None and right.get_text().get_text():
+            other = right.get_text().get_window_extent(renderer)
+            if text.x1 > other.x0 + 0.5 and text.y0 < other.y1 and other.y0 < text.y1:
+                found.append((cell.get_text().get_text(), right.get_text().get_text()))
+    return found
+
+
+@pytest.mark.parametrize("columns", [6, 14, 24])
+def test_a_pdf_table_as_wide_as_the_serving_one_draws_no_text_over_another(columns):
+    """The serving table's 14-odd columns of long names overlapped on the PDF page (issue 96):
+    each column as wide as its longest line, headers wrapped, the type shrunk to fit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dlbench.analysis.documents import draw_table
+
+    names = ["model", "serve_scenario", "serve_found_qps", "serve_ttft_p99_ms",
+             "serve_tpot_p99_ms", "serve_output_tokens_per_s", "NVIDIA H200 (machine)"]  # fmt: skip
+    values = {
+        f"{names[k % len(names)]}_{k}": [f"{1234.5678 * (k + 1):,.2f}", "llm_1b server"]
+        for k in range(columns)
+    }
+    cells = pd.DataFrame(values)
+    fig = plt.figure(figsize=(11.69, 8.27))
+    ax = fig.add_axes((0.04, 0.03, 0.92, 0.5))
+    ax.axis("off")
+    table = draw_table(ax, cells)
+    fig.canvas.draw()
+    assert not _overlaps(table), _overlaps(table)[:3]
+    plt.close(fig)

@@ -3,6 +3,7 @@ its figure) and PowerPoint slides (a summary table first, then a slide per figur
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -19,8 +20,55 @@ def _cells(table: pd.DataFrame, limit: int, fmt: Callable[[object], object]) -> 
     return table.head(limit).map(lambda v: "" if pd.isna(v) else str(fmt(v)))
 
 
+TABLE_POINTS = 6.0  # the PDF table's type, shrunk where its widest row would not fit
+HEADER_CHARACTERS = 14  # a header wraps at its underscores and spaces past this many
+CHARACTER_EM = 0.65  # the widest average character (digits) of matplotlib's sans, in ems
+LINE_EM = 1.35  # a line of text in a cell, in ems
+
+
+def draw_table(ax, cells: pd.DataFrame):
+    """The cells as a table filling `ax`'s width: each column as wide as its longest line (a
+    header wrapped at its underscores), the type shrunk from TABLE_POINTS until the widest
+    row fits, the header row as tall as its lines; so no text runs over another."""
+    labels = [_wrapped(str(c)) for c in cells.columns]
+    chars = [
+        2 + max(len(line) for text in (label, *cells[c]) for line in str(text).split("\n"))
+        for label, c in zip(labels, cells.columns, strict=True)
+    ]
+    figure = ax.figure
+    box = ax.get_position()
+    width_pt = box.width * figure.get_figwidth() * 72
+    size = min(TABLE_POINTS, width_pt / (sum(chars) * CHARACTER_EM))
+    line = size * LINE_EM / (box.height * figure.get_figheight() * 72)  # in axes' heights
+    table = ax.table(
+        cellText=cells.values,
+        colLabels=labels,
+        colWidths=[n / sum(chars) for n in chars],
+        loc="upper center",
+    )
+    table.auto_set_font_size(False)
+    table.set_fontsize(size)
+    header = max(label.count("\n") + 1 for label in labels)
+    for (row, _), cell in table.get_celld().items():
+        cell.set_height(line * (header if row == 0 else 1) + line * 0.3)
+    return table
+
+
+def _wrapped(label: str) -> str:
+    """`serve_output_tokens_per_s` as lines of at most HEADER_CHARACTERS, broken after its
+    underscores and at its spaces (a longer word keeps a line of its own)."""
+    words = re.findall(r"[^_\s]+_?|\s+", label)
+    lines = [""]
+    for word in (w for w in words if w.strip()):
+        if lines[-1] and len(lines[-1]) + len(word) > HEADER_CHARACTERS:
+            lines.append("")
+        lines[-1] += word if lines[-1].endswith("_") or not lines[-1] else " " + word
+    return "\n".join(lines)
+
+
 def write_pdf(sections, sources: list[str], folder: Path, path: Path, fmt) -> Path:
-    """A4-landscape pages: the title and sources, then one page per section."""
+    """A4-landscape pages: the title and the first section, one page per section, then the
+    sources."""
     import matplotlib.image as mpimg
     import matplotlib.pyplot as plt
     from matplotlib.backends.backend_pdf import PdfPages
@@ -31,9 +79,7 @@ def write_pdf(sections, sources: list[str], folder: Path, path: Path, fmt) -> Pa
             top = 0.95
             if i == 0:
                 fig.text(0.04, top, "dlbench report", fontsize=20, weight="bold", va="top")
-                wrapped = textwrap.fill("Sources: " + ", ".join(sources), 150)
-                fig.text(0.04, top - 0.05, wrapped, fontsize=8, va="top")
-                top -= 0.06 + 0.018 * wrapped.count("\n")
+                top -= 0.06
             fig.text(0.04, top - 0.03, s.title, fontsize=14, weight="bold", va="top")
             text = "\n".join(textwrap.fill(line, 160) for line in s.text.splitlines() if line)
             fig.text(0.04, top - 0.07, text, fontsize=8, va="top")
@@ -49,11 +95,7 @@ def write_pdf(sections, sources: list[str], folder: Path, path: Path, fmt) -> Pa
                 cells = _cells(s.table, MAX_TABLE_ROWS, fmt)
                 ax = fig.add_axes((0.04, 0.03, 0.92, max(0.05, body - 0.05)))
                 ax.axis("off")
-                table = ax.table(
-                    cellText=cells.values, colLabels=list(cells.columns), loc="upper center"
-                )
-                table.auto_set_font_size(False)
-                table.set_fontsize(6)
+                draw_table(ax, cells)
                 if len(s.table) > MAX_TABLE_ROWS:
                     ax.set_title(
                         f"first {MAX_TABLE_ROWS} of {len(s.table)} rows (all in the HTML)",
@@ -62,6 +104,11 @@ def write_pdf(sections, sources: list[str], folder: Path, path: Path, fmt) -> Pa
                     )
             pdf.savefig(fig)
             plt.close(fig)
+        fig = plt.figure(figsize=(11.69, 8.27))  # the files it read, last, as the HTML has them
+        fig.text(0.04, 0.92, "Sources", fontsize=14, weight="bold", va="top")
+        fig.text(0.04, 0.88, textwrap.fill(", ".join(sources), 150), fontsize=8, va="top")
+        pdf.savefig(fig)
+        plt.close(fig)
     return path
 
 
