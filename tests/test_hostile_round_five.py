@@ -259,7 +259,7 @@ def test_a_signal_mid_load_ends_the_run_at_once_with_its_code(tmp_path, scenario
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         for line in proc.stderr:
-            if line.startswith(f"LoadGen: a {scenario} load"):
+            if line.startswith(("LoadGen: a ", "LoadGen: an ")) and f"{scenario} load" in line:
                 break
         time.sleep(2.0)
         sent = time.monotonic()

@@ -116,7 +116,7 @@ def show_scaling(table) -> None:
             _fmt(number_or_none(line.get("ddp_overhead")), 3),
             str(line.get("verdict_label") or ""),
         )
-    Console(highlight=False, width=max(Console().width, 120)).print(out)
+    Console(highlight=False, width=max(Console().width, 160)).print(out)
 
 
 def show_frame(frame, title: str) -> None:

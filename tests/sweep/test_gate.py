@@ -83,7 +83,11 @@ def test_a_copy_whose_step_sleeps_10_pct_longer_reads_slower_and_is_named(tmp_pa
     done, _ = _gate(tmp_path, slower, "--markdown")
     assert done.returncode == 1, done.stdout + done.stderr
     [line] = [x for x in done.stdout.splitlines() if "| steady" in x]
-    assert "slower" in line and "-9." in line  # 20 ms against 22 ms a step
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    change, low, high = (float(c) for c in cells[5:8])
+    # 20 ms against 22 ms a step: -9.1 %, inside the change's interval (a loaded host's own
+    # overhead moves the point figure a little: -8.5 % on CI's 2 cores)
+    assert "slower" in cells and low <= -100 / 11 <= high and -12 < change < -6, line
     assert "1 slower beyond 5%" in done.stdout
 
 

@@ -150,7 +150,6 @@ def test_a_stored_row_counts_for_the_serve_point_it_measured_and_no_other():
         {"serve_qps": "200.0"},
         {"serve_slo_p99_ms": "20.0"},
         {"compile": "False"},
-        {"cuda_graphs": "False"},
         {"serve_min_duration_s": "5.0"},
         {"serve_find_qps": "True"},
         {"serve_mlperf_rules": "True"},
@@ -158,6 +157,15 @@ def test_a_stored_row_counts_for_the_serve_point_it_measured_and_no_other():
         {"repeat": "1"},  # a repeat's row is its own
     ):
         assert not server.matches({**row, **other}), other
+    # the row's cuda_graphs says how it ran: eager on a CPU or after a failed capture is the
+    # point that asked for graphs (resumed, not run again); a point that asked none needs none
+    assert server.matches({**row, "cuda_graphs": "False"})
+    [eager] = parse_plan(
+        "serve:\n  - {model: resnet50, scenario: server, qps: 100, max_batch: 8, "
+        "cuda_graphs: false}\n"
+    ).points()
+    assert eager.matches({**row, "cuda_graphs": "False"})
+    assert not eager.matches({**row, "cuda_graphs": "True"})
 
 
 def test_each_serve_points_command_line_gives_the_command_its_settings(monkeypatch, tmp_path):

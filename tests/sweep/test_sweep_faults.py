@@ -105,7 +105,9 @@ def test_a_stopped_point_ends_at_its_timeout_and_the_sweep_goes_on(tmp_path):
     _, err = sweep.communicate(timeout=180)
     assert sweep.returncode == 1, err
     rows = _one_row_each(out)
-    [stuck] = [r for r in rows if r["status"] != "ok"]
+    failed = [r for r in rows if r["status"] != "ok"]
+    assert len(failed) == 1, [(r["status"], r.get("error", "")[-300:]) for r in failed]
+    [stuck] = failed
     assert stuck["status"] == "timeout" and f"timed out after {timeout} s" in stuck["error"]
     assert time.monotonic() - began < 2 * timeout + 60  # the others' own seconds besides
     assert not [p for p in (worker, point) if _alive(p)]

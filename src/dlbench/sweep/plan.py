@@ -173,6 +173,8 @@ class ServePoint:
         if kind_of(row) != "serve":
             return False
         for key, value in self.settings.columns().items():
+            if key == "cuda_graphs" and value is True:
+                continue  # graphs asked for: the row says how it ran (eager on a CPU, a fallback)
             if key_text(row.get(key), key) != key_text(value, key):
                 return False
         return _same_tags(row, self.all_tags)
