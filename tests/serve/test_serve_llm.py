@@ -92,9 +92,11 @@ def test_a_served_path_that_answers_wrong_tokens_makes_the_row_invalid(dlbench, 
                                  "--output", out)  # fmt: skip
     assert code == 0, err
     row = CsvStore(out).rows()[-1]
-    assert row["serve_result"] == "VALID"  # LoadGen counts tokens, it cannot read them
     assert row["serve_tokens_checked"] == "4" and row["serve_tokens_wrong"] == "4"
     assert row["verdict"] == "invalid" and "wrong_tokens" in row["verdict_reasons"]
+    if row["serve_result"] == "VALID":  # LoadGen counts tokens, it cannot read them: the check
+        assert row["verdict_reasons"] == "wrong_tokens"  # alone (a loaded host's LoadGen may
+    # call so short a load INVALID on its own, min_duration, beside it)
     assert "wrong token" in printed
 
 
