@@ -123,7 +123,7 @@ def step_percentiles(runs: pd.DataFrame) -> Figure | None:
     ).set_index(labels)
     frame = frame.dropna().sort_values("p99 / p50", ascending=False)
     title = f"the {MAX_BARS} heaviest tails of {len(frame)} runs" if len(frame) > MAX_BARS else ""
-    return _bars(frame.head(MAX_BARS), "step time over the run's median (1: no tail)", False, title)
+    return _bars(frame, "step time over the run's median (1: no tail)", False, title)
 
 
 def _bars(frame: pd.DataFrame, xlabel: str, log: bool = True, title: str = "") -> Figure:

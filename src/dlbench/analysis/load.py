@@ -35,7 +35,7 @@ def load_rows(
     files = [f for p in paths for f in (sorted(Path(p).glob("*.csv")) if Path(p).is_dir() else [p])]
     if not files:
         raise UserError(f"{argument}: give at least one dlbench CSV (or a folder holding some)")
-    frames, skipped = [], []
+    frames, skipped, refusal = [], [], None
     for path in files:
         if not Path(path).exists():
             raise UserError(f"{argument}: {path} does not exist")
@@ -44,10 +44,11 @@ def load_rows(
         store = CsvStore(Path(path), flag=argument)
         try:
             header = store.header()  # a UserError for foreign or unreadable files
-        except NotDlbenchCsv:
+        except NotDlbenchCsv as exc:
             if not foreign:
                 raise
             skipped.append(Path(path).name)
+            refusal = refusal or exc
             continue
         if not header:
             raise UserError(f"{argument}: {path} is empty (no header, no rows)")
@@ -66,8 +67,8 @@ def load_rows(
         frame = _upgraded(frame)  # one block again: the conversion column by column fragments it
         frame["source"] = Path(path).name
         frames.append(frame)
-    if skipped and not frames:  # nothing of ours: the first file's own refusal, one line
-        CsvStore(Path(files[0]), flag=argument).header()
+    if refusal is not None and not frames:  # nothing of ours: the first file's refusal
+        raise refusal
     if skipped:
         names = ", ".join(dict.fromkeys(skipped))
         note = f"skipped {len(skipped)} file(s) that hold no dlbench rows (a bare loop's own CSV)"
@@ -111,32 +112,23 @@ def impossible_cells(frame: pd.DataFrame) -> pd.DataFrame:
     return impossible.mul(finished, axis=0).astype(bool)
 
 
-def impossible_cell(frame: pd.DataFrame) -> tuple[int, str, object] | None:
-    """The first finished row's measured cell that is infinite or negative, column by column:
-    its index, column and value; None where every one is possible."""
-    bad = impossible_cells(frame)
-    for column in bad.columns[bad.any()]:
-        at = bad[column].idxmax()
-        return at, column, frame.at[at, column]
-    return None
-
-
 def _possible_figures(
     frame: pd.DataFrame, path: Path, argument: str, figureless: str
 ) -> pd.DataFrame:
     """The frame with no finished row holding an impossible figure (`impossible_cells`):
-    `refuse` names the first in a UserError; `warn` leaves such rows out, said once a file;
-    `drop` leaves them out."""
-    found = impossible_cell(frame)
-    if found is None:
+    `refuse` names the first, column by column, in a UserError; `warn` leaves such rows out,
+    said once a file; `drop` leaves them out."""
+    bad = impossible_cells(frame)
+    dropped = bad.any(axis=1)
+    if not dropped.any():
         return frame
     if figureless == "refuse":
-        at, column, value = found
+        column = bad.columns[bad.any()][0]
+        at = bad[column].idxmax()
         raise UserError(
-            f"{argument}: {path}: {column} holds {value!r} (line {at + 2}), which no run "
-            "measures (infinite or negative); the row cannot be compared or reported"
+            f"{argument}: {path}: {column} holds {frame.at[at, column]!r} (line {at + 2}), "
+            "which no run measures (infinite or negative); the row cannot be compared or reported"
         )
-    dropped = impossible_cells(frame).any(axis=1)
     if figureless == "warn":
         warn(
             f"{argument}: {path}: {int(dropped.sum())} row(s) holding an infinite or negative "
@@ -169,7 +161,8 @@ def load_published(folder: Path | None = None) -> pd.DataFrame:
     once a process while its files stay as they were (each report, compare and gate reads
     them; a report spent most of its time there)."""
     files = published_files(folder or published_folder())
-    stamps = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    stats = [(path, path.stat()) for path in files]
+    stamps = tuple((str(path), stat.st_mtime_ns, stat.st_size) for path, stat in stats)
     return _published_frame(stamps).copy()
 
 

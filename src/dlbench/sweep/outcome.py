@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from dlbench.console import stderr
-from dlbench.errors import EXIT_FAILED, EXIT_OK
+from dlbench.errors import EXIT_FAILED, EXIT_OK, number_or_none
+from dlbench.results.advice import advice
 from dlbench.sweep.recheck import HeldRow, Recheck
 from dlbench.sweep.timing import TimeSplit
 
@@ -32,9 +33,6 @@ class PointOutcome:
         cls, label: str, status: str, seconds: float, window: float | None, row: dict
     ) -> PointOutcome:
         """A finished point's outcome from its row: its figure, ratio and verdict."""
-        from dlbench.errors import number_or_none
-        from dlbench.results.advice import advice
-
         figure = ""
         if status == "ok" and row.get("serve_achieved_qps"):
             figure = f"{float(row['serve_achieved_qps']):,.1f} queries/s"
