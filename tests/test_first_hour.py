@@ -67,3 +67,22 @@ def test_the_console_header_says_which_figure_is_the_precision():
 
     table = result_table({**benchmark_row(precision="32"), "warmup_steps": 1, "accelerator": "cpu"})
     assert "precision 32 · batch 64" in str(table.title)
+
+
+def test_the_loader_alone_prints_each_rows_verdict_beside_its_figure(dlbench, tmp_path):
+    """`dlbench data` printed its rates and no verdict (issue 96: every console that prints a
+    figure says whether to trust it): each worker count's line, and the table."""
+    images = tmp_path / "set"
+    assert dlbench("make-data", images, "--images", "8", "--size", "40x32")[0] == 0
+    out = tmp_path / "loader.csv"
+    code, printed, err = dlbench("data", images / "images", "--model", "timm:test_resnet",
+                                 "--batch-size", "2", "--workers", "0", "--min-time", "0.2",
+                                 "--output", out)  # fmt: skip
+    assert code == 0, err
+    [row] = read_rows(out)
+    reasons = [r for r in row["verdict_reasons"].split(";") if r]
+    said = f"INVALID ({', '.join(reasons)})" if reasons else "valid"
+    [line] = [x for x in printed.splitlines() if x.startswith("workers")]
+    assert line.rstrip().endswith(f", {said}"), line
+    table = printed.split("loader alone", 1)[1]
+    assert "verdict" in table and said.split(" ")[0] in table

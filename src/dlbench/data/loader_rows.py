@@ -13,6 +13,7 @@ from dlbench.data.pipeline import check_data, open_pipeline
 from dlbench.data.throughput import LoaderResult, measure_loader, parse_worker_counts
 from dlbench.errors import invalid
 from dlbench.host import available_cpus
+from dlbench.results.advice import verdict_label
 from dlbench.results.environment import collect_environment
 from dlbench.results.row import RowBuilder, identity
 from dlbench.results.store import CsvStore
@@ -90,11 +91,13 @@ def run_loader_sweep(
         rows.append(row)
         print(
             f"workers {count:3d}: {result.samples_per_s:10,.0f} {workload.sample_unit}s/s "
-            f"{result.mb_per_s:8,.1f} MB/s ({result.batches} batches, {result.seconds:.1f} s)",
+            f"{result.mb_per_s:8,.1f} MB/s ({result.batches} batches, {result.seconds:.1f} s), "
+            f"{verdict_label(row)}",
             flush=True,
         )
     import pandas as pd
 
     table = pd.DataFrame(rows)[["data_workers", "samples_per_s", "data_mb_per_s", "steps"]]
+    table["verdict"] = [verdict_label(row) for row in rows]  # whether to trust each figure
     show_frame(table, f"loader alone: {spec}, batch {batch_size}, {decode} decode -> {output}")
     return rows

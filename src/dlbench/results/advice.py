@@ -146,6 +146,12 @@ NOISY_PARTS = {
 }
 
 
+def verdict_label(row: dict) -> str:
+    """The verdict in a few words beside a figure: `valid`, or `INVALID (noisy, drift)`."""
+    reasons = [r for r in str(row.get("verdict_reasons") or "").split(";") if r]
+    return f"INVALID ({', '.join(reasons)})" if reasons else "valid"
+
+
 def advice(row: dict) -> str:
     """One line: the verdict, what made it, and what to change."""
     reasons, notes = reasons_and_notes(row)

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from dlbench.console import stderr
 from dlbench.errors import EXIT_FAILED, EXIT_OK, number_or_none
-from dlbench.results.advice import advice
+from dlbench.results.advice import advice, verdict_label
 from dlbench.sweep.recheck import HeldRow, Recheck
 from dlbench.sweep.timing import TimeSplit
 
@@ -39,11 +39,8 @@ class PointOutcome:
         elif status == "ok" and row.get("samples_per_s"):
             figure = f"{float(row['samples_per_s']):,.1f} {row.get('sample_unit', 'sample')}s/s"
         ratio = number_or_none(row.get("published_ratio"))  # read as HeldRow reads it
-        reasons = [r for r in str(row.get("verdict_reasons") or "").split(";") if r]
-        verdict = ""
-        if status == "ok":
-            verdict = f"INVALID ({', '.join(reasons)})" if reasons else "valid"
-        words = advice(row) if status == "ok" and reasons else ""
+        verdict = verdict_label(row) if status == "ok" else ""
+        words = advice(row) if verdict.startswith("INVALID") else ""
         return cls(label, status, seconds, window, figure, ratio, verdict, words)
 
 
