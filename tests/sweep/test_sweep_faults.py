@@ -97,6 +97,7 @@ def test_a_killed_worker_or_point_costs_that_point_only(tmp_path, who):
 
 @pytest.mark.e2e
 def test_a_stopped_point_ends_at_its_timeout_and_the_sweep_goes_on(tmp_path):
+    # the next points' fresh worker imports torch on a loaded host: that is not their time
     timeout = 12
     sweep, out = _sweep(tmp_path, timeout=timeout)
     worker, point = _point_process(sweep)

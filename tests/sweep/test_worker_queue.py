@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import pytest
 
+from dlbench.config.limits import WORKER_START_TIMEOUT_S
 from dlbench.subprocesses import ChildResult
 from dlbench.sweep.messages import LineReader, send
 from dlbench.sweep.timing import TimeSplit
@@ -25,7 +26,8 @@ class FakeClock:
 
 class FakeWorker:
     """A worker whose answers the test scripts: 'ok' answers at once, 'hang' never does,
-    'die' closes its output as a killed process would."""
+    'die' closes its output as a killed process would; 'slow' spends 100 s on its imports
+    (ready only then) and answers once its readiness was read; 'stuck' never gets ready."""
 
     made: ClassVar[list[FakeWorker]] = []
 
@@ -37,7 +39,10 @@ class FakeWorker:
         self.proc = type("Proc", (), {"stdout": read})()
         self.assigned: list[str] = []
         self.closed = False
-        send(self.write, {"ready": True})
+        self.answer_next: dict | None = None
+        self.hanging = False
+        if script[0] not in ("slow", "stuck"):
+            send(self.write, {"ready": True})
         FakeWorker.made.append(self)
 
     def assign(self, config, auto_batch: bool) -> None:
@@ -47,11 +52,24 @@ class FakeWorker:
             send(self.write, {"code": 0, "last": f"{config} done"})
         elif what == "die":
             os.close(self.write)
-        else:  # hang: time passes on the sweep's clock, no answer comes
+        elif what == "slow":
             self.clock.now += 100.0
+            send(self.write, {"ready": True})
+            self.answer_next = {"code": 0, "last": f"{config} done late"}
+        elif what == "stuck":
+            self.clock.now += 400.0
+        else:  # hang: time passes on the sweep's clock, no answer comes
+            self.hanging = True
 
     def messages(self) -> list[dict]:
-        return self.reader.feed()
+        said = self.reader.feed()
+        if self.hanging:  # each look costs 100 s; a line the queue ignores wakes its next look
+            self.clock.now += 100.0
+            send(self.write, {"still": "running"})
+        if self.answer_next is not None and any(m.get("ready") for m in said):
+            send(self.write, self.answer_next)  # read on the queue's next look
+            self.answer_next = None
+        return said
 
     @property
     def ended(self) -> bool:
@@ -99,6 +117,23 @@ def test_a_point_that_never_answers_times_out_and_the_next_gets_a_fresh_worker()
     assert after == "next" and fine.returncode == 0
     first, second = FakeWorker.made
     assert first.closed and first.assigned == ["stuck"] and second.assigned == ["next"]
+
+
+def test_a_fresh_workers_imports_are_not_the_points_seconds():
+    # 100 s of imports against a 50 s point timeout: the point's seconds start once it is ready
+    queue, clock = _queue(["slow"], timeout_s=50.0)
+    [(_, result)] = _run(queue, ["late start"])
+    assert result.returncode == 0 and not result.timed_out, result
+    assert queue.first_ready == 100.0 and clock.now == 100.0
+
+
+def test_a_worker_that_never_gets_ready_ends_its_point_saying_so():
+    queue, _ = _queue(["stuck", "ok"], timeout_s=50.0)
+    (_, stuck), (_, fine) = _run(queue, ["first", "next"])
+    assert stuck.timed_out and stuck.last_line == (
+        f"timed out: its worker did not start within {WORKER_START_TIMEOUT_S:g} s"
+    )
+    assert fine.returncode == 0 and len(FakeWorker.made) == 2 and FakeWorker.made[0].closed
 
 
 def test_a_worker_that_dies_mid_point_ends_that_point_with_its_cause_only():

@@ -34,3 +34,7 @@ CLOCK_MARGIN_PCT = 2.0
 # longer than any step or compilation a rank may run alone, far shorter than PyTorch's default.
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300.0
 DEFAULT_POINT_TIMEOUT_S = 900.0  # seconds a sweep's point may run unless its plan says
+# A sweep's worker (a fresh one after a point timed out or died) has this long for its imports
+# before the point it was handed counts a second: a point's timeout is its own seconds, never
+# a loaded host's import of torch.
+WORKER_START_TIMEOUT_S = 300.0

@@ -1,8 +1,9 @@
 """A sweep's points through its one worker, one at a time, in the order given: each point's
 answer, or its timeout (the worker and the point's child stopped, a fresh worker started for
-the next), or the worker's death (how it ended). One point measures at a time, so none ever
-shares the GPU or the host with another of the sweep's (docs/time-to-result.md says what two
-workers cost the rows)."""
+the next), or the worker's death (how it ended). A point's seconds count from when its worker is
+ready: a fresh worker's imports have their own limit (WORKER_START_TIMEOUT_S). One point measures
+at a time, so none ever shares the GPU or the host with another of the sweep's
+(docs/time-to-result.md says what two workers cost the rows)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dlbench.config import RunConfig
-from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S
+from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S, WORKER_START_TIMEOUT_S
 from dlbench.subprocesses import ChildResult
 from dlbench.sweep.launcher import Worker
 
@@ -53,6 +54,7 @@ class WorkerQueue:
         self.queue: deque[Task] = deque()
         self.running: Task | None = None
         self.first_ready: float | None = None  # when the first worker's imports were done
+        self.worker_ready = False  # the worker in hand said its imports are done
         self.started = clock()
 
     def submit(self, task: Task) -> None:
@@ -71,10 +73,12 @@ class WorkerQueue:
         if self.running is None and self.queue:
             task = self.queue.popleft()
             task.started = self.clock()
-            task.deadline = task.started + self.timeout_s
             self.running = task
             if self.worker is None:
-                self.worker = self.new_worker()
+                self.worker, self.worker_ready = self.new_worker(), False
+            task.deadline = task.started + (
+                self.timeout_s if self.worker_ready else WORKER_START_TIMEOUT_S
+            )
             self.worker.assign(task.config, task.auto_batch)
         task = self.running
         if task is None:
@@ -84,7 +88,7 @@ class WorkerQueue:
             if result is not None:
                 break
             if self.clock() >= task.deadline:
-                result = ChildResult(None, f"timed out after {self.timeout_s:g} s", timed_out=True)
+                result = ChildResult(None, self._late(), timed_out=True)
                 self._replace()
                 break
             self._select(task.deadline - self.clock())
@@ -95,8 +99,8 @@ class WorkerQueue:
         """The running task's result, where the worker answered or died."""
         worker = self.worker
         for message in worker.messages():
-            if message.get("ready") and self.first_ready is None:
-                self.first_ready = self.clock()
+            if message.get("ready"):
+                self._ready()
             if "code" in message:
                 return ChildResult(message["code"], str(message.get("last", ""))[:500])
         if worker.ended:
@@ -104,6 +108,21 @@ class WorkerQueue:
             self.worker = None
             return result
         return None
+
+    def _ready(self) -> None:
+        """The worker's imports are done: the point it holds starts its own seconds now."""
+        now = self.clock()
+        if self.first_ready is None:
+            self.first_ready = now
+        if not self.worker_ready and self.running is not None:
+            self.running.deadline = now + self.timeout_s
+        self.worker_ready = True
+
+    def _late(self) -> str:
+        """Why the running point was stopped: its own seconds, or its worker's start."""
+        if self.worker_ready:
+            return f"timed out after {self.timeout_s:g} s"
+        return f"timed out: its worker did not start within {WORKER_START_TIMEOUT_S:g} s"
 
     def _select(self, timeout_s: float) -> None:
         with selectors.DefaultSelector() as selector:
