@@ -37,3 +37,20 @@ def test_a_point_matches_its_row_as_pandas_or_a_run_writes_the_cells():
     assert point.matches(row)
     assert not point.matches({**row, "batch_size": "65"})
     assert not point.matches({**row, "purpose": "throughput"})
+
+
+def test_a_point_that_asked_for_graphs_is_its_row_that_ran_eager():
+    """A row's cuda_graphs says how it ran (False after a failed capture, or where the timed
+    replays lost to the eager step): that row measured the point that asked for graphs, so a
+    resumed sweep skips it (the default plan's efficientnet_v2 asks); a point that asked for
+    none is never a graphed row's."""
+    graphed = SweepPoint("infer", {"model": "efficientnet_v2", "batch_size": 128,
+                                   "cuda_graphs": True})  # fmt: skip
+    row = {"run_kind": "benchmark", "mode": "infer", "model": "efficientnet_v2",
+           "batch_size": "128", "strategy": "single"}  # fmt: skip
+    assert graphed.matches({**row, "cuda_graphs": "True"})
+    assert graphed.matches({**row, "cuda_graphs": "False", "graph_choice": "checked"})
+    eager = SweepPoint("infer", {**graphed.flags, "cuda_graphs": False})
+    assert eager.matches({**row, "cuda_graphs": "False"})
+    assert not eager.matches({**row, "cuda_graphs": "True"})
+    assert not graphed.matches({**row, "cuda_graphs": "False", "batch_size": "64"})

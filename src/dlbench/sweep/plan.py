@@ -108,11 +108,23 @@ class SweepPoint:
         wanted["strategy"] = resolved_strategy(str(wanted.get("strategy", "auto")), processes)
         if wanted.get("precision") == "fp8":  # no recipe named: the mode's default ran
             wanted["fp8_recipe"] = resolve_recipe(wanted.get("fp8_recipe"), self.mode).name
-        for key in CONFIG_KEY:
-            given = key_text(row.get(key), key)
-            if key in wanted and given != "" and given != key_text(wanted[key], key):
-                return False  # an empty value: the key does not apply (seq_len of an image model)
+        applies = [k for k in CONFIG_KEY if k in wanted and key_text(row.get(k), k) != ""]
+        # an empty value: the key does not apply (seq_len of an image model)
+        return all(_measured(key, wanted[key], row) for key in applies)
+
+
+# Settings a row records as they ran, not as asked: `cuda_graphs` is False after a failed
+# capture, on a CPU, or where the timed replays lost to the eager step. A point that asked for
+# graphs is measured by such a row (a rerun would end eager again); one that asked for none
+# is never a graphed row's.
+AS_RUN_WHEN_ASKED = ("cuda_graphs",)
+
+
+def _measured(key: str, asked: object, row: dict[str, str]) -> bool:
+    """Whether the row's value of `key` is what a point asking `asked` runs."""
+    if key in AS_RUN_WHEN_ASKED and asked is True:
         return True
+    return key_text(row.get(key), key) == key_text(asked, key)
 
 
 def _same_tags(row: dict[str, str], tags: dict[str, str]) -> bool:
@@ -173,9 +185,7 @@ class ServePoint:
         if kind_of(row) != "serve":
             return False
         for key, value in self.settings.columns().items():
-            if key == "cuda_graphs" and value is True:
-                continue  # graphs asked for: the row says how it ran (eager on a CPU, a fallback)
-            if key_text(row.get(key), key) != key_text(value, key):
+            if not _measured(key, value, row):
                 return False
         return _same_tags(row, self.all_tags)
 
