@@ -9,11 +9,13 @@
 # everything in RESULTS is made.
 # Usage: docker/regression-gate.sh [BASELINE_CSV]
 #   DLBENCH    how to run dlbench here, the gate's own process (default: python3 -m dlbench)
-#   BASE, HEAD each side's dlbench command, e.g. docker run ... dlbench:base (both or neither)
+#   BASE, HEAD each side's dlbench command, e.g. docker run -i ... dlbench:base (both or
+#              neither; -i keeps the side's worker container fed with runs)
 #   ROUNDS     rounds of the gate (default: dlbench gate's)
 #   RESULTS    folder for the rows and the report (default: results; a side's container must
 #              mount it at the same relative path, as the workflow does)
-#   PLAN       the plan, a name or a YAML file (default: quick)   THRESHOLD  % (default: 5)
+#   PLAN       the plan, a name or a YAML file (default: quick, the CPU plan; a GPU runner: ci)
+#   THRESHOLD  % (default: 5)
 #   ONLY       KEY=VALUE: only the plan's runs with this tag (e.g. purpose=latency)
 #   SUMMARY    file the comparison's Markdown is appended to (the workflow's step summary)
 #   INCONCLUSIVE_FAILS=1  an inconclusive gate fails the job (default: a warning, exit 0)

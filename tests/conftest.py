@@ -63,13 +63,17 @@ def csv_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_gpu_baselines():
+def _fresh_gpu_baselines(tmp_path_factory, monkeypatch):
     """Each test measures its (fake) GPU's idle power and counter period itself: the process
-    keeps them per GPU, and pytest runs many tests in one process."""
+    keeps them per GPU, and pytest runs many tests in one process; and each test has a cache
+    folder of its own (the user's is never touched, and the fake GPUs of one test, which share
+    UUIDs with every other's, leave it no facts)."""
+    from dlbench.caches import CACHE_VARIABLE
     from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS
 
     PROCESS_GPU_FACTS.counter_periods.clear()
     PROCESS_GPU_FACTS.idle_baselines.clear()
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path_factory.mktemp("cache")))
 
 
 @pytest.fixture

@@ -3,7 +3,9 @@ in the tests' processes.
 
 fault_oom raises torch's real OutOfMemoryError above DLBENCH_FAULT_MAX_BATCH (default 16), as a
 GPU would; fault_crash kills its process; fault_hang never finishes a step; steady takes 20 ms a
-step, so its throughput is known whichever process runs it; fault_lost_rank sends its own
+step, so its throughput is known whichever process runs it (and, where
+DLBENCH_TEST_KILL_PARENT_ONCE names a file not there yet, makes it and kills its parent: a gate's
+or a sweep's worker killed mid-run); fault_lost_rank sends its own
 process DLBENCH_FAULT_SIGNAL (KILL or STOP) on rank DLBENCH_FAULT_RANK (default 1) at forward
 DLBENCH_FAULT_AFTER (default 8: inside the measured window after two warm-up steps)."""
 
@@ -36,6 +38,7 @@ class FaultModel(nn.Module):
         if self.kind == "hang":
             time.sleep(3600)
         if self.kind == "steady":  # DLBENCH_TEST_STEP_SCALE: a copy whose step is that much longer
+            _kill_parent_once()
             time.sleep(0.02 * float(os.environ.get("DLBENCH_TEST_STEP_SCALE", "1")))
         if self.kind == "lost_rank":
             self._lose_this_rank()
@@ -49,6 +52,17 @@ class FaultModel(nn.Module):
         if rank == target and self.calls == int(os.environ.get("DLBENCH_FAULT_AFTER", "8")):
             sent = getattr(signal, "SIG" + os.environ.get("DLBENCH_FAULT_SIGNAL", "KILL"))
             os.kill(os.getpid(), sent)
+
+
+def _kill_parent_once() -> None:
+    flag = os.environ.get("DLBENCH_TEST_KILL_PARENT_ONCE")
+    if flag:
+        try:
+            os.close(os.open(flag, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(60)  # its parent's death ends it (the fork asked for that)
 
 
 def _batch(batch_size: int, shape: InputShape, gen: torch.Generator) -> Batch:

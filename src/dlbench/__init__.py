@@ -2,6 +2,8 @@
 
 import logging
 
+from dlbench import startup as _startup  # noqa: F401 (the interpreter's start, fixed first)
+
 __version__ = "0.2.0"
 
 

@@ -6,7 +6,7 @@ cache from any other is never read. `--no-cache` runs cold: a fresh folder, remo
 
 from __future__ import annotations
 
-import atexit
+import functools
 import json
 import math
 import os
@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from dlbench.errors import warn
+from dlbench.startup import at_exit
 
 CACHE_VARIABLE = "DLBENCH_CACHE_DIR"
 
@@ -82,7 +83,7 @@ def use_caches(root: Path | None, environment: Mapping[str, object], enabled: bo
         folder.mkdir(parents=True, exist_ok=True)
     else:
         folder = Path(tempfile.mkdtemp(prefix="dlbench-cold-"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        at_exit(functools.partial(shutil.rmtree, folder, ignore_errors=True))
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor")
     os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
     os.environ["TRITON_CACHE_AUTOTUNING"] = "1"

@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
 import io
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -40,7 +42,7 @@ from dlbench.results.published import check_published_folder, published_line
 from dlbench.results.row import config_columns, failure_row, new_run_id
 from dlbench.results.store import CsvStore, check_side_file
 from dlbench.signals import came_while_held
-from dlbench.startup import mark_command_start, since_command_start
+from dlbench.startup import CommandClock, command_clock, mark_command_start
 from dlbench.subprocesses import ChildResult, last_line_of, run_forked
 from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS
 
@@ -107,7 +109,9 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     N, the run is measured in N fresh processes (`execute_in_processes`)."""
     if config.measurement.processes > 1:
         return execute_in_processes(config, auto_batch)
-    startup_s = since_command_start()
+    clock = command_clock()
+    clock.lap("startup_s")
+    gc.freeze()  # the imports' objects live as long as the process: no collection walks them
     store = _checked_store(config)
     if auto_batch:
         config = config.replace(tags=config.output.tags.with_facts(batch_size_mode="auto"))
@@ -117,7 +121,9 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     fabric = search = None
     try:
         if auto_batch:
+            clock.lap("setup_s")
             plan, fabric, search = choose_batch_size(plan)
+            clock.lap("auto_batch_s")  # the search's own column says it
             config = plan.config
         choice = choose_compile(plan.config, plan.latency_point, plan.compile_measured, cache)
         plan = dataclasses.replace(plan, config=choice.config)
@@ -141,16 +147,34 @@ def execute(config: RunConfig, auto_batch: bool = False) -> int:
     if measurement.global_rank != 0:
         return EXIT_OK
     parts = measurement.parts
-    parts.add("the command's start", {"startup_s": startup_s, "processes": 1})
+    parts.add("the processes", {"processes": 1})
     parts.add("the caches", {"cache_dir": str(cache or "")})
     parts.add("the compile choice", choice.finish(measurement.loop.stats.median_s, cache))
     if search is not None:
         parts.add("the batch-size search", search.columns())
     side = per_rank_path(config.output.path) if measurement.world_size > 1 else None
+    parts.add("the command's clock", phase_columns(clock))
     row = measurement_row(measurement, env, side_file=side.name if side else None)
     if side is not None:
         CsvStore(side).append_many(per_rank_rows(measurement, str(row["run_id"])))
     return _kept_and_shown(row, store, config)
+
+
+# The phases of a run's seconds a row states beside build_s, warmup_s, wall_window_s and
+# profile_s (each phase's meaning: results.schema); `measure` is the loop and the profiled pass,
+# which those columns divide, and `auto_batch_s` the search's own column.
+CLOCK_PHASES = ("startup_s", "setup_s", "baseline_s", "finish_s")
+
+
+def phase_columns(clock: CommandClock) -> dict[str, object]:
+    """The command's phases as columns, the last (`finish_s`: the passes after the profiled
+    one, the ranks' facts, the row made) lapped now, and `process_wall_s`, their sum with the
+    columns that divide the rest: the process's seconds to its row."""
+    clock.lap("finish_s")
+    return {
+        **{phase: clock.laps.get(phase) for phase in CLOCK_PHASES},
+        "process_wall_s": clock.elapsed_s(clock.last),
+    }
 
 
 def _checked_store(config: RunConfig) -> CsvStore:
@@ -206,6 +230,19 @@ def run_in_fork(
     where given (a sweep's point: kept, the table too), else to this process's stderr once it
     ends (subprocesses.run_forked)."""
     child = functools.partial(_in_child, config, auto_batch, log is not None)
+    result = run_forked(child, PROCESS_GPU_FACTS.as_record, log)
+    PROCESS_GPU_FACTS.adopt(result.learned)
+    return result
+
+
+def run_command_in_fork(command: Callable[[], int], log: Path | None) -> ChildResult:
+    """A whole command line (`command`: the CLI's own entry, which parses it in the child and
+    starts its clock there) run in a child forked from this process, as a fresh process would
+    run it; its output into `log`, the GPU facts it learned kept for the next (`run_in_fork`)."""
+
+    def child() -> tuple[int, str]:
+        return command(), ""
+
     result = run_forked(child, PROCESS_GPU_FACTS.as_record, log)
     PROCESS_GPU_FACTS.adopt(result.learned)
     return result

@@ -91,11 +91,18 @@ def dlbench_command() -> list[str]:
 
 
 def run_child(
-    args: list[str], timeout_s: float, quiet: bool = True, command: list[str] | None = None
+    args: list[str],
+    timeout_s: float,
+    quiet: bool = True,
+    command: list[str] | None = None,
+    keep: Path | None = None,
 ) -> ChildResult:
     """`python -m dlbench ARGS` (or `command ARGS`: another build's dlbench, an image); SIGTERM
-    and SIGINT to us stop the child first, then are raised again."""
-    with tempfile.TemporaryFile("w+") as log:
+    and SIGINT to us stop the child first, then are raised again. `keep`: the file its output
+    is kept in (else a temporary one)."""
+    if keep is not None:
+        keep.parent.mkdir(parents=True, exist_ok=True)
+    with keep.open("w+") if keep is not None else tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(
             [*(command or dlbench_command()), *args],
             stdout=log if quiet else None,

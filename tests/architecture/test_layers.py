@@ -51,6 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     **{name: set() for name in BASE},
     "subprocesses": {"signals"},  # a child is stopped when a signal interrupts its parent
     "guard": {"console", "signals"},  # one error line, and a signal's exit code
+    "caches": {"startup"},  # a cold run's folder goes as the process leaves
 }
 
 

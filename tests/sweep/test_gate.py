@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -56,11 +57,11 @@ def test_a_side_that_does_not_start_a_dlbench_is_refused():
     assert Side.parse("base", DLBENCH).check().startswith("dlbench ")
 
 
-def _gate(tmp_path, head: str, *extra: str):
+def _gate(tmp_path, head: str, *extra: str, rounds: int = 5):
     plan = tmp_path / "plan.yaml"
     plan.write_text(PLAN)
     out = tmp_path / "gate.csv"
-    done = run_cli("gate", plan, "--base", DLBENCH, "--head", head, "--rounds", "5",
+    done = run_cli("gate", plan, "--base", DLBENCH, "--head", head, "--rounds", str(rounds),
                    "--output", out, *extra, timeout=900)  # fmt: skip
     return done, [read_rows(tmp_path / f"gate.{side}.csv") for side in ("base", "head")]
 
@@ -122,3 +123,77 @@ def test_a_point_a_side_failed_is_that_sides_failure_not_a_slowdown(tmp_path):
     result = gate_comparison(both, head_failed, 5.0)
     assert result.table["verdict"].item().startswith("failed (error, head)")
     assert result.exit_code() == 1
+
+
+@pytest.mark.e2e
+def test_each_side_forks_its_runs_from_one_worker_and_one_killed_mid_run_is_replaced(tmp_path):
+    """A forked run starts without imports (startup_s near 0, where a fresh process pays
+    seconds); the head's worker killed during its first run leaves that run's failure row, named,
+    and a fresh worker runs the rest. Every run's output is kept."""
+    killed = tmp_path / "killed-once"
+    head = f"env DLBENCH_TEST_KILL_PARENT_ONCE={killed} {DLBENCH}"
+    done, (base, head_rows) = _gate(tmp_path, head, rounds=3)
+    assert killed.exists(), done.stdout + done.stderr
+    [failed] = [r for r in head_rows if r["status"] != "ok"]
+    assert "killed by SIGKILL" in failed["error"]
+    fine = [r for r in base + head_rows if r["status"] == "ok"]
+    assert len(fine) == 5 and all(float(r["startup_s"]) < 0.5 for r in fine)
+    assert all(float(r["process_wall_s"]) < 30 for r in fine)
+    assert len(list((tmp_path / "gate.logs").glob("*.log"))) == 6
+
+
+class _FakeQueue:
+    """A side's worker as the gate sees it (sweep.worker_queue.WorkerQueue's face)."""
+
+    def __init__(self, protocol: int) -> None:
+        self.protocol, self.tasks, self.closed = protocol, [], False
+
+    def start(self) -> int:
+        return self.protocol
+
+    def submit(self, task) -> None:
+        self.tasks.append(task)
+
+    def wait(self):
+        from dlbench.subprocesses import ChildResult
+        from dlbench.sweep.worker_queue import Ended
+
+        task = self.tasks[-1]
+        _write_row(task.args)
+        return [Ended(task, ChildResult(0, "ok"), 0.1)]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _write_row(args: list[str]) -> None:
+    from tests.analysis.rows import benchmark_row
+
+    output = args[args.index("--output") + 1]
+    CsvStore(Path(output)).append(benchmark_row(model="steady"))
+
+
+def test_a_side_whose_dlbench_has_no_command_line_worker_runs_fresh_processes(tmp_path, capsys):
+    from dlbench.sweep.gate import GateRun
+
+    launched, queues = [], {}
+
+    def launch(args, timeout_s, command, log):
+        launched.append(command[0])
+        _write_row(args)
+        from dlbench.subprocesses import ChildResult
+
+        return ChildResult(0, "ok")
+
+    def workers(side, timeout_s):
+        queues[side.name] = _FakeQueue(2 if side.name == "head" else 1)  # base: an old release
+        return queues[side.name]
+
+    sides = (Side("base", ("old",)), Side("head", ("new",)))
+    gate = GateRun(parse_plan(PLAN), sides, 2, tmp_path / "g.csv", launch=launch, workers=workers)
+    gate.run()
+    assert launched == ["old", "old"]  # the base side's runs, each a fresh process
+    assert len(queues["head"].tasks) == 2 and queues["head"].closed
+    assert queues["base"].closed  # stopped once it said it takes no command lines
+    assert "base: its dlbench forks no runs" in capsys.readouterr().err
+    assert all(t.log.parent == tmp_path / "g.logs" for t in queues["head"].tasks)

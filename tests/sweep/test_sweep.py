@@ -480,8 +480,8 @@ def test_a_worker_imports_what_its_points_will_before_the_first_arrives(monkeypa
     calls = []
     monkeypatch.setattr(worker, "_preload", lambda: calls.append("preload"))
     monkeypatch.setattr(worker, "send", lambda fd, message: calls.append(message))
-    worker.serve(io.BytesIO(b""), answers=-1)  # no point at all
-    assert calls == ["preload", {"ready": True}]
+    worker.serve(lambda args: 0, io.BytesIO(b""), answers=-1)  # no point at all
+    assert calls == ["preload", {"ready": True, "protocol": 2}]
     monkeypatch.undo()
     gc.unfreeze()
     try:
@@ -515,15 +515,23 @@ def test_a_worker_runs_each_point_in_a_fresh_child_and_outlives_a_failed_one(mon
         return (3 if config == "oom" else 0), f"pid {os.getpid()}"
 
     tasks = b"".join(
-        json.dumps({"config": c}).encode() + b"\n" for c in ("a", "oom", "killed", "b")
+        json.dumps(c).encode() + b"\n"
+        for c in (*({"config": c} for c in ("a", "oom", "killed", "b")), {"args": ["x", 7]})
     )
+    commands = []
+
+    def command_line(args):  # a gate's task: its own CLI parses it, in the child
+        commands.append(os.getpid())
+        return 5 if args == ["x", "7"] else 1
+
     monkeypatch.setattr(worker, "_preload", lambda: None)
     monkeypatch.setattr(worker, "config_from_json", lambda c: c)
     monkeypatch.setattr(run, "_in_child", point)
     monkeypatch.setattr(worker, "send", lambda fd, message: answers.append(message))
-    worker.serve(io.BytesIO(tasks), answers=-1)
-    ready, a, oom, killed, b = answers
-    assert ready == {"ready": True}
+    worker.serve(command_line, io.BytesIO(tasks), answers=-1)
+    ready, a, oom, killed, b, args = answers
+    assert ready == {"ready": True, "protocol": 2}
+    assert args["code"] == 5 and commands == []  # it ran in a child, not here
     pids = {int(m["last"].split()[1]) for m in (a, oom, b)}
     assert len(pids) == 3 and os.getpid() not in pids  # three children, none of them this one
     assert (a["code"], oom["code"], b["code"]) == (0, 3, 0)

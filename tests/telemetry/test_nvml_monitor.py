@@ -16,18 +16,6 @@ from tests import fake_nvml
 from tests.conftest import TINY, cli_env, read_rows, run_cli
 
 
-@pytest.fixture
-def fake_gpus(tmp_path, monkeypatch):
-    def make(*gpus: dict) -> str:
-        path = tmp_path / "nvml.json"
-        fake_nvml.write_state(path, list(gpus) or [{}])
-        for key, value in fake_nvml.environment(path).items():
-            monkeypatch.setenv(key, value)
-        return str(path)
-
-    return make
-
-
 def _count_reads(gpu: NvmlBackend) -> list[int]:
     """The devices `gpu.read` is asked for from now on, one entry a read."""
     reads: list[int] = []

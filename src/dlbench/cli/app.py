@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from dlbench.errors import EXIT_USER_ERROR
-from dlbench.startup import fork_safe_cuda_checks, set_cuda_work_queues
+from dlbench.startup import fork_safe_cuda_checks, leave, set_cuda_work_queues
 from dlbench.subprocesses import die_with_parent
 
 
@@ -113,4 +113,4 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):  # an ASCII terminal gets '?' for '·', not a crash
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
-    sys.exit(run_command())
+    leave(run_command())

@@ -19,10 +19,10 @@ BASE_HELP = "The base side's dlbench command (a checkout's, an image's: docker r
 
 @app.command(
     "gate",
-    help="Base against head on this GPU: each point of a plan run by both sides in fresh "
-    "processes, interleaved in a random order, --rounds times (a small plan in minutes), "
-    "then each configuration same, faster, slower or inconclusive; exit 1 where slower (or a "
-    "side failed it), 5 where only inconclusive.",
+    help="Base against head on this GPU: each point of a plan run by both sides, each run a "
+    "process forked from its side's worker, interleaved in a random order, --rounds times (the "
+    "ci plan in minutes), then each configuration same, faster, slower or inconclusive; exit 1 "
+    "where slower (or a side failed it), 5 where only inconclusive.",
 )
 def gate(
     plan: Annotated[str, typer.Argument(help="A packaged plan's name or a YAML plan.")],

@@ -230,7 +230,9 @@ def scaling(
 
 @app.command("sweep-worker", hidden=True)
 def sweep_worker() -> None:
-    """Run sweep points given on stdin in this process (`sweep --isolation worker`)."""
+    """Run sweep points and a gate's command lines given on stdin, each in a child forked from
+    this process (`sweep --isolation worker`, `gate`)."""
+    from dlbench.cli.app import run_command
     from dlbench.sweep.worker import serve
 
-    serve()
+    serve(run_command)

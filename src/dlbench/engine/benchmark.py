@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,11 +75,10 @@ def run_benchmark(plan: Plan, fabric=None, cache: Path | None = None) -> Measure
     """Run the plan; every rank measures, and the slowest rank decides the global throughput. A rank
     lost on the way ends the run with RankLost (engine.distribution.lost_ranks). `cache` is the
     folder that outlives the run (dlbench.caches), None for a cold run."""
-    began = time.perf_counter()
     fabric = fabric or fabric_for(plan)
     watch = RankWatch.open(fabric.world_size, started_ranks(fabric))
     try:
-        return _run_on(plan, fabric, began, cache)
+        return _run_on(plan, fabric, cache)
     except (Exception, Interrupted) as exc:  # a failed collective, or a launcher's SIGTERM
         try:
             watch.check(exc)
@@ -90,22 +88,23 @@ def run_benchmark(plan: Plan, fabric=None, cache: Path | None = None) -> Measure
         raise
 
 
-def _rank_monitor(config, fabric, device_index: int):
-    """This rank's telemetry on its own GPU (its own log file), or None without telemetry."""
+def _rank_monitor(config, fabric, device_index: int, cache: Path | None):
+    """This rank's telemetry on its own GPU (its own log file), or None without telemetry; the
+    GPU's facts kept in the cache folder."""
     if not config.telemetry.enabled:
         return None
     log = rank_log_path(config.telemetry.log, fabric.global_rank, fabric.world_size)
-    monitor = open_monitor(fabric.device, config.telemetry.sample_interval, log, device_index)
+    interval = config.telemetry.sample_interval
+    monitor = open_monitor(fabric.device, interval, log, device_index, cache)
     monitor.isolation.job_pids = job_process_ids(fabric)
     return monitor
 
 
-def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement:
+def _run_on(plan: Plan, fabric, cache: Path | None) -> Measurement:
     config = plan.config
     # The GPU this rank uses; CPU ranks (tests against the fake NVML) count by local rank.
     device_index = fabric.device.index if fabric.device.index is not None else fabric.local_rank
-    monitor = _rank_monitor(config, fabric, device_index)
-    setup_s = time.perf_counter() - began
+    monitor = _rank_monitor(config, fabric, device_index, cache)
     compiled_before = compile_counts()
     scenario = scenario_for(plan.scenario)
     try:
@@ -143,7 +142,6 @@ def _run_on(plan: Plan, fabric, began: float, cache: Path | None) -> Measurement
     mfu = _mfu(measurement, gpu_name, cache, fp8) if scenario.samples_are_inputs else {}
     measurement.parts = (
         RowBuilder()
-        .add("the set-up", {"setup_s": setup_s})
         .add("the compile cache", compile_cache_column(compiled_before))
         .include(parts)
         .add("the energy", energy)

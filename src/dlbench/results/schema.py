@@ -157,10 +157,22 @@ COLUMNS: dict[str, str] = {
     "communication alone",
     "ddp_overhead": "scaling rows: 1 - DDP-wrapped / plain one-device throughput",
     "benchmark_run_id": "scaling rows: run_id of the N-device run",
-    "startup_s": "process start (a sweep worker: the point's arrival) to the run's start",
-    "setup_s": "Fabric, CUDA start and telemetry (before the model exists)",
+    "process_wall_s": "seconds from the process's start (a sweep's or gate's point: its fork) "
+    "to the row: startup_s, setup_s, auto_batch_s, build_s, baseline_s, warmup_s, wall_window_s, "
+    "profile_s and finish_s divide it, within the moments between them (a fresh process then "
+    "exits without Python's teardown; docs/time-to-result.md)",
+    "startup_s": "the interpreter's start (a sweep's or gate's point: its fork) to the run's "
+    "start: imports and the command line",
+    "setup_s": "the run's start to the build: the plan, the environment's facts, the cache "
+    "folder, Fabric, CUDA's start and telemetry",
     "build_s": "model, optimizer and synthetic batches built on the device",
-    "warmup_s": "wall time of warm-up (includes compilation and autotuning)",
+    "baseline_s": "after the build, before warm-up: the device synchronized, peak memory reset, "
+    "the GPU's idle power read (or taken from the cache folder: idle_power_age_s) and the "
+    "step's recorded choices",
+    "finish_s": "after the profiled pass to the row: the breakdown where asked, FLOP counts, "
+    "the ranks' facts gathered, the row and its published ratio made",
+    "warmup_s": "wall time of warm-up, up to the window's opening (compilation, autotuning and "
+    "CUDA-graph capture included)",
     "compile_cache": "hit: every compiled graph came from the cache that outlives runs "
     "(--cache-dir), so warm-up compiled nothing; miss: all compiled here; partial; empty: "
     "nothing compiled",

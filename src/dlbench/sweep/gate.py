@@ -5,6 +5,14 @@ host's drift falls on both sides alike (Google Benchmark's interleaved repetitio
 fresh processes). Every row is tagged with its side, round and place in the order; the verdict
 per configuration is analysis.compare's over the rounds, with the same exit codes.
 
+Each side keeps one worker (its own `dlbench sweep-worker`, a container of its image where the
+side is `docker run -i ...`) that imported once and forks each of its runs from it, as a sweep's
+points are (sweep.worker): a fresh process for the run, without a fresh process's imports. The
+other side's worker waits, holding no GPU, while one measures. A side whose dlbench has no such
+worker (an older release), and points that start processes of their own (DDP ranks, a batch-size
+search, serving), run as a fresh `dlbench` command each. Every run's output is kept in
+`<output stem>.logs/RUN_ID.log`.
+
 A side that cannot start is refused before anything is measured; a side that fails a point
 leaves its failure row, which that point's verdict names."""
 
@@ -15,7 +23,7 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S
@@ -25,7 +33,10 @@ from dlbench.errors import UserError
 from dlbench.results.row import failure_row, new_run_id
 from dlbench.results.store import CsvStore
 from dlbench.subprocesses import ChildResult, child_environment, run_child
+from dlbench.sweep.launcher import Worker, needs_own_process, point_log
+from dlbench.sweep.messages import PROTOCOL
 from dlbench.sweep.plan import ServePoint, SweepPlan, SweepPoint
+from dlbench.sweep.worker_queue import Task, WorkerQueue
 
 SIDES = ("base", "head")
 START_TIMEOUT_S = 300.0  # a side's `--version`: an image's first start may pull nothing, but load
@@ -109,6 +120,19 @@ def interleaved(
     return runs
 
 
+Launch = Callable[[list[str], float, list[str], Path], ChildResult]
+
+
+def fresh_process(args: list[str], timeout_s: float, command: list[str], log: Path) -> ChildResult:
+    """A run as a `dlbench` command of its own, its output kept in `log`."""
+    return run_child(args, timeout_s, command=command, keep=log)
+
+
+def side_worker(side: Side, timeout_s: float) -> WorkerQueue:
+    """The side's worker: its own dlbench's `sweep-worker`, runs forked from it one at a time."""
+    return WorkerQueue(timeout_s, new_worker=lambda: Worker(list(side.command)))
+
+
 @dataclass
 class GateRun:
     """The gate's runs, one after another, each row appended to its side's CSV."""
@@ -118,13 +142,20 @@ class GateRun:
     rounds: int
     output: Path
     seed: int = 0
-    launch: Callable[[list[str], float, list[str]], ChildResult] = field(
-        default=lambda args, timeout, command: run_child(args, timeout, command=command)
-    )
+    launch: Launch = fresh_process
+    workers: Callable[[Side, float], WorkerQueue] = side_worker
+
+    @property
+    def timeout_s(self) -> float:
+        return self.plan.timeout_s or DEFAULT_POINT_TIMEOUT_S
 
     def side_csv(self, side: Side) -> Path:
         """Where a side's rows go: `<output stem>.<side>.csv` beside the output."""
         return self.output.with_name(f"{self.output.stem}.{side.name}.csv")
+
+    def run_log(self, run_id: str) -> Path:
+        """Where a run's output is kept: `<output stem>.logs/RUN_ID.log`."""
+        return point_log(self.output, run_id)
 
     def check_outputs(self) -> None:
         """Each side's CSV can be written and holds no rows (an earlier gate's rounds would be
@@ -141,31 +172,64 @@ class GateRun:
     def run(self) -> list[ChildResult]:
         """Every run of `interleaved`, in order; a run that wrote no row gets a failure row."""
         runs = interleaved(self.plan.points(), self.sides, self.rounds, self.seed)
+        queues = self._start_workers()
         results = []
-        for run in runs:
-            began = time.monotonic()
-            result = self._one(run)
-            outcome = "ok" if result.returncode in (0, 4) else f"failed: {result.last_line}"
-            stderr.print(
-                f"{run.order:4d}/{len(runs)} round {run.round} {run.side.name}: {run.point.label}"
-                f" ({time.monotonic() - began:.0f} s) {outcome}"
-            )
-            results.append(result)
+        try:
+            for run in runs:
+                began = time.monotonic()
+                result = self._one(run, queues.get(run.side.name))
+                outcome = "ok" if result.returncode in (0, 4) else f"failed: {result.last_line}"
+                stderr.print(
+                    f"{run.order:4d}/{len(runs)} round {run.round} {run.side.name}: "
+                    f"{run.point.label} ({time.monotonic() - began:.0f} s) {outcome}"
+                )
+                results.append(result)
+        finally:
+            for queue in queues.values():
+                queue.close()
         return results
 
-    def _one(self, run: Run) -> ChildResult:
+    def _start_workers(self) -> dict[str, WorkerQueue]:
+        """Each side's worker, ready, where its dlbench has one that takes command lines; a
+        side without one runs each point as a fresh process (said once)."""
+        queues = {}
+        for side in self.sides:
+            queue = self.workers(side, self.timeout_s)
+            if queue.start() >= PROTOCOL:
+                queues[side.name] = queue
+                continue
+            queue.close()
+            stderr.print(
+                f"{side.name}: its dlbench forks no runs from a worker here (an older release, or "
+                "a container without stdin: docker run -i); each run starts a fresh process"
+            )
+        return queues
+
+    def _one(self, run: Run, queue: WorkerQueue | None) -> ChildResult:
         csv, run_id = self.side_csv(run.side), new_run_id()
         args = run.point.cli_args(output=csv, run_id=run_id, tags=_as_tags(run))
         store = CsvStore(csv)
         before = len(store.rows()) if csv.exists() else 0
-        result = self.launch(
-            args, self.plan.timeout_s or DEFAULT_POINT_TIMEOUT_S, list(run.side.command)
-        )
+        log = self.run_log(run_id)
+        if queue is not None and _forks(run.point):
+            queue.submit(Task(run_id, args=args, log=log))
+            [ended] = queue.wait()
+            result = ended.result
+        else:
+            result = self.launch(args, self.timeout_s, list(run.side.command), log)
         if (len(store.rows()) if csv.exists() else 0) == before:  # it wrote nothing: say so
             columns = {**run.point.flags, "mode": run.point.mode, "run_id": run_id, **run.tags}
             status = "timeout" if result.timed_out else "error"
             store.append(failure_row(columns, status, result.last_line or "no row", {}))
         return result
+
+
+def _forks(point: Point) -> bool:
+    """Whether a point can run forked from a side's worker: a benchmark point of one process
+    (serve points, DDP ranks and a batch-size search start processes of their own)."""
+    if not isinstance(point, SweepPoint) or point.auto_batch:
+        return False
+    return not needs_own_process(point.config())
 
 
 def _as_tags(run: Run) -> object:

@@ -19,12 +19,16 @@ from dlbench.config.flags import config_to_json
 from dlbench.subprocesses import ChildResult, child_environment, last_line_of, run_child, stop_group
 from dlbench.sweep.messages import LineReader, send
 
+WORKER_COMMAND = "sweep-worker"
+
 
 class Worker:
     """One worker process, started early and kept across points (each point runs in a child it
-    forks), replaced where it dies or a point times out."""
+    forks), replaced where it dies or a point times out. `dlbench`: the command that starts its
+    dlbench (this one's by default; a gate's side: another checkout's, an image's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, dlbench: list[str] | None = None) -> None:
+        self.command = [*(dlbench or [sys.executable, "-m", "dlbench"]), WORKER_COMMAND]
         self.proc: subprocess.Popen | None = None
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open while the worker lives)
         self.reader: LineReader | None = None
@@ -34,7 +38,7 @@ class Worker:
         parent's own (reading and checking the plan)."""
         if self.proc is None:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "dlbench", "sweep-worker"],
+                self.command,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self.log,
@@ -49,15 +53,19 @@ class Worker:
     def assign(self, config: RunConfig, auto_batch: bool) -> None:
         """Hand the worker a point (sweep.messages), its output to be kept in its own file
         (`point_log`); the worker's own log starts afresh."""
+        log = point_log(config.output.path, config.output.run_id or "point")
+        self.give({"config": config_to_json(config), "auto_batch": auto_batch}, log)
+
+    def give(self, task: dict, log: Path) -> None:
+        """Hand the worker a task (sweep.messages: a point's config, or a command line), its
+        output to be kept in `log`; the worker's own log starts afresh."""
         if self.proc is None:
             self.start()
         self.log.seek(0)
         self.log.truncate()
-        log = point_log(config.output.path, config.output.run_id or "point")
         log.parent.mkdir(parents=True, exist_ok=True)
-        point = {"config": config_to_json(config), "auto_batch": auto_batch, "log": str(log)}
         with contextlib.suppress(OSError):  # it died: its end shows as the end of its output
-            send(self.proc.stdin.fileno(), point)
+            send(self.proc.stdin.fileno(), {**task, "log": str(log)})
 
     def messages(self) -> list[dict]:
         """What the worker said since the last call (never blocks)."""

@@ -1,13 +1,18 @@
 """What a sweep and its worker say to each other: one JSON object a line, each line written with
 one `write`, read by the sweep without blocking.
 
-Worker to sweep: `{"ready": true}` once its imports are done; `{"code": N, "last": LINE}` when a
-point ends. Sweep to worker: `{"config": ..., "auto_batch": ...}`, a point to run."""
+Worker to sweep: `{"ready": true, "protocol": PROTOCOL}` once its imports are done; `{"code": N,
+"last": LINE}` when a point ends. Sweep to worker: `{"config": ..., "auto_batch": ..., "log": ...}`,
+a point to run; or (protocol 2 and later) `{"args": [...], "log": ...}`, a command line to run as
+a fresh process would (a gate's side: its own dlbench parses it, whatever the gate's version).
+A worker that says no protocol takes configs alone."""
 
 from __future__ import annotations
 
 import json
 import os
+
+PROTOCOL = 2  # what this worker understands (see above)
 
 
 def encode(message: dict) -> bytes:

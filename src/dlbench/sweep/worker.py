@@ -16,20 +16,22 @@ log."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import io
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from dlbench.config.flags import config_from_json
-from dlbench.sweep.messages import send
+from dlbench.sweep.messages import PROTOCOL, send
 
 # What every point of a sweep imports (torch and Lightning Fabric; timm for the vision models;
 # dlbench's own run path and NVML's bindings, none of which starts CUDA): imported as the
 # worker starts, while its parent still reads and checks the plan, and never again by a point.
-PRELOADED = ("torch", "lightning.fabric", "timm", "dlbench.run", "pynvml")
+PRELOADED = ("torch", "timm", "dlbench.run", "pynvml")
 
 
 def _read(tasks: io.BufferedReader) -> dict:
@@ -38,25 +40,34 @@ def _read(tasks: io.BufferedReader) -> dict:
     return json.loads(line) if line.strip() else {}
 
 
-def serve(tasks: io.BufferedReader | None = None, answers: int | None = None) -> None:
+def serve(
+    run_args: Callable[[list[str]], int],
+    tasks: io.BufferedReader | None = None,
+    answers: int | None = None,
+) -> None:
     """The worker's side: run each task given on stdin, answer on stdout, until stdin ends
-    (`tasks` and `answers`: other ends, for a test)."""
+    (`tasks` and `answers`: other ends, for a test). `run_args` runs a command line (the CLI's
+    own entry, given by the command that starts the worker)."""
     if answers is None:  # the answers' own pipe; stray prints (C libraries') go to the log
         answers = os.dup(sys.stdout.fileno())
         sys.stdout.flush()
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     tasks = tasks or sys.stdin.buffer
     _preload()
-    from dlbench.run import run_in_fork  # preloaded above (it brings torch): no start-up cost
+    from dlbench.run import run_command_in_fork, run_in_fork  # preloaded: no start-up cost
 
-    send(answers, {"ready": True})
+    send(answers, {"ready": True, "protocol": PROTOCOL})
     while True:
         task = _read(tasks)
         if not task:
             return
-        config = config_from_json(task["config"])
         log = Path(task["log"]) if task.get("log") else None
-        result = run_in_fork(config, bool(task.get("auto_batch")), log=log)
+        if "args" in task:
+            command = functools.partial(run_args, [str(a) for a in task["args"]])
+            result = run_command_in_fork(command, log)
+        else:
+            config = config_from_json(task["config"])
+            result = run_in_fork(config, bool(task.get("auto_batch")), log=log)
         send(answers, {"code": result.returncode, "last": result.last_line})
 
 
@@ -68,10 +79,13 @@ def _preload() -> None:
     fails here is left for the point to meet and report."""
     import importlib
 
-    for name in PRELOADED:
-        try:
+    try:
+        for name in PRELOADED:
             importlib.import_module(name)
-        except Exception:  # the point's own import says what is wrong
-            return
+        from dlbench.engine.distribution.lightning_import import import_fabric
+
+        import_fabric()
+    except Exception:  # the point's own import says what is wrong
+        return
     gc.collect()
     gc.freeze()

@@ -12,6 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from dlbench.config import RunConfig
 from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S, WORKER_START_TIMEOUT_S
@@ -21,11 +22,14 @@ from dlbench.sweep.launcher import Worker
 
 @dataclass
 class Task:
-    """A point for the worker."""
+    """A point for the worker: a config (a sweep's), or a command line and the file its output
+    goes to (a gate's, protocol 2: sweep.messages)."""
 
     key: object  # the runner's name for it (a plan position; a recheck's differs)
-    config: RunConfig
+    config: RunConfig | None = None
     auto_batch: bool = False
+    args: list[str] | None = None
+    log: Path | None = None
     started: float = 0.0
     deadline: float = 0.0
 
@@ -55,6 +59,7 @@ class WorkerQueue:
         self.running: Task | None = None
         self.first_ready: float | None = None  # when the first worker's imports were done
         self.worker_ready = False  # the worker in hand said its imports are done
+        self.protocol = 0  # what the worker in hand said it understands (sweep.messages)
         self.started = clock()
 
     def submit(self, task: Task) -> None:
@@ -79,7 +84,10 @@ class WorkerQueue:
             task.deadline = task.started + (
                 self.timeout_s if self.worker_ready else WORKER_START_TIMEOUT_S
             )
-            self.worker.assign(task.config, task.auto_batch)
+            if task.args is None:
+                self.worker.assign(task.config, task.auto_batch)
+            else:
+                self.worker.give({"args": task.args}, task.log)
         task = self.running
         if task is None:
             return []
@@ -95,12 +103,37 @@ class WorkerQueue:
         self.running = None
         return [Ended(task, result, self.clock() - task.started)]
 
+    def start(self, timeout_s: float = WORKER_START_TIMEOUT_S) -> int:
+        """Start the worker now and wait until it is ready: the protocol it said it understands
+        (sweep.messages), 0 where it died or did not get ready within `timeout_s` (stopped)."""
+        if self.worker is None:
+            self.worker, self.worker_ready = self.new_worker(), False
+        self.worker.start()
+        deadline = self.clock() + timeout_s
+        while not self.worker_ready:
+            for message in self.worker.messages():
+                if message.get("ready"):
+                    self._hello(message)
+            if self.worker_ready:
+                break
+            if self.worker.ended or self.clock() >= deadline:
+                self._replace()
+                return 0
+            self._select(deadline - self.clock())
+        return self.protocol
+
+    def _hello(self, message: dict) -> None:
+        """The worker's ready message: what it understands, and its seconds start now."""
+        protocol = message.get("protocol")
+        self.protocol = protocol if isinstance(protocol, int) else 1
+        self._ready()
+
     def _answer(self) -> ChildResult | None:
         """The running task's result, where the worker answered or died."""
         worker = self.worker
         for message in worker.messages():
             if message.get("ready"):
-                self._ready()
+                self._hello(message)
             if "code" in message:
                 return ChildResult(message["code"], str(message.get("last", ""))[:500])
         if worker.ended:

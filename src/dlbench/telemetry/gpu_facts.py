@@ -1,15 +1,21 @@
 """What a process finds out about its GPUs once and keeps for its later runs: the energy
 counter's update period and the idle power baseline (docs/decisions.md#idle-baseline-reuse).
 A process forked for each run (a sweep's points, --processes) hands what it found back to the
-one that forks the next (`as_record`, `adopt`), which never touches the GPU itself."""
+one that forks the next (`as_record`, `adopt`), which never touches the GPU itself; and the
+cache folder keeps them for the next process (`KeptGpuFacts`), by the GPU's UUID and driver (the
+idle power by its power limit too), the idle power with the time it was sampled."""
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
+from pathlib import Path
+
+from dlbench.caches import keep_record, positive_figure, read_record
 
 PERIOD_PROBE_S = 0.5  # longest time spent finding the counter's update period (before the window)
 PERIOD_POLL_S = 0.001
@@ -88,3 +94,50 @@ def counter_update_period(read: Callable[[], float | None], budget_s: float = PE
     if len(changes) < 2:
         return budget_s
     return statistics.median(b - a for a, b in pairwise(changes))
+
+
+KEPT_FACTS_FILE = "gpu_facts.json"
+
+
+@dataclass(frozen=True)
+class KeptGpuFacts:
+    """GPU facts kept in the cache folder for later processes (`folder` None: a run that keeps
+    nothing). A key names the GPUs and what the fact depends on (telemetry.nvml's `facts_key`);
+    a fact read back is held to a finite positive number and an idle baseline to its age, in
+    wall-clock seconds (another process, container or boot reads it), served while younger than
+    IDLE_REUSE_S and not from the future."""
+
+    folder: Path | None = None
+
+    def counter_period(self, key: str | None) -> float | None:
+        if key is None:
+            return None
+        return positive_figure(read_record(self.folder, KEPT_FACTS_FILE).get(f"period {key}"))
+
+    def keep_counter_period(self, key: str | None, period: float | None) -> None:
+        if key is not None and positive_figure(period) is not None:
+            self._keep(f"period {key}", period)
+
+    def idle_baseline(self, key: str | None, now: float) -> tuple[float, float] | None:
+        """(watts, age in seconds) of a baseline young enough to serve, else None."""
+        if key is None:
+            return None
+        kept = read_record(self.folder, KEPT_FACTS_FILE).get(f"idle {key}")
+        if not isinstance(kept, dict):
+            return None
+        watts, sampled = positive_figure(kept.get("watts")), kept.get("sampled")
+        if watts is None or isinstance(sampled, bool) or not isinstance(sampled, int | float):
+            return None
+        age = now - sampled
+        return (watts, age) if math.isfinite(age) and 0 <= age < IDLE_REUSE_S else None
+
+    def keep_idle_baseline(self, key: str | None, now: float, watts: float) -> None:
+        if key is not None and positive_figure(watts) is not None:
+            self._keep(f"idle {key}", {"watts": watts, "sampled": now})
+
+    def _keep(self, name: str, value: object) -> None:
+        if self.folder is None:
+            return
+        record = read_record(self.folder, KEPT_FACTS_FILE)
+        record[name] = value
+        keep_record(self.folder, KEPT_FACTS_FILE, record)

@@ -19,7 +19,12 @@ import torch
 
 from dlbench.console import stderr
 from dlbench.telemetry.base import GpuBackend, Reading
-from dlbench.telemetry.gpu_facts import PROCESS_GPU_FACTS, GpuFacts, counter_update_period
+from dlbench.telemetry.gpu_facts import (
+    PROCESS_GPU_FACTS,
+    GpuFacts,
+    KeptGpuFacts,
+    counter_update_period,
+)
 from dlbench.telemetry.isolation import IsolationCheck
 from dlbench.telemetry.nvml import NvmlBackend, provided_nvml
 from dlbench.telemetry.rapl import RaplReader
@@ -36,6 +41,7 @@ from dlbench.telemetry.window import (
 
 MIN_INTEGRAL_WINDOW_S = 5.0  # NVML's power is a trailing average: integrate over seconds
 IDLE_BASELINE_S = 2.0  # power sampled on a quiet GPU before warm-up: the run's idle baseline
+NOTHING_KEPT = KeptGpuFacts()  # a monitor without a cache folder keeps nothing for later
 
 
 class TelemetryMonitor:
@@ -51,6 +57,7 @@ class TelemetryMonitor:
         log_path: Path | None = None,
         min_integral_s: float = MIN_INTEGRAL_WINDOW_S,
         facts: GpuFacts = PROCESS_GPU_FACTS,
+        kept: KeptGpuFacts = NOTHING_KEPT,
     ) -> None:
         self.gpu, self.cpu = gpu, cpu
         self.min_integral_s = min_integral_s
@@ -69,7 +76,7 @@ class TelemetryMonitor:
         self.idle_power_w: float | None = None
         self.idle_power_age_s: float | None = None
         self.measurement = WindowMeasurement("", 0.0, None, None, None)
-        self.facts = facts
+        self.facts, self.kept = facts, kept
         # time the energy counter's steps in the window (a poll every COUNTER_POLL_S): a short
         # window needs it; a serve load of seconds reads the counter at its edges alone
         self.time_counter_steps = True
@@ -77,19 +84,44 @@ class TelemetryMonitor:
         names = gpu.device_names if gpu else []
         self._gpus = (type(gpu).__name__, getattr(gpu, "identity", None), *names)
         if gpu and self.devices:
-            self.counter_period_s = facts.counter_period(
-                self._gpus, lambda: counter_update_period(lambda: gpu.energy_j(0))
-            )
+            self.counter_period_s = facts.counter_period(self._gpus, self._counter_period)
+
+    def _facts_key(self, *depends_on: object) -> str | None:
+        """The cache folder's key for these GPUs' facts (None: the backend cannot name them)."""
+        key = getattr(self.gpu, "facts_key", None)
+        named = key() if key else None
+        return None if named is None else " ".join(map(str, (named, *depends_on)))
+
+    def _counter_period(self) -> float | None:
+        """The counter's period kept in the cache folder for these GPUs, else measured (and
+        kept)."""
+        key = self._facts_key()
+        period = self.kept.counter_period(key)
+        if period is None:
+            period = counter_update_period(lambda: self.gpu.energy_j(0))
+            self.kept.keep_counter_period(key, period)
+        return period
+
+    def _idle_key(self) -> str | None:
+        limits = [self.gpu.power_limit_w(d) for d in self.devices]
+        return self._facts_key("limit", *limits)
 
     def measure_idle(self, seconds: float = IDLE_BASELINE_S) -> None:
         """Sample power for `seconds` while nothing runs (before warm-up): the idle baseline
-        that energy above idle is counted from. A sample this process took of the same GPUs
-        within IDLE_REUSE_S is used again (a sweep worker's later points), its age recorded."""
+        that energy above idle is counted from. A sample of the same GPUs taken within
+        IDLE_REUSE_S is used again, its age recorded: this process's (a sweep worker's later
+        points), else one kept in the cache folder at the same power limit (a later process)."""
         if not self.gpu:
             return
         kept = self.facts.idle_baseline(self._gpus, time.monotonic())
         if kept:
             self.idle_power_w, self.idle_power_age_s = kept
+            return
+        key = self._idle_key()
+        stored = self.kept.idle_baseline(key, time.time())
+        if stored:
+            self.idle_power_w, self.idle_power_age_s = stored
+            self.facts.idle_baselines[self._gpus] = (time.monotonic() - stored[1], stored[0])
             return
         readings = []
         end = time.monotonic() + seconds
@@ -100,6 +132,7 @@ class TelemetryMonitor:
         self.idle_power_w = statistics.fmean(powers) * len(self.devices) if powers else None
         if self.idle_power_w is not None:
             self.facts.idle_baselines[self._gpus] = (time.monotonic(), self.idle_power_w)
+            self.kept.keep_idle_baseline(key, time.time(), self.idle_power_w)
             self.idle_power_age_s = 0.0
 
     def begin_window(self) -> None:
@@ -198,10 +231,15 @@ class TelemetryMonitor:
 
 
 def open_monitor(
-    device: torch.device, interval_s: float, log_path: Path | None, index: int | None = None
+    device: torch.device,
+    interval_s: float,
+    log_path: Path | None,
+    index: int | None = None,
+    cache: Path | None = None,
 ) -> TelemetryMonitor:
     """Pick the backend for the device; what cannot be opened becomes one warning, not a failure.
-    `index` is the GPU to watch (default: the device's own); each DDP rank passes its own."""
+    `index` is the GPU to watch (default: the device's own); each DDP rank passes its own.
+    `cache`: the cache folder that keeps the GPU's facts between processes (None: nothing)."""
     gpu: GpuBackend | None = None
     if index is None:
         index = device.index or 0
@@ -225,4 +263,4 @@ def open_monitor(
         cpu = RaplReader()
     except (OSError, PermissionError):
         cpu = None
-    return TelemetryMonitor(gpu, cpu, interval_s, log_path)
+    return TelemetryMonitor(gpu, cpu, interval_s, log_path, kept=KeptGpuFacts(cache))

@@ -64,6 +64,15 @@ class NvmlBackend:
         self.identity = (id(self.nvml), *(uuids or torch_indices))  # which GPUs, in this process
         self._has_counter = [self._counter_mj(h) is not None for h in self.handles]
 
+    def facts_key(self) -> str | None:
+        """What a GPU's kept facts depend on (telemetry.gpu_facts.KeptGpuFacts): the driver and
+        each GPU's UUID, in order; None where NVML cannot say."""
+        driver = self._try(self.nvml.nvmlSystemGetDriverVersion)
+        uuids = [self._try(self.nvml.nvmlDeviceGetUUID, h) for h in self.handles]
+        if not driver or not all(uuids):
+            return None
+        return " ".join([f"driver {_text(driver)}", *map(_text, uuids)])
+
     def _handle(self, nvml_id: str | int):
         if isinstance(nvml_id, int):
             return self.nvml.nvmlDeviceGetHandleByIndex(nvml_id)

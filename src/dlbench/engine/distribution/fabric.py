@@ -13,6 +13,7 @@ from typing import Any
 
 from dlbench.config.limits import DEFAULT_COLLECTIVE_TIMEOUT_S
 from dlbench.engine.distribution.devices import DevicePlan
+from dlbench.engine.distribution.lightning_import import import_fabric
 from dlbench.engine.distribution.sharding import ShardingPlan, shard_model
 
 # Lightning asks for srun wherever SLURM's commands are installed (a login node, a CI runner with
@@ -31,6 +32,7 @@ def own_processes_in_allocation(world_size: int) -> Any:
         return None
     if "SLURM_STEP_ID" in os.environ and tasks.isdigit() and int(tasks) == world_size:
         return None
+    import_fabric()
     from lightning.fabric.plugins.environments import LightningEnvironment
 
     return LightningEnvironment()
@@ -48,6 +50,7 @@ def create_fabric(
     settings (DdpSettings) when the strategy is 'ddp' (several processes, or a DDP-wrapped
     single one for scaling baselines); FSDP2 by `sharding` when it is 'fsdp'; collectives
     failing after `collective_timeout_s` (docs/clusters.md)."""
+    import_fabric()
     from lightning.fabric import Fabric
     from lightning.fabric.strategies import DDPStrategy, ModelParallelStrategy
 

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from dlbench.engine.acceleration.precision import PrecisionPlan
+from dlbench.engine.distribution.lightning_import import import_fabric
 
 # The ops whose outputs selective checkpointing keeps, as torchtitan's op-level policy keeps
 # them: the attention and the matmuls, but every second matmul is recomputed (half their memory
@@ -134,6 +135,7 @@ def shard_model(model: nn.Module, mesh: Any, plan: ShardingPlan) -> nn.Module:
 def materialize(model: nn.Module, device: torch.device) -> None:
     """A model built on the meta device, sharded: its shards made on `device` and filled by
     each module's own `reset_parameters` (each rank builds nothing whole)."""
+    import_fabric()
     from lightning.fabric.utilities.init import _materialize_distributed_module
 
     _materialize_distributed_module(model, device)

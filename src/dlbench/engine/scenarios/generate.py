@@ -27,6 +27,7 @@ from dlbench.engine.timing.loop import loop_settings
 from dlbench.engine.timing.profiled_pass import profile_after_window
 from dlbench.results.efficiency import bandwidth_columns
 from dlbench.results.row import RowBuilder
+from dlbench.startup import lap
 from dlbench.workloads.launch_shapes import forget_launches, launch_columns
 
 
@@ -41,14 +42,15 @@ class GenerateScenario:
         roofline."""
         config = plan.config
         agree = agree_max(fabric)
-        began = time.perf_counter()
+        lap("setup_s")
         forget_launches()  # a sweep worker's earlier points launched their own
         generator, params = open_generator(
             config, plan.workload, plan.shape, plan.precision, fabric
         )
-        build_s = time.perf_counter() - began
+        build_s = lap("build_s")
         quiet_baseline(fabric.device, monitor)
         fabric.barrier()
+        lap("baseline_s")
         settings = loop_settings(config, fabric.device.type, counted_energy(monitor, agree))
         loop, steps, columns = measure_generation(
             generator, fabric.device, config, settings, monitor, agree
@@ -65,6 +67,7 @@ class GenerateScenario:
                 profile_after_window(round_step, fabric.device, after, loop, agree),
             )
             parts.add("the profiled pass", {"profile_s": time.perf_counter() - began})
+            lap("measure")  # warmup_s, the window and profile_s say how it divides
         parts.add("the build", {"build_s": build_s})
         if generator.float8 is not None:
             parts.add("fp8", {"fp8_linear_layers": len(generator.float8.names)})

@@ -36,6 +36,7 @@ from dlbench.engine.timing.profiled_pass import (
 )
 from dlbench.results.row import RowBuilder
 from dlbench.results.stats import latency_columns
+from dlbench.startup import lap
 from dlbench.workloads.flops import COUNT_BATCH
 
 
@@ -50,15 +51,16 @@ class StepScenario:
         launches, the breakdown and the loader's columns."""
         config = plan.config
         agree = agree_max(fabric)
-        began = time.perf_counter()
+        lap("setup_s")
         session = open_session(config, plan.workload, plan.shape, plan.precision, fabric)
-        build_s = time.perf_counter() - began
+        build_s = lap("build_s")
         cudnn = plan_cudnn_search(
             config, session.device, session.convolutions, cache, fabric.global_rank
         )
         cudnn.apply()
         quiet_baseline(fabric.device, monitor)
         fabric.barrier()
+        lap("baseline_s")
         observer = WindowObservers([o for o in (session.feed, monitor) if o is not None])
         parts = RowBuilder()
         try:
@@ -88,6 +90,7 @@ class StepScenario:
                 parts.add("the graphs", graph.columns())
                 parts.add("the step times", self.window_columns(loop))
                 parts.add("the profiled pass", {"profile_s": time.perf_counter() - began})
+                lap("measure")  # warmup_s, the window and profile_s say how it divides
                 if config.telemetry.breakdown:
                     parts.add("the breakdown", run_breakdown(session, parts.get("gpu_busy_pct")))
         finally:

@@ -169,7 +169,6 @@ def run_measured_loop(
         warmed, steady = warm_until_steady(
             step, device, settings, settings.warmup_steps, busy_since, agree, clock
         )
-    warmup_s = clock() - started
 
     window = _Window(times=[])
     next_step, chunk, noise_met = warmed, settings.n_iters, None
@@ -180,6 +179,7 @@ def run_measured_loop(
         # telemetry's first reads were quicker) would otherwise count its wait for the others
         # in the first step (docs/decisions.md#ddp-start). Later chunks start after `agree`.
         agree([0.0])
+        warmup_s = clock() - started  # everything before the window, its opening included
         with _nvtx("dlbench.measured_window", nvtx):
             while chunk:
                 steps = range(next_step, next_step + chunk)
