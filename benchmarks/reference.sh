@@ -25,8 +25,9 @@
 # against a bare torchao loop (a GPU of compute capability 8.9 or newer).
 # `serve`: the serve plan (dlbench serve under LoadGen): for resnet50, vit and distilbert the highest
 # rate whose p99 meets MLPerf's bound (--find-qps), and resnet50 single stream and offline.
-# `serve-llm`: the serve-llm plan: llm_1b in the three scenarios under MLPerf's token bounds, and
-# its static-batch server beside the continuous one.
+# `serve-llm`: the serve-llm plan (llm_1b in the three scenarios under MLPerf's token bounds,
+# offline as memory allows; llm_8b offline in bf16 and fp8) and the serve-llm-batching plan
+# (continuous against static batching on one grid of rates, three repeats), into one CSV.
 # Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [serve-llm] [multi] [docs]
 #   (the eight single-GPU parts by default)
 #   DLBENCH (default: python3 -m dlbench, from this tree)
@@ -119,8 +120,9 @@ serve() {  # requests a second under a p99 bound, beside offline throughput and 
     run sweep serve --output "$(csv serve)"  # the packaged plan: resnet50, vit, distilbert
 }
 
-serve_llm() {  # an LLM's requests a second under its TTFT and TPOT bounds, continuous and static
+serve_llm() {  # an LLM's tokens a second by memory, its edge under its bounds, static beside
     run sweep serve-llm --output "$(csv serve-llm)"
+    run sweep serve-llm-batching --output "$(csv serve-llm)"
 }
 
 multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a bare loop's?

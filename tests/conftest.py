@@ -110,3 +110,12 @@ def refused(result: tuple[int, str, str], *needles: str, code: int = 2) -> str:
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
+
+
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """`-n auto` over the GPU tests alone (tests/gpu) runs one worker: they share one GPU, and
+    a worker per core compiles and captures at once, for minutes, before any test reports."""
+    paths = [str(a) for a in config.args]
+    if paths and all("tests/gpu" in p for p in paths):
+        return 1
+    return None

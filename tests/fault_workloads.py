@@ -174,8 +174,8 @@ def _wrong_native(model: nn.Module) -> nn.Module:
     from dlbench.workloads.llama import NativeLlama
 
     class WrongLlama(NativeLlama):
-        def logits(self, ids, positions, cache=None, last=None):
-            out = super().logits(ids, positions, cache, last)
+        def logits(self, ids, positions, cache=None, last=None, blocks=None):
+            out = super().logits(ids, positions, cache, last, blocks)
             if threading.current_thread().name == "dlbench-llm" and ids.shape[1] == 1:
                 out = out.clone()
                 out[..., 0] = out.max() + 1.0

@@ -98,7 +98,7 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     commands = [shlex.split(line)[1:] for line in lines if line.startswith("dlbench ")]
     assert [c[0] for c in commands] == [
         "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
-        "validate", "sweep", "validate", "sweep", "sweep", "peak", "scaling",
+        "validate", "sweep", "validate", "sweep", "sweep", "sweep", "peak", "scaling",
         "scaling", "scaling", "validate", "validate", "validate", "validate", "validate",
         "train", "train", "train", "train", "train", "train", "train",
     ]  # fmt: skip

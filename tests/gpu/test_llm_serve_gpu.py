@@ -64,3 +64,29 @@ def test_each_row_decodes_at_its_own_position_as_its_whole_sequence_would(rows: 
             alone = model.output(model.norm(model.hidden_states(whole)))[0, -1].float()
             cosine = torch.nn.functional.cosine_similarity(served[r], alone, dim=0)
             assert cosine > 0.99, (rows, r, float(cosine))
+
+
+def test_an_fp8_server_serves_its_float8_weights_and_the_tokens_hold() -> None:
+    """--precision fp8: the Linear layers' weights float8 (a scale per row), the cache in bf16,
+    every step a graph, and the served tokens those of the same model without a cache."""
+    from dlbench.config.fp8_recipes import resolve_recipe
+
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("needs FP8 tensor cores")
+    lengths = request_lengths(16, 24, 12, "uniform", seed=0)
+    device = torch.device("cuda", torch.cuda.current_device())
+    precision = plan_precision("fp8", "cuda", "infer", resolve_recipe(None, "infer"))
+    server = LlmServer(get_workload("llm_125m"), device, precision, lengths, (8, None), True,
+                       True, seed=0)  # fmt: skip
+    server.warm()
+    columns = server.columns()
+    assert columns["cuda_graphs"] is True and columns["fp8_linear_layers"] > 0, server.fallback
+    assert server.cache.keys[0].dtype == torch.bfloat16
+    scheduler = Scheduler(server.slots, prefill_tokens=64, batching="continuous", batch_timeout_s=0)
+    for k in range(16):
+        scheduler.submit(Request(k, k, lengths.prompt[k], lengths.output[k], 0.0))
+    finished = []
+    while scheduler.busy:
+        finished += serve_step(server, scheduler, 0.0)
+    checked = check_tokens(server.model, server.prompts, finished[:8], server.dtype)
+    assert checked.checked == 8 and checked.wrong == 0, checked

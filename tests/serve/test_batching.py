@@ -11,9 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from dlbench.serve.batching import BatchPolicy
-from dlbench.serve.loadgen import Load, LoadGenResult, run_load
+from dlbench.serve.loadgen import Load, run_load
 from dlbench.serve.model_server import buckets
-from dlbench.serve.search import FIRST_SHARE, RESOLUTION, find_qps
 from dlbench.serve.sut import SystemUnderTest
 
 
@@ -54,34 +53,6 @@ def test_single_stream_answers_in_loadgens_call_and_the_others_on_the_serving_th
     split = queued.split.columns()
     assert split["serve_mean_batch"] == pytest.approx(10 / 3)
     assert split["serve_queue_ms"] >= 0 and split["serve_issue_us"] > 0
-
-
-def _verdict(valid: bool, qps: float) -> LoadGenResult:
-    return LoadGenResult(valid, () if valid else ("latency_bound",), 100, qps, qps,
-                         {50: 1.0, 90: 2.0, 99: 3.0 if valid else 30.0}, "", None)  # fmt: skip
-
-
-def test_the_search_converges_on_the_highest_rate_loadgen_calls_valid():
-    tried = []
-
-    def load(qps):
-        tried.append(qps)
-        return _verdict(qps <= 700.0, qps)
-
-    search = find_qps(load, 1000.0, budget_s=60)
-    assert tried[0] == FIRST_SHARE * 1000.0  # where a good server passes
-    assert 700.0 - RESOLUTION * 1000.0 <= search.best.qps <= 700.0
-    assert search.reported is search.best
-    columns = search.columns()
-    assert columns["serve_points_tried"] == len(tried)
-    assert columns["serve_points"].split()[0] == "900.0:30.000:over"
-
-
-def test_the_search_stops_when_its_time_budget_is_spent_and_reports_its_last_point():
-    clock = iter(range(0, 1000, 10))
-    search = find_qps(lambda qps: _verdict(False, qps), 1000.0, 25, now=lambda: next(clock))
-    assert len(search.points) == 2 and search.best is None
-    assert search.reported is search.points[-1]
 
 
 def test_buckets_are_powers_of_two_up_to_the_largest_batch():

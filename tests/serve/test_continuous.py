@@ -10,12 +10,18 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
 
 from dlbench.errors import UserError
 from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.continuous import Request, Scheduler
-from dlbench.serve.llm_server import PREFILL_ROWS, cache_slots
+from dlbench.serve.kv_budget import (
+    KV_SHARE,
+    PREFILL_TOKENS,
+    KvBudget,
+    cache_element_size,
+    cache_slots,
+    prefill_rows,
+)
 
 
 def _request(query: int, prompt: int = 4, output: int = 3, arrived: float = 0.0) -> Request:
@@ -147,41 +153,74 @@ def test_static_batches_follow_the_dynamic_batchers_one_rule(seed):
     assert len(scheduler.admit(now)) == due  # the prompt budget does not apply to a batch
 
 
-class _Model(torch.nn.Module):
-    """What cache_slots reads of the native Llama: layers, kv heads, head size, weights' dtype."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.layers = [object()] * 2
-        self.kv_heads, self.head_dim = 2, 16
-        self.output = torch.nn.Linear(1, 1).to(torch.bfloat16)
-
-
 PER_POSITION = 2 * 2 * 2 * 16 * 2  # keys and values, layers, kv heads, head size, bf16
 
 
-STAGING = PREFILL_ROWS * PER_POSITION * 10  # the prefill's staging cache: 10-token prompts
+def _budget(prefill_rows: int = 8) -> KvBudget:
+    """Requests of at most 100 positions and 10-token prompts, a cache of bf16 elements."""
+    return KvBudget(PER_POSITION // 2, 2, 100, 10, prefill_rows)
+
+
+STAGING = 8 * PER_POSITION * 10  # the prefill's staging cache: 8 prompts of 10 tokens
 
 
 def test_the_cache_holds_as_many_requests_as_its_memory_allows_at_most_the_batch():
-    model, cpu = _Model(), torch.device("cpu")
     # 4.5 requests' memory past the staging: 3 slots and the spare a padding row writes to
-    assert cache_slots(model, (100, 10), 8, STAGING + 4.5 * PER_POSITION * 100, cpu) == 3
-    assert cache_slots(model, (100, 10), 2, 1e9, cpu) == 2
+    assert cache_slots(_budget(), 8, STAGING + 4.5 * PER_POSITION * 100, 80e9) == 3
+    assert cache_slots(_budget(), 2, 1e9, 80e9) == 2
+    unlimited = cache_slots(_budget(), 10**6, None, 1e9)  # KV_SHARE of the free memory
+    assert unlimited == int((KV_SHARE * 1e9 - STAGING) // (PER_POSITION * 100)) - 1
 
 
 def test_a_cache_that_cannot_hold_one_request_is_refused_naming_the_flag():
     with pytest.raises(UserError, match="--kv-cache-gb: the KV cache cannot hold one request"):
-        cache_slots(_Model(), (100, 10), 8, STAGING + PER_POSITION * 199, torch.device("cpu"))
+        cache_slots(_budget(), 8, STAGING + PER_POSITION * 199, 80e9)
 
 
-def test_a_cap_past_the_devices_free_memory_is_refused_naming_the_flag(monkeypatch):
-    from dlbench.serve import llm_server
-
-    monkeypatch.setattr(llm_server, "free_memory", lambda device: 80e9)  # a fake 80 GB GPU
+def test_a_cap_past_the_devices_free_memory_is_refused_naming_the_flag():
     with pytest.raises(UserError, match=r"--kv-cache-gb: 1e\+03 GB is more than the device's"):
-        cache_slots(_Model(), (100, 10), 8, 1000e9, torch.device("cpu"))
-    assert cache_slots(_Model(), (100, 10), 8, 79e9, torch.device("cpu")) == 8
+        cache_slots(_budget(), 8, 1000e9, 80e9)
+    assert cache_slots(_budget(), 8, 79e9, 80e9) == 8
+
+
+@pytest.mark.parametrize(
+    ("precision", "element"),
+    [("bf16-true", 2), ("16-true", 2), ("bf16-mixed", 4), ("16-mixed", 4), ("32", 4), ("fp8", 2)],
+)
+def test_the_cache_is_counted_in_the_dtype_the_server_keeps_it_in(precision, element):
+    """A mixed precision serves fp32 weights and so an fp32 cache (autocast computes in
+    bf16); fp8 keeps its cache in the weights' bf16."""
+    assert cache_element_size(precision) == element
+
+
+def test_the_settings_check_and_the_server_count_a_request_alike():
+    """The check before anything is built and the server's slots: one rule, so a cap the check
+    passes holds a request on the server, and one it refuses holds none."""
+    from dlbench.serve.llm_checks import _check_cache
+    from dlbench.serve.settings import ServeSettings
+    from dlbench.workloads import get_workload
+
+    width = get_workload("llm_tiny").cache_width
+    for precision in ("bf16-mixed", "bf16-true"):
+        element = cache_element_size(precision)
+        budget = KvBudget(width, element, 64 + 16, 64, prefill_rows(8, 64))
+        least = (budget.staging + 2 * budget.per_slot) / 1e9  # one slot and the spare
+        for gb, holds in ((least, True), (least * 0.99, False)):
+            s = ServeSettings(model="llm_tiny", prompt_len=64, new_tokens=16, max_batch=8,
+                              kv_cache_gb=gb, precision=precision)  # fmt: skip
+            refused = False
+            try:
+                _check_cache(s)
+            except UserError:
+                refused = True
+            assert refused is not holds, (precision, gb)
+            assert (budget.slots_within(gb * 1e9) >= 1) is holds
+
+
+def test_prefill_rows_are_as_many_longest_prompts_as_a_steps_prompt_budget_holds():
+    assert prefill_rows(1000, 128) == PREFILL_TOKENS // 128
+    assert prefill_rows(4, 128) == 4  # never more than the slots
+    assert prefill_rows(1000, 10 * PREFILL_TOKENS) == 1  # one request at least
 
 
 class _TimedServer:
@@ -245,3 +284,20 @@ def test_continuous_batching_answers_a_stream_sooner_than_static_batches():
     static_ttft, static_latency = _served("static", rate=10.0)
     assert _p99(ttft) < 0.05 and _p99(static_ttft) > 4 * _p99(ttft)
     assert sum(latency) < sum(static_latency)
+
+
+def test_offline_and_a_search_serve_as_many_requests_as_memory_holds_unless_capped():
+    """An LLM's throughput figure runs as many requests as fit (a serving engine's table does);
+    --max-batch caps it, and the row's key says which it was (empty: by memory)."""
+    from dlbench.serve.settings import ServeSettings
+
+    llm = {"model": "llm_tiny", "accelerator": "cpu"}
+    assert ServeSettings(**llm, scenario="offline").sized_by_memory()
+    assert ServeSettings(**llm, scenario="server", find_qps=True).sized_by_memory()
+    assert not ServeSettings(**llm, scenario="offline", max_batch=8).sized_by_memory()
+    assert not ServeSettings(**llm, scenario="server", qps=5.0).sized_by_memory()
+    assert not ServeSettings(**llm, scenario="single-stream").sized_by_memory()
+    assert not ServeSettings(model="resnet50", scenario="offline").sized_by_memory()
+    columns = ServeSettings(**llm, scenario="offline").columns()
+    assert columns["serve_max_batch"] is None and columns["batch_size"] is None
+    assert ServeSettings(**llm, scenario="offline", max_batch=8).columns()["serve_max_batch"] == 8

@@ -149,3 +149,68 @@ def test_a_captured_step_writes_nothing_to_the_host_its_copy_out_follows_it(monk
     assert server.columns()["cuda_graphs"] is True
     served = _serve_all(server, 6)
     assert all(request.tokens == _alone_without_cache(server, request) for request in served)
+
+
+def test_one_compile_serves_every_decode_bucket_and_the_tokens_are_the_same(monkeypatch):
+    """Regional compilation: each decoder block compiled once for all layers, its rows dynamic
+    from the second bucket on; a server of five buckets compiles twice (once a bucket, where the
+    whole decode was compiled per bucket), and serves what the plain model serves."""
+    from dlbench.serve import llm_server
+
+    compiled: list[int] = []
+
+    def counting(graph, inputs):
+        compiled.append(len(graph.graph.nodes))
+        return graph.forward
+
+    monkeypatch.setattr(llm_server, "COMPILE_BACKEND", counting)
+    torch._dynamo.reset()
+    lengths = request_lengths(SAMPLES, 10, 6, "uniform", seed=3)
+    precision = plan_precision("32", "cpu", "infer")
+    server = LlmServer(get_workload("llm_tiny"), torch.device("cpu"), precision, lengths,
+                       (16, None), True, False, seed=0)  # fmt: skip
+    assert server.decode_rows == [1, 2, 4, 8, 16]
+    server.warm()
+    assert 1 <= len(compiled) <= 2, compiled
+    plain = _server(slots=16)
+    with torch.no_grad():
+        for p in server.model.parameters():
+            p.mul_(20)
+    assert [r.tokens for r in _serve_all(server, SAMPLES)] == [
+        r.tokens for r in _serve_all(plain, SAMPLES)
+    ]
+    assert len(compiled) <= 2  # serving compiled nothing more
+
+
+def test_a_stale_cache_in_a_reused_slot_is_what_the_token_check_catches(monkeypatch):
+    """A server whose prefill leaves a reused slot's old keys in place answers wrong tokens for
+    the requests that reused a slot, and only for them: the check takes those (the load's first
+    finished requests, which never reused one, all read right)."""
+    from dlbench.serve.token_check import CHECKED_REQUESTS, CheckedSample, check_tokens
+
+    server = _server(slots=3)
+    held: set[int] = set()
+    prefill = server._prefill
+
+    def stale(rows: int, length: int) -> None:
+        slots = server.newcomers[1, :rows].tolist()
+        before = [(k.clone(), v.clone()) for k, v in zip(server.cache.keys, server.cache.values)]
+        prefill(rows, length)
+        for slot in slots:  # a reused slot keeps its last request's keys and values
+            if slot in held:
+                for (k, v), key, value in zip(before, server.cache.keys, server.cache.values):
+                    key[slot], value[slot] = k[slot], v[slot]
+        held.update(slots)
+
+    monkeypatch.setattr(server, "_prefill", stale)
+    served = _serve_all(server, SAMPLES)
+    first_finished = sorted(served, key=lambda r: r.times[-1] if r.times else 0)[:CHECKED_REQUESTS]
+    sample = CheckedSample()
+    sample.offer(served)
+    taken = sample.requests()
+    assert all(r.reused_slot for r in taken)
+    found = check_tokens(server.model, server.prompts, taken, None)
+    assert found.wrong > 0
+    fresh = [r for r in first_finished if not r.reused_slot]
+    assert fresh
+    assert check_tokens(server.model, server.prompts, fresh, None).wrong == 0

@@ -106,7 +106,7 @@ def test_a_load_that_would_outlast_an_hour_is_refused_before_anything_warms(dlbe
         (["--slo-p99-ms", "0"], "--slo-p99-ms"),
         (["--queries", "100000000000"], "--queries"),
         (["--min-duration", "-3"], "--min-duration"),
-        (["--precision", "fp8"], "--precision"),
+        (["--precision", "fp8"], "an LLM's server only"),
         (["--precision", "64"], "--precision"),
         (["--accelerator", "tpu"], "--accelerator"),
         (["--model", "no_such_model"], "no_such_model"),

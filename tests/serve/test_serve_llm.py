@@ -83,6 +83,12 @@ def test_a_search_finds_the_highest_request_rate_valid_under_both_token_bounds(d
     assert row["serve_result"] == "VALID" and float(row["serve_qps_found"]) > 0, row
     assert float(row["serve_ttft_p99_ms"]) <= 2000 and float(row["serve_tpot_p99_ms"]) <= 100
     assert "found " in printed and "/s in " in printed
+    from dlbench.analysis.load import load_rows
+    from dlbench.analysis.serving import search_points
+
+    points = search_points(load_rows([out]))  # the report's rate curve: every point tried
+    assert len(points) == int(row["serve_points_tried"]) and points["p99_ms"].gt(0).all()
+    assert set(points["bound_ms"]) == {2000.0}
 
 
 def test_a_served_path_that_answers_wrong_tokens_makes_the_row_invalid(dlbench, tmp_path):
@@ -123,6 +129,7 @@ def test_static_batching_serves_whole_batches_and_says_so(dlbench, tmp_path):
         (["--lengths", "normal"], "--lengths"),
         (["--batch-timeout-ms", "5"], "--batch-timeout-ms"),
         (["--kv-cache-gb", "nan"], "--kv-cache-gb"),
+        (["--precision", "fp8"], "FP8 tensor cores"),  # served on a GPU; the CPU has none
     ],
 )
 def test_bad_llm_settings_are_one_line_and_the_csv_keeps_its_rows(dlbench, kept, args, names):

@@ -29,19 +29,30 @@ def test_the_packaged_serve_plan_serves_three_models_and_resnet50_in_every_scena
     assert points[0].cli_args()[:5] == ["serve", "--model", "resnet50", "--scenario", "server"]
 
 
-def test_the_packaged_serve_llm_plan_serves_llm_1b_in_every_scenario_continuous_and_static():
+def test_the_packaged_serve_llm_plan_serves_llm_1b_in_every_scenario_and_the_8b_by_memory():
     points = load_plan("serve-llm").points()
-    runs = [(p.settings.scenario, p.settings.batching, p.settings.lengths) for p in points]
+    runs = [(p.settings.model, p.settings.scenario, p.settings.precision) for p in points]
     assert runs == [
-        ("server", "continuous", "uniform"), ("single-stream", "continuous", "fixed"),
-        ("offline", "continuous", "fixed"), ("server", "static", "uniform"),
+        ("llm_1b", "offline", "bf16-true"), ("llm_1b", "server", "bf16-true"),
+        ("llm_1b", "single-stream", "bf16-true"), ("llm_8b", "offline", "bf16-true"),
+        ("llm_8b", "offline", "fp8"),
     ]  # fmt: skip
     llm = [p.settings for p in points]
-    # the default plan's batched generation: 32 sequences, 128 prompt and 128 new tokens
-    assert {(s.model, s.max_batch, s.prompt_len, s.new_tokens) for s in llm} == {
-        ("llm_1b", 32, 128, 128)
+    assert {(s.prompt_len, s.new_tokens, s.lengths) for s in llm} == {(128, 128, "fixed")}
+    # offline and the search as many requests at once as memory holds: the same slots
+    assert [s.sized_by_memory() for s in llm] == [True, True, False, True, True]
+    assert [s.search_budget for s in llm if s.find_qps] == [240]
+
+
+def test_the_batching_plan_holds_continuous_and_static_to_one_grid_of_rates():
+    plan = load_plan("serve-llm-batching")
+    points = [p.settings for p in plan.points()]
+    grid = {b: sorted({s.qps for s in points if s.batching == b}) for b in ("continuous", "static")}
+    assert grid["continuous"] == grid["static"] and len(grid["static"]) >= 5
+    assert {(s.lengths, s.token_bounds, s.scenario) for s in points} == {
+        ("chat", "interactive", "server")
     }
-    assert [s.search_budget for s in llm if s.find_qps] == [120, 120]
+    assert plan.repeats == 3 and len(points) == 3 * 2 * len(grid["static"])
 
 
 def test_serve_entries_take_tags_repeats_and_only():

@@ -11,6 +11,7 @@ import pandas as pd
 
 from dlbench.analysis.load import finished_rows, machine_labels
 from dlbench.errors import number_or_none
+from dlbench.results.search_points import parse_point
 
 SERVE_TABLE = {
     "model": "model",
@@ -54,37 +55,32 @@ def serve_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def search_points(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each rate a search tried (`serve_points`: qps:p99_ms:ok|over) with its model, machine
-    and bound; a point that is not three such fields (a hand edit) is left out."""
+    """Each rate a search tried (`serve_points`, results.search_points) with its model,
+    machine, its first figure (a query's p99, or an LLM's TTFT p99) and that figure's bound; a
+    point that is no such text (a hand edit) is left out."""
     found = serve_rows(rows)
     points = []
     if "serve_points" in found:
         for r in found.dropna(subset=["serve_points"]).to_dict("records"):
-            for point in str(r["serve_points"]).replace(";", " ").split():
-                parsed = _search_point(point)
-                if parsed is not None:
-                    qps, p99, passed = parsed
-                    points.append(
-                        {
-                            "model": r["model"],
-                            "machine": r["machine"],
-                            "qps": qps,
-                            "p99_ms": p99,
-                            "passed": passed,
-                            "bound_ms": r.get("serve_slo_p99_ms"),
-                        }
-                    )
+            llm = _number(r.get("serve_ttft_p99_bound_ms")) is not None
+            bound = r.get("serve_ttft_p99_bound_ms") if llm else r.get("serve_slo_p99_ms")
+            for text in str(r["serve_points"]).replace(";", " ").split():
+                point = parse_point(text)
+                if point is None or (len(point.figures) == 2) != llm:
+                    continue
+                points.append(
+                    {
+                        "model": r["model"],
+                        "machine": r["machine"],
+                        "qps": point.qps,
+                        "p99_ms": point.figures[0],
+                        "passed": point.passed,
+                        "bound_ms": bound,
+                    }
+                )
     return pd.DataFrame(points)
 
 
-def _search_point(point: str) -> tuple[float, float, bool] | None:
-    """`qps:p99_ms:ok|over` as numbers and whether it passed; None for anything else."""
-    fields = point.split(":")
-    if len(fields) != 3 or fields[2] not in ("ok", "over"):
-        return None
-    qps, p99 = number_or_none(fields[0]), number_or_none(fields[1])
-    if qps is None or p99 is None or not (math.isfinite(qps) and math.isfinite(p99)):
-        return None
-    if qps <= 0 or p99 < 0:
-        return None
-    return qps, p99, fields[2] == "ok"
+def _number(value: object) -> float | None:
+    number = number_or_none(value)
+    return number if number is not None and math.isfinite(number) else None

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 SERVE_COLUMNS: dict[str, str] = {
     "serve_scenario": "serve: single-stream, server or offline (MLPerf's scenarios, by LoadGen)",
-    "serve_max_batch": "serve: the dynamic batcher's largest batch",
+    "serve_max_batch": "serve: the dynamic batcher's largest batch (LLM: the most KV cache slots "
+    "asked for; empty: an offline or --find-qps run sized by memory, serve_kv_slots says what it "
+    "got)",
     "serve_batch_timeout_ms": "serve: how long the batcher holds its oldest query for company",
     "serve_slo_p99_ms": "serve, server scenario: the p99 bound LoadGen holds the load to",
     "serve_qps": "serve, server scenario: the rate asked for (--qps; empty with --find-qps)",
@@ -31,7 +33,10 @@ SERVE_COLUMNS: dict[str, str] = {
     "serve_kv_cache_cap_gb": "serve, LLM: the most the KV cache was allowed (--kv-cache-gb; "
     "empty: half the free memory)",
     "serve_kv_slots": "serve, LLM: requests the KV cache holds at once (the batch's most)",
-    "serve_kv_cache_gb": "serve, LLM: the KV cache's memory, every slot at the longest request",
+    "serve_kv_cache_gb": "serve, LLM: the KV cache's memory, every slot at the longest request, "
+    "in the dtype it is kept in (the served weights': bf16 under fp8)",
+    "serve_prefill_rows": "serve, LLM: the most newcomers one prefill step takes (as many of "
+    "the longest prompts as serve.kv_budget.PREFILL_TOKENS holds)",
     "serve_loadgen": "serve: the load generator and its release (MLPerf's LoadGen)",
     "serve_result": "serve: LoadGen's result, VALID or INVALID",
     "serve_invalid_reasons": "serve: why LoadGen called it INVALID, ;-separated: latency_bound "
@@ -87,12 +92,19 @@ SERVE_COLUMNS: dict[str, str] = {
     "in, run, copy out)",
     "serve_complete_ms": "serve: a query's mean time returning its batch to LoadGen",
     "serve_issue_us": "serve: the mean time LoadGen's hand-over spent in dlbench, a call",
-    "serve_qps_found": "serve --find-qps: the highest rate LoadGen called VALID",
+    "serve_qps_found": "serve --find-qps: the highest rate that held: LoadGen called it VALID "
+    "and the server kept up (serve.search.behind_schedule)",
+    "serve_qps_edge_seen": "serve --find-qps: a rate above the one found failed (False: the "
+    "search never saw the server fail, and the rate found is a floor, not its edge)",
     "serve_points_tried": "serve --find-qps: rates the search tried",
-    "serve_points": "serve --find-qps: each rate tried as qps:p99_ms:ok (VALID) or over (an "
-    "LLM: qps:ttft_p99_ms/tpot_p99_ms:ok or over)",
+    "serve_points": "serve --find-qps: each rate tried as qps:p99_ms:outcome (an LLM: "
+    "qps:ttft_p99_ms/tpot_p99_ms:outcome), the outcome ok, over (LoadGen: INVALID) or behind "
+    "(VALID, but the server fell behind the rate)",
+    "serve_ttft_growth": "serve, LLM: the last third's median time to first token over the "
+    "first third's, by arrival, on the server's clock (a queue growing through the load)",
     "serve_offline_samples_per_s": "serve: the same model's offline throughput at the largest "
-    "batch, over at least a second (the search's upper end)",
+    "batch, at steady state (an LLM's: the middle half of waves of requests, the ramp and the "
+    "drain outside it), over at least a second (the search's first guess, never its ceiling)",
     "serve_batch1_p50_ms": "serve: the same model's median latency one query at a time (LLM: "
     "one request, every token)",
     "serve_warmup_s": "serve: the server's warm-up before its references and load (every "

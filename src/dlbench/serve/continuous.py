@@ -37,6 +37,7 @@ class Request:
     output_len: int
     arrived: float
     slot: int = -1
+    reused_slot: bool = False  # its slot held another request before (a stale cache shows here)
     tokens: list[int] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
 
@@ -70,6 +71,7 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.running: dict[int, Request] = {}  # by slot
         self._free = list(range(slots))  # a heap: the lowest free slot first
+        self._held: set[int] = set()  # slots a request has held
         self.occupancy = Occupancy()
 
     def submit(self, request: Request) -> None:
@@ -97,6 +99,8 @@ class Scheduler:
         """The oldest waiting request, given the lowest free slot."""
         head = self.waiting.popleft()
         head.slot = heapq.heappop(self._free)
+        head.reused_slot = head.slot in self._held
+        self._held.add(head.slot)
         self.running[head.slot] = head
         return head
 

@@ -25,6 +25,7 @@ class LlmRequests(Protocol):
     new_tokens: int
     kv_cache_gb: float | None
     precision: str
+    max_batch: int
 
 
 # what an LLM does not take, and what it takes in its place
@@ -85,22 +86,18 @@ def _check_context(s: LlmRequests) -> None:
 
 def _check_cache(s: LlmRequests) -> None:
     """A --kv-cache-gb that cannot hold one request (with the spare slot and the prefill's
-    staging, serve.llm_server.slots_within) refused before anything is built, as a plan's
-    entries are checked when it is read."""
-    from dlbench.serve.llm_server import PREFILL_ROWS, slots_within
+    staging, by the server's own rule: serve.kv_budget) refused before anything is built, as a
+    plan's entries are checked when it is read."""
+    from dlbench.serve.kv_budget import KvBudget, cache_element_size, prefill_rows
     from dlbench.workloads import get_workload
 
     width = get_workload(s.model).cache_width
     if s.kv_cache_gb is None or width is None:
         return
-    element = 2 if "16" in s.precision else 4  # serve runs its weights' dtype: bf16, fp16, fp32
     longest = longest_request(s.prompt_len, s.new_tokens, s.lengths)
     prompt = longest_request(s.prompt_len, 0, s.lengths)
-    per_slot, staging = width * element * longest, PREFILL_ROWS * width * element * prompt
-    if slots_within(s.kv_cache_gb * 1e9, per_slot, staging) < 1:
-        raise UserError(
-            f"--kv-cache-gb: the KV cache cannot hold one request ({s.kv_cache_gb:,.3g} GB for a "
-            f"request of {longest:,} positions taking {per_slot / 1e9:,.3g} GB, a spare slot "
-            f"and the prefill's staging of {staging / 1e9:,.3g} GB; more --kv-cache-gb, or "
-            "shorter --prompt-len or --new-tokens)"
-        )
+    element = cache_element_size(s.precision)
+    budget = KvBudget(width, element, longest, prompt, prefill_rows(s.max_batch, prompt))
+    problem = budget.cannot_hold_one(s.kv_cache_gb * 1e9, "--kv-cache-gb")
+    if problem:
+        raise UserError(problem)

@@ -5,32 +5,31 @@ every running sequence, each at its own position.
 
 Everything a step reads lives on the device in static buffers (each slot's last token and
 position, the newcomers' samples, slots and prompt ends, the prompts of every sample), so each
-step has static shapes: a decode step is compiled and captured as a CUDA graph per bucket of
-rows (1, 2, 4 ... slots), a prefill per bucket of newcomers and of prompt length, all before
-any load. A prefill runs in a staging cache of its own and moves the newcomers' keys and values
-into their slots (padding rows into a spare slot no request holds). The host waits once a
-step, for the step's tokens: that is when a token is made, for LoadGen as for a client."""
+step has static shapes: a decode step is captured as a CUDA graph per bucket of rows (1, 2, 4
+... slots), its decoder blocks compiled once for every bucket and layer, a prefill per bucket of
+newcomers and of prompt length, all before any load. A prefill runs in a staging cache of its
+own and moves the newcomers' keys and values into their slots (padding rows into a spare slot
+no request holds). The host waits once a step, for the step's tokens: that is when a token is
+made, for LoadGen as for a client."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import torch
 
+from dlbench.engine.acceleration.float8 import apply_float8
 from dlbench.engine.acceleration.graphs import can_capture, capture_each
 from dlbench.engine.acceleration.precision import PrecisionPlan
 from dlbench.engine.scenarios.decoders import greedy_token
 from dlbench.engine.scenarios.session import build_model
-from dlbench.errors import UserError
 from dlbench.serve.continuous import Request
+from dlbench.serve.kv_budget import KvBudget, cache_element_size, cache_slots, free_memory
+from dlbench.serve.kv_budget import prefill_rows as prefill_rows_of
 from dlbench.serve.model_server import WARM_RUNS, bucket_of, buckets
 from dlbench.serve.requests import RequestLengths
 from dlbench.workloads import InputShape, Workload
-
-PREFILL_ROWS = 8  # newcomers prefilled together, at most
-KV_SHARE = 0.5  # of the free memory, once the weights are loaded: the rest for the steps
 
 
 def length_buckets(prompts: Sequence[int]) -> list[int]:
@@ -40,58 +39,20 @@ def length_buckets(prompts: Sequence[int]) -> list[int]:
     return sorted({min(1 << (p - 1).bit_length(), longest) for p in prompts})
 
 
-def cache_slots(
-    model: torch.nn.Module,
-    positions: tuple[int, int],
-    most: int,
-    limit: float | None,
-    device: torch.device,
-) -> int:
-    """How many requests the KV cache holds, `positions` being a request's longest (prompt and
-    output) and the longest prompt: `most` where the memory allows, fewer where `limit` bytes
-    (or KV_SHARE of the free memory) do not, counting the spare slot and the prefill's staging
-    cache too; a UserError where not even one fits, or where `limit` is past the device's free
-    memory (such a cache would fail to allocate, or take what the steps need)."""
-    max_len, prompt = positions
-    per_slot, free = slot_bytes(model, max_len), free_memory(device)
-    if limit is not None and limit > free:
-        raise UserError(
-            f"--kv-cache-gb: {limit / 1e9:,.3g} GB is more than the device's free memory once "
-            f"the weights are loaded ({free / 1e9:,.3g} GB); give less, or leave it out (half "
-            "of the free memory)"
-        )
-    budget = limit if limit is not None else KV_SHARE * free
-    staging = PREFILL_ROWS * slot_bytes(model, prompt)
-    fits = slots_within(budget, per_slot, staging)
-    if fits < 1:
-        given = "--kv-cache-gb" if limit is not None else f"{KV_SHARE:.0%} of the free memory"
-        raise UserError(
-            f"{given}: the KV cache cannot hold one request ({budget / 1e9:,.3g} GB for a "
-            f"request of {max_len:,} positions taking {per_slot / 1e9:,.3g} GB, a spare slot "
-            f"and the prefill's staging of {staging / 1e9:,.3g} GB; shorter --prompt-len or "
-            "--new-tokens, or more memory)"
-        )
-    return min(most, fits)
+@contextmanager
+def built_in(dtype: torch.dtype):
+    """Modules made inside are made in `dtype` (the served weights' own): an 8B's weights built
+    in fp32 and cast after would take twice their served memory, and leave it cached."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
-def slots_within(budget: float, per_slot: int, staging: int) -> int:
-    """Requests a cache of `budget` bytes holds: what the prefill's staging leaves, less the
-    spare slot a padding row writes to (the one rule, before a model is built and after)."""
-    return int((budget - staging) // per_slot) - 1
-
-
-def slot_bytes(model: torch.nn.Module, max_len: int) -> int:
-    """The KV cache's bytes for one request of `max_len` positions: keys and values of every
-    layer's kv heads, in the weights' dtype."""
-    layers, heads, dims = len(model.layers), model.kv_heads, model.head_dim
-    return 2 * layers * heads * dims * model.output.weight.element_size() * max_len
-
-
-def free_memory(device: torch.device) -> int:
-    """Bytes the device can still give: the GPU's free memory, or the host's available."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+# inductor, for each decoder block once (a test counts the compiles with its own backend)
+COMPILE_BACKEND = "inductor"
 
 
 class LlmServer:
@@ -109,45 +70,73 @@ class LlmServer:
         seed: int,
     ) -> None:
         """`sizes`: the most requests run at once, and the bytes the KV cache may take (None:
-        KV_SHARE of the device's free memory once the weights are there)."""
+        KV_SHARE of the device's free memory once the weights are there). Under fp8 the
+        Linear layers' weights are float8 (torchao's, a scale per row); the cache stays in the
+        weights' own dtype."""
         torch.manual_seed(seed)
         self.max_len = lengths.longest
-        model, _ = build_model(workload, InputShape(0, 0, self.max_len), "native", device)
+        with built_in(precision.param_dtype):
+            model, _ = build_model(workload, InputShape(0, 0, self.max_len), "native", device)
         self.model = model.eval().to(dtype=precision.param_dtype)
+        self.float8 = apply_float8(self.model, precision.fp8, sharded=False)
         self.device = device
-        positions = (self.max_len, max(lengths.prompt))
-        slots = self.slots = cache_slots(self.model, positions, *sizes, device)
+        self.cache_dtype = precision.param_dtype
+        most, limit = sizes
+        longest_prompt = max(lengths.prompt)
+        budget = KvBudget(
+            workload.cache_width or 0,
+            cache_element_size(precision.name),
+            self.max_len,
+            longest_prompt,
+            prefill_rows_of(most, longest_prompt),
+        )
+        slots = self.slots = cache_slots(budget, most, limit, free_memory(device))
+        self.kv_budget = budget
         self.dtype = precision.autocast_dtype
         self.prompt_buckets = length_buckets(lengths.prompt)
-        self.prefill_rows = buckets(min(PREFILL_ROWS, slots))
+        self.prefill_rows = buckets(prefill_rows_of(slots, longest_prompt))
         self.decode_rows = buckets(slots)
         # a spare slot past the last: a padding row of a prefill writes there
-        self.cache = self.model.setup_cache(slots + 1, self.max_len)
-        self.rows_cache = {rows: self.cache.rows(rows) for rows in self.decode_rows}  # views
-        self.staging = self.model.setup_cache(self.prefill_rows[-1], self.prompt_buckets[-1])
-        generator = torch.Generator().manual_seed(seed)
-        vocab = workload.vocab_size or 2
-        shape = (len(lengths.prompt), self.prompt_buckets[-1])
-        self.prompts = torch.randint(0, vocab, shape, generator=generator).to(device)
+        self.cache = self.model.setup_cache(slots + 1, self.max_len, self.cache_dtype)
+        self.staging = self.model.setup_cache(
+            self.prefill_rows[-1], self.prompt_buckets[-1], self.cache_dtype
+        )
         self.lengths = lengths
-        on = {"device": device, "dtype": torch.long}
-        self.tokens = torch.zeros(slots + 1, 1, **on)
-        self.positions = torch.zeros(slots + 1, **on)
-        self.span = torch.arange(self.prompt_buckets[-1], **on)
-        self.newcomers = torch.zeros(3, self.prefill_rows[-1], **on)  # samples, slots, ends
-        pinned = device.type == "cuda"
-        rows = self.prefill_rows[-1]
-        self.newcomers_host = torch.zeros(3, rows, dtype=torch.long, pin_memory=pinned)
-        self.made = torch.zeros(slots + 1, dtype=torch.long, pin_memory=pinned)
-        self.fresh = torch.zeros(rows, **on)  # a prefill's first tokens, on the device
+        self._make_buffers(workload.vocab_size or 2, seed)
         self.graphs = graphs and can_capture(device.type)
         self.steps: dict[tuple[int, ...], Callable[[], None]] = {}
         self.fallback = ""
-        self._compiled = torch.compile(self._decode, dynamic=False) if compile else self._decode
+        # Each decoder block compiled, once for them all (regional compilation: one block's
+        # graph, reused by every layer, and its rows dynamic after the second bucket, so a
+        # server of many buckets compiles twice, not once a bucket); the decode steps call
+        # them, the prefills the plain blocks. Each bucket is then captured as a graph.
+        self.blocks = (
+            [torch.compile(b, backend=COMPILE_BACKEND) for b in self.model.layers]
+            if compile
+            else None
+        )
+
+    def _make_buffers(self, vocab: int, seed: int) -> None:
+        """What every step reads and writes, on the device (the host's side pinned on a GPU):
+        each sample's prompt, each slot's last token and position, the newcomers' table and
+        their first tokens, and the host's copy of a step's tokens."""
+        generator = torch.Generator().manual_seed(seed)
+        shape = (len(self.lengths.prompt), self.prompt_buckets[-1])
+        self.prompts = torch.randint(0, vocab, shape, generator=generator).to(self.device)
+        on = {"device": self.device, "dtype": torch.long}
+        slots, rows = self.slots, self.prefill_rows[-1]
+        self.tokens = torch.zeros(slots + 1, 1, **on)
+        self.positions = torch.zeros(slots + 1, **on)
+        self.span = torch.arange(self.prompt_buckets[-1], **on)
+        self.newcomers = torch.zeros(3, rows, **on)  # samples, slots, ends
+        pinned = self.device.type == "cuda"
+        self.newcomers_host = torch.zeros(3, rows, dtype=torch.long, pin_memory=pinned)
+        self.made = torch.zeros(slots + 1, dtype=torch.long, pin_memory=pinned)
+        self.fresh = torch.zeros(rows, **on)  # a prefill's first tokens, on the device
 
     def kv_cache_bytes(self) -> int:
         """The served sequences' cache (the spare slot and the staging cache left out)."""
-        return slot_bytes(self.model, self.max_len) * self.slots
+        return self.kv_budget.per_slot * self.slots
 
     def _autocast(self):
         if self.dtype is None:
@@ -176,8 +165,9 @@ class LlmServer:
         """One token of sequences 0..rows-1, each at its own position (slots without a request
         compute one too, unread), left in `tokens` on the device."""
         tokens, positions = self.tokens[:rows], self.positions[:rows]
+        blocks = None if self.model.kernel_decode(rows) else self.blocks
         with self._autocast():
-            logits = self.model.logits(tokens, positions, self.rows_cache[rows])
+            logits = self.model.logits(tokens, positions, self.cache.rows(rows), blocks=blocks)
         tokens.copy_(greedy_token(logits[:, -1]))
         positions.add_(1).clamp_(max=self.max_len - 1)
 
@@ -237,12 +227,11 @@ class LlmServer:
                 )
 
     def _step_of(self, key: tuple[int, ...]) -> Callable[[], None]:
-        """Step `key` called: a decode compiled, unless its rows run the Triton decode kernels
-        end to end (nothing is left for inductor, as in the generation rows), or a prefill."""
+        """Step `key` called: a decode (its blocks compiled, unless its rows run the Triton
+        decode kernels end to end: nothing is left for inductor, as in the generation rows), or
+        a prefill."""
         if key[0] == 0:
-            rows = key[1]
-            decode = self._decode if self.model.kernel_decode(rows) else self._compiled
-            return lambda: decode(rows)
+            return lambda: self._decode(key[1])
         return lambda: self._prefill(key[1], key[2])
 
     def columns(self) -> dict[str, object]:
@@ -250,7 +239,11 @@ class LlmServer:
         found: dict[str, object] = {
             "serve_kv_slots": self.slots,
             "serve_kv_cache_gb": self.kv_cache_bytes() / 1e9,
+            "serve_prefill_rows": self.prefill_chunk,
         }
+        if self.float8 is not None:
+            found["fp8_recipe"] = self.float8.recipe.name
+            found["fp8_linear_layers"] = len(self.float8.names)
         found["cuda_graphs"] = bool(self.steps)  # as run: False on a CPU, or after a failed capture
         if self.graphs:
             found["graph_fallback"] = self.fallback

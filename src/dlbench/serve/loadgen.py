@@ -93,12 +93,13 @@ class LoadGenResult:
     def p99_ms(self) -> float:
         return self.latency_ms[99]
 
-    def bound_text(self) -> str:
-        """The p99 figures the load was held to: the query's latency, or an LLM's TTFT/TPOT."""
+    def bound_figures(self) -> tuple[float, ...]:
+        """The p99 figures the load was held to, in ms: the query's latency, or an LLM's TTFT
+        and TPOT."""
         ttft, tpot = self.tokens.get("serve_ttft_p99_ms"), self.tokens.get("serve_tpot_p99_ms")
         if ttft is None or tpot is None:
-            return f"{self.p99_ms:.3f}"
-        return f"{ttft:.3f}/{tpot:.3f}"
+            return (self.p99_ms,)
+        return ttft, tpot
 
     def columns(self) -> dict[str, object]:
         """The row's columns of the load."""
@@ -213,6 +214,10 @@ class UnderTest(Protocol):
     def close(self) -> None: ...
 
     def columns(self) -> dict[str, float | None]: ...
+
+    def ttft_growth(self) -> tuple[float, float] | None:
+        """The load's first and last third's median time to first token (serve.search)."""
+        ...
 
 
 class Answers:

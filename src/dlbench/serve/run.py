@@ -19,8 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
+from dlbench.config.fp8_recipes import resolve_recipe
 from dlbench.config.serve_scenarios import serve_scenario
 from dlbench.console import error_line, stderr
+from dlbench.engine.acceleration.compile_cache import (
+    compile_cache_column,
+    compile_counts,
+    open_caches,
+)
 from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.engine.distribution.devices import plan_devices
 from dlbench.errors import EXIT_FAILED, UserError, exception_line
@@ -41,7 +47,7 @@ from dlbench.serve.loadgen import (
     loadgen_version,
     run_load,
 )
-from dlbench.serve.search import find_qps
+from dlbench.serve.search import Point, behind_schedule, find_qps
 from dlbench.serve.services import LlmService, QueryService, open_service, token_rates
 from dlbench.serve.settings import ServeSettings, answering_limit_s
 from dlbench.telemetry.monitor import TelemetryMonitor, open_monitor
@@ -71,18 +77,22 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     workload = get_workload(s.model)
     shape = workload.shape(s.width, s.height, s.seq_len)
     devices = plan_devices(s.accelerator, "1")
-    precision = plan_precision(s.precision, devices.device_type, "infer")
+    fp8 = resolve_recipe(None, "infer") if s.precision == "fp8" else None
+    precision = plan_precision(s.precision, devices.device_type, "infer", fp8)
     precision.apply_matmul_settings()
     env = collect_environment(devices.device_type)
+    cache = open_caches(s.run_config(), env)
     device = _device(devices.device_type)
-    monitor = open_monitor(device, SAMPLE_INTERVAL_S, None)
+    monitor = open_monitor(device, SAMPLE_INTERVAL_S, None, cache=cache)
     monitor.time_counter_steps = False  # a load lasts seconds: the counter's edges suffice
     monitor.measure_idle()  # before anything is built: the GPU's own idle power
     run_id = s.run_id or new_run_id()
     failed = {**s.columns(), "run_id": run_id, "run_kind": "serve"}
     try:  # built, warmed and its references measured
         service = open_service(s, workload, shape, device, precision)
+        compiled_before = compile_counts()
         references = _prepared(s, service)
+        caches = {**compile_cache_column(compiled_before), "cache_dir": str(cache or "")}
     except UserError:
         raise
     except Exception as exc:  # the model failed before any load (or did not fit): the row says so
@@ -111,6 +121,7 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
         .add("the tokens", {**token_rates({**result.columns(), **split}), **checked})
         .add("the load's telemetry", _energy(telemetry, result, service, split))
         .add("the references", references)
+        .add("the caches", caches)
         .add("environment", env)
         .add("tags", s.tag_columns())
     )
@@ -172,7 +183,7 @@ def _scenario_load(
     windows: dict[float, dict] = {}
     served: dict[float, UnderTest] = {}
 
-    def load(qps: float | None = None) -> LoadGenResult:
+    def load(qps: float | None = None) -> Point:
         rate = scenario.takes_rate
         expected = float(qps if rate else references[scenario.sized_by])  # type: ignore[arg-type]
         own = service.load_settings(rate)
@@ -189,15 +200,15 @@ def _scenario_load(
         monitor.end_window()
         key = qps or 0.0
         served[key], splits[key], windows[key] = sut, sut.columns(), monitor.summary()
-        return result
+        return Point(key, result, behind_schedule(result, sut.ttft_growth()))
 
     parts = RowBuilder()
     if not s.find_qps:
-        result = load(s.qps)
+        result = load(s.qps).result
         key = s.qps or 0.0
         return result, splits[key], windows[key], parts, served[key]
-    high = float(references["serve_offline_samples_per_s"])
-    search = find_qps(load, high, s.search_budget)
+    reference = float(references["serve_offline_samples_per_s"])
+    search = find_qps(load, reference, s.search_budget)
     parts.add("the search", search.columns())
     reported = search.reported
     qps = reported.qps

@@ -17,11 +17,12 @@ import torch
 from dlbench.engine.acceleration.precision import PrecisionPlan
 from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.continuous import Request, Scheduler
+from dlbench.serve.kv_budget import PREFILL_TOKENS
 from dlbench.serve.llm_server import LlmServer
 from dlbench.serve.loadgen import Answers, UnderTest
 from dlbench.serve.model_server import ModelServer
 from dlbench.serve.requests import request_lengths
-from dlbench.serve.settings import ServeSettings
+from dlbench.serve.settings import MAX_SERVE_BATCH, ServeSettings
 from dlbench.serve.sut import SystemUnderTest
 from dlbench.serve.token_check import check_tokens
 from dlbench.serve.token_sut import TokenSystemUnderTest, serve_step
@@ -30,8 +31,8 @@ from dlbench.workloads import InputShape, Workload
 REFERENCE_MIN_S = 1.0  # the offline reference lasts at least this long
 REFERENCE_QUERIES = 64  # the batch-1 reference: this many queries one at a time
 REFERENCE_REQUESTS = 5  # an LLM's: this many requests one at a time
+REFERENCE_WAVES = 2  # an LLM's offline reference hands over this many times its slots at once
 LLM_SAMPLES = 1024  # LoadGen's samples of an LLM: as many requests' lengths
-PREFILL_TOKENS = 4096  # prompt tokens a continuous step prefills at most (one request at least)
 
 
 class QueryService:
@@ -92,7 +93,7 @@ class LlmService:
         self.settings = s
         self.lengths = request_lengths(LLM_SAMPLES, s.prompt_len, s.new_tokens, s.lengths, s.seed)
         limit = s.kv_cache_gb * 1e9 if s.kv_cache_gb is not None else None
-        sizes = (s.max_batch, limit)
+        sizes = (MAX_SERVE_BATCH if s.sized_by_memory() else s.max_batch, limit)
         self.server = LlmServer(
             workload, device, precision, self.lengths, sizes, s.compile, s.cuda_graphs, s.seed
         )
@@ -106,27 +107,37 @@ class LlmService:
         s = self.settings
         return Scheduler(self.server.slots, PREFILL_TOKENS, s.batching, s.batch_timeout_ms / 1e3)
 
-    def _served_s(self, count: int, clock: Callable[[], float] = time.perf_counter) -> float:
-        """Seconds `count` requests take handed over at once (samples in order), by the same
-        steps a load runs."""
+    def _finish_times(
+        self, count: int, clock: Callable[[], float] = time.perf_counter
+    ) -> list[float]:
+        """When each of `count` requests handed over at once (samples in order) finished, in
+        seconds from the hand-over, by the same steps a load runs."""
         scheduler = self._scheduler()
         began = clock()
         for i in range(count):
             k = i % self.samples
             scheduler.submit(Request(i, k, self.lengths.prompt[k], self.lengths.output[k], began))
+        finished: list[float] = []
         while scheduler.busy:
-            serve_step(self.server, scheduler, clock())
-        return clock() - began
+            done = serve_step(self.server, scheduler, clock())
+            finished += [clock() - began] * len(done)
+        return finished
 
     def references(self) -> dict[str, float]:
-        """Requests a second with every slot busy (waves of twice the slots, at least
-        REFERENCE_MIN_S), and one request's median latency alone (every token)."""
-        count, seconds = 2 * self.server.slots, 0.0
-        while (seconds := self._served_s(count)) < REFERENCE_MIN_S:
+        """Requests a second at steady state: waves of REFERENCE_WAVES times the slots handed
+        over at once, counted over the middle half of their finishes (the ramp as the slots
+        fill and the drain as they empty left out), at least REFERENCE_MIN_S of it; and one
+        request's median latency alone (every token)."""
+        count = REFERENCE_WAVES * self.server.slots
+        while True:
+            times = self._finish_times(count)
+            rate, seconds = steady_rate(times)
+            if seconds >= REFERENCE_MIN_S:
+                break
             count *= 2
-        alone = [self._served_s(1) for _ in range(REFERENCE_REQUESTS)]
+        alone = [self._finish_times(1)[-1] for _ in range(REFERENCE_REQUESTS)]
         return {
-            "serve_offline_samples_per_s": count / seconds,
+            "serve_offline_samples_per_s": rate,
             "serve_batch1_p50_ms": 1e3 * statistics.median(alone),
         }
 
@@ -168,6 +179,17 @@ def open_service(
     if workload.family == "llm":
         return LlmService(s, workload, device, precision)
     return QueryService(s, workload, shape, device, precision)
+
+
+def steady_rate(finish_times: list[float]) -> tuple[float, float]:
+    """Requests a second over the middle half of their finishes (sorted), and that span's
+    seconds: the rate with every slot busy, neither filling nor draining."""
+    times = sorted(finish_times)
+    quarter = len(times) // 4
+    first, last = times[quarter], times[len(times) - 1 - quarter]
+    span = last - first
+    finished = len(times) - 1 - 2 * quarter
+    return (finished / span if span > 0 else 0.0), span
 
 
 def token_rates(columns: dict) -> dict[str, float | None]:

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from dlbench.config import RunConfig, declared_settings
 from dlbench.config.fields import option
-from dlbench.config.flags import SWEEP_OWNED, flag_args, typed_value
+from dlbench.config.flags import SWEEP_OWNED, flag_args
 from dlbench.config.run_config import shared
 from dlbench.config.sections import check_choice, check_count
 from dlbench.config.serve_scenarios import SERVE_SCENARIOS
@@ -59,7 +59,9 @@ class ServeSettings:
         False, "Server: search the highest rate LoadGen calls VALID.", switch=True
     )
     max_batch: int = option(
-        64, "The batcher's largest batch (LLMs: the most KV cache slots, as memory allows)."
+        64,
+        "The batcher's largest batch (LLMs: the most KV cache slots, as memory allows; offline "
+        "and --find-qps: as many as memory allows unless given).",
     )
     batch_timeout_ms: float = option(2.0, "How long the batcher holds its oldest query.")
     slo_p99_ms: float | None = option(
@@ -113,6 +115,8 @@ class ServeSettings:
     accelerator: str = shared("accelerator")
     compile: bool = shared("compile", True, "Serve: each bucket.")
     cuda_graphs: bool = shared("cuda_graphs", True, "Serve: each bucket (on a GPU).")
+    cache_dir: Path | None = shared("cache_dir")
+    cache: bool = shared("cache")
     channels_last: bool = shared("channels_last")
     width: int | None = shared("width")
     height: int | None = shared("height")
@@ -160,6 +164,12 @@ class ServeSettings:
         ttft, tpot = TOKEN_BOUNDS.get(self.token_bounds, TOKEN_BOUNDS["mlperf"])
         return self.ttft_p99_ms or ttft, self.tpot_p99_ms or tpot
 
+    def sized_by_memory(self) -> bool:
+        """An LLM's offline or --find-qps run without --max-batch: as many requests at once
+        as the KV cache's memory holds, as a serving engine's throughput figure runs them."""
+        load = self.scenario == "offline" or self.find_qps
+        return load and "max_batch" not in self.given() and self.is_llm()
+
     def is_llm(self) -> bool:
         """Whether the model is a decoder LLM, served by its tokens."""
         from dlbench.workloads import get_workload  # the registry imports torch: not at start-up
@@ -201,8 +211,8 @@ class ServeSettings:
         self._check_unused(rate)
         check_choice("--token-bounds", self.token_bounds, tuple(TOKEN_BOUNDS))
         check_model_flags(self)
-        if self.precision == "fp8":
-            raise invalid("--precision", self.precision, "not served yet; use bf16-true")
+        if self.precision == "fp8" and not self.is_llm():
+            raise invalid("--precision", self.precision, "an LLM's server only; use bf16-true")
 
     def _check_unused(self, rate: bool) -> None:
         """A flag the scenario or the rules would drop without a word, refused by name."""
@@ -254,15 +264,16 @@ class ServeSettings:
         llm = self.is_llm()
         ttft, tpot = self.token_bounds_ms() if llm else (None, None)
         held = not llm or self.batching == "static"  # continuous batching holds no request
+        cap = None if self.sized_by_memory() else self.max_batch  # empty: as memory allows
         return {
             "model": self.model,
             "precision": self.precision,
-            "batch_size": self.max_batch,
+            "batch_size": cap,
             "compile": self.compile,
             "cuda_graphs": self.cuda_graphs,
             "seed": self.seed,
             "serve_scenario": self.scenario,
-            "serve_max_batch": self.max_batch,
+            "serve_max_batch": cap,
             "serve_batch_timeout_ms": self.batch_timeout_ms if held else None,
             "serve_slo_p99_ms": self.bound_ms() if server else None,
             "serve_qps": self.qps,
@@ -325,19 +336,3 @@ def _in_range(flag: str, value: float | None, most: float, zero: bool = False) -
     if not (value >= 0.0 if zero else value > 0.0) or value > most:
         floor = "0 or more" if zero else "over 0"
         raise invalid(flag, value, f"must be {floor} and at most {most:,g}")
-
-
-def settings_from_plan(entry: object, where: str) -> ServeSettings:
-    """A plan's `serve` entry (a mapping of `dlbench serve` flags, underscores for dashes) as
-    checked settings, each value in its declared type; a UserError naming `where` and the flag."""
-    if not isinstance(entry, dict):
-        raise UserError(f"{where}: must be a mapping of serve flags, e.g. {{model: resnet50}}")
-    values = {
-        str(k): typed_value(str(k), v, where, SERVE_SETTINGS, SERVE_SWEEP_OWNED)
-        for k, v in entry.items()
-        if k != "tags"
-    }
-    try:
-        return ServeSettings(**values).checked()
-    except UserError as exc:
-        raise UserError(f"{where}: {exc}") from None

@@ -142,6 +142,10 @@ class SystemUnderTest:
         """Where the load's queries' time went, as the row's columns (`Split`)."""
         return self.split.columns()
 
+    def ttft_growth(self) -> tuple[float, float] | None:
+        """Whole queries have no first token (serve.search.behind_schedule reads the rate)."""
+        return None
+
     def close(self) -> None:
         """Answer what waits, then stop the serving thread."""
         if self._thread is None:

@@ -28,6 +28,7 @@ class TokenLatencies:
     clock (its first hand-over to its last token)."""
 
     ttft: list[float] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # each TTFT's request's hand-over
     tpot: list[float] = field(default_factory=list)
     e2el: list[float] = field(default_factory=list)
     itl: list[float] = field(default_factory=list)
@@ -41,6 +42,7 @@ class TokenLatencies:
             if len(r.times) < 2 or len(r.times) != len(r.tokens) or not r.done:
                 continue
             self.ttft.append(r.times[0] - r.arrived)
+            self.arrivals.append(r.arrived)
             self.tpot.append((r.times[-1] - r.times[0]) / (len(r.times) - 1))
             self.e2el.append(r.times[-1] - r.arrived)
             self.itl += [b - a for a, b in zip(r.times, r.times[1:])]

@@ -20,7 +20,8 @@ from typing import Protocol
 
 from dlbench.serve.continuous import Request, Scheduler
 from dlbench.serve.requests import RequestLengths
-from dlbench.serve.token_check import CHECKED_REQUESTS
+from dlbench.serve.search import ttft_growth
+from dlbench.serve.token_check import CheckedSample
 from dlbench.serve.token_latencies import TokenLatencies
 
 
@@ -91,7 +92,7 @@ class TokenSystemUnderTest:
         self.bounds_ms = bounds_ms
         self.counts = TokenCounts()
         self.latencies = TokenLatencies()
-        self.sample: list[Request] = []  # the first finished requests, for the token check
+        self.sample = CheckedSample()  # the requests the token check takes
         self._handed: list[Request] = []
         self._ready = threading.Condition()
         self._closing = False
@@ -150,8 +151,7 @@ class TokenSystemUnderTest:
 
     def _count(self, finished: list[Request]) -> None:
         self.latencies.add(finished)
-        room = CHECKED_REQUESTS - len(self.sample)
-        self.sample += [r for r in finished if r.done][:room]
+        self.sample.offer(finished)
         counts = self.counts
         counts.requests += len(finished)
         counts.prompt_tokens += sum(r.prompt_len for r in finished)
@@ -175,13 +175,20 @@ class TokenSystemUnderTest:
         """The load's counts as the row's columns: the mean batch occupancy, and tokens a
         request (prompt and output) to turn LoadGen's output rate into a total one."""
         counts, answered = self.counts, self.counts.requests
+        growth = self.ttft_growth()
         return {
+            "serve_ttft_growth": growth[1] / growth[0] if growth and growth[0] > 0 else None,
             "serve_mean_batch": self.scheduler.occupancy.mean(),
             "serve_prompt_tokens_mean": counts.prompt_tokens / answered if answered else None,
             "serve_output_tokens_mean": counts.output_tokens / answered if answered else None,
             **self.latencies.columns(self.bounds_ms, loadgen_tokens=self.first_tokens),
         }
 
+    def ttft_growth(self) -> tuple[float, float] | None:
+        """The first and the last third's median time to first token, by arrival, on the
+        server's clock (serve.search.behind_schedule: a queue that grew through the load)."""
+        return ttft_growth(self.latencies.arrivals, self.latencies.ttft)
+
     def served_sample(self) -> list[Request]:
-        """The load's first finished requests, their tokens as served (serve.token_check)."""
-        return list(self.sample)
+        """The requests the token check takes, their tokens as served (serve.token_check)."""
+        return self.sample.requests()

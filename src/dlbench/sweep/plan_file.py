@@ -16,7 +16,7 @@ from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S, MAX_REPEATS
 from dlbench.errors import MAX_SECONDS, UserError, one_line, unknown_choice
 from dlbench.results.schema import check_tag
 from dlbench.results.store import writable_folder
-from dlbench.serve.settings import settings_from_plan
+from dlbench.serve.settings import SERVE_SETTINGS, SERVE_SWEEP_OWNED, ServeSettings
 from dlbench.sweep.plan import AXES, ServePoint, SweepPlan, SweepPoint
 from dlbench.workloads import get_workload
 
@@ -251,3 +251,19 @@ def check_points(points: list[SweepPoint | ServePoint]) -> None:
                 folders.add(cache)
         except UserError as exc:
             raise UserError(f"PLAN: point `{point.label}`: {exc}") from None
+
+
+def settings_from_plan(entry: object, where: str) -> ServeSettings:
+    """A plan's `serve` entry (a mapping of `dlbench serve` flags, underscores for dashes) as
+    checked settings, each value in its declared type; a UserError naming `where` and the flag."""
+    if not isinstance(entry, dict):
+        raise UserError(f"{where}: must be a mapping of serve flags, e.g. {{model: resnet50}}")
+    values = {
+        str(k): typed_value(str(k), v, where, SERVE_SETTINGS, SERVE_SWEEP_OWNED)
+        for k, v in entry.items()
+        if k != "tags"
+    }
+    try:
+        return ServeSettings(**values).checked()
+    except UserError as exc:
+        raise UserError(f"{where}: {exc}") from None

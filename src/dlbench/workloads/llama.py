@@ -13,6 +13,7 @@ with RoPE and the cache write, and the greedy token."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -281,12 +282,14 @@ class NativeLlama(nn.Module, LogitsInLoss):
         """The output layer (shares its weight with the table when tied)."""
         return self.output
 
-    def setup_cache(self, batch: int, max_len: int) -> KVCache:
-        """Static keys and values for `batch` sequences of up to `max_len` tokens."""
+    def setup_cache(self, batch: int, max_len: int, dtype: torch.dtype | None = None) -> KVCache:
+        """Static keys and values for `batch` sequences of up to `max_len` tokens, in `dtype`
+        (default: the output weights')."""
         ref = self.output.weight
+        on = {"dtype": dtype or ref.dtype, "device": ref.device}
         shape = (batch, self.kv_heads, max_len, self.head_dim)
-        keys = [torch.zeros(shape, dtype=ref.dtype, device=ref.device) for _ in self.layers]
-        values = [torch.zeros(shape, dtype=ref.dtype, device=ref.device) for _ in self.layers]
+        keys = [torch.zeros(shape, **on) for _ in self.layers]
+        values = [torch.zeros(shape, **on) for _ in self.layers]
         self.cache = KVCache(keys, values)
         return self.cache
 
@@ -301,11 +304,13 @@ class NativeLlama(nn.Module, LogitsInLoss):
         ids: torch.Tensor,
         positions: torch.Tensor | None = None,
         cache: KVCache | None = None,
+        blocks: Sequence[nn.Module] | None = None,
     ):
         """The last layer's output, before the final norm: over the sequence (training), or
         for `positions` with the cache (generation: prefill writes positions 0..T-1, decode
         one position; `cache` in place of the model's own). A decode of b > 1 sequences
-        given b positions runs each sequence at its own (a served batch)."""
+        given b positions runs each sequence at its own (a served batch). `blocks`: the
+        layers as called (a server's compiled ones), default the model's."""
         x = self.embed(ids)
         generating = positions is not None
         if not generating:
@@ -313,7 +318,7 @@ class NativeLlama(nn.Module, LogitsInLoss):
         cache = (cache or self.cache) if generating else None
         per_row = generating and ids.shape[1] == 1 and positions.numel() == ids.shape[0] > 1
         path = self.path(ids.numel(), x.dtype, positions, cache, per_row)
-        for i, block in enumerate(self.layers):
+        for i, block in enumerate(blocks or self.layers):
             layer_cache = (cache.keys[i], cache.values[i]) if cache is not None else None
             x = block(x, path, layer_cache, positions)
         return x
@@ -328,10 +333,11 @@ class NativeLlama(nn.Module, LogitsInLoss):
         positions: torch.Tensor,
         cache: KVCache | None = None,
         last: torch.Tensor | None = None,
+        blocks: Sequence[nn.Module] | None = None,
     ) -> torch.Tensor:
         """Generation: logits of the last position only, or of position `last[i]` of sequence
-        i (prompts padded after their end to one length)."""
-        hidden = self.hidden_states(ids, positions, cache)
+        i (prompts padded after their end to one length); `blocks` as `hidden_states`."""
+        hidden = self.hidden_states(ids, positions, cache, blocks)
         if last is None:
             last = hidden[:, -1:]
         else:

@@ -57,8 +57,7 @@ class PrecisionPlan:
     @property
     def param_dtype(self) -> torch.dtype:
         """The dtype the weights live in."""
-        dtypes = {"16-true": torch.float16, "bf16-true": torch.bfloat16}
-        return dtypes.get(self.base_name, torch.float32)
+        return _PARAM_DTYPES.get(self.base_name, torch.float32)
 
     def apply_matmul_settings(self) -> None:
         """TF32 on only for `tf32`: torch enables it for cuDNN by default, which `32` must undo."""
@@ -69,6 +68,14 @@ class PrecisionPlan:
 # what the rest of an fp8 run computes in: mixed in training (fp32 weights and optimizer
 # state, as torchtitan trains), the weights' bf16 in inference (as a served model holds them)
 FP8_BASE = {"train": "bf16-mixed", "infer": "bf16-true"}
+_PARAM_DTYPES = {"16-true": torch.float16, "bf16-true": torch.bfloat16}
+
+
+def param_dtype_of(name: str, mode: str) -> torch.dtype:
+    """The dtype a run of `--precision name` keeps its weights in (PrecisionPlan.param_dtype),
+    known before any device is asked: a serve run's cache is sized from it beforehand."""
+    base = FP8_BASE[mode] if name == "fp8" else name
+    return _PARAM_DTYPES.get(base, torch.float32)
 
 
 def plan_precision(
