@@ -123,7 +123,7 @@ def leave(code: int) -> None:
     """End a fresh process once its command returned (its row written and flushed): dlbench's
     own clean-ups run and child processes are stopped, then the process exits without Python's
     teardown, which walks every object left and waits on pools with nothing left to do
-    (inductor's compile workers; docs/time-to-result.md). A process in a collective group
+    (inductor's compile workers; docs/decisions.md#fast-exit). A process in a collective group
     (DDP ranks) leaves the ordinary way, its process group torn down by torch."""
     distributed = sys.modules.get("torch.distributed")
     if distributed is not None and distributed.is_available() and distributed.is_initialized():

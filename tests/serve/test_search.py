@@ -88,12 +88,22 @@ def test_the_search_stops_when_its_time_budget_is_spent_and_reports_its_last_poi
 
 
 def test_behind_schedule_reads_the_rate_completed_and_a_growing_time_to_first_token():
-    assert behind_schedule(_result(True, 100.0, 100.0), (0.1, 0.12)) == ""
-    short = behind_schedule(_result(True, 100.0, KEEP_UP_SHARE * 100.0 - 1), None)
+    whole = None  # whole queries: no first tokens, the completed rate tells
+    assert behind_schedule(_result(True, 100.0, 100.0), whole) == ""
+    short = behind_schedule(_result(True, 100.0, KEEP_UP_SHARE * 100.0 - 1), whole)
     assert short.startswith("completed 96.0/s of 100.0/s")
     grown = behind_schedule(_result(True, 100.0, 100.0), (0.1, 0.5))
     assert "TTFT grew from 100 to 500 ms" in grown
     assert behind_schedule(_result(True, 100.0, 100.0), (0.001, 0.004)) == ""  # 3 ms: noise
+
+
+def test_an_llm_loads_own_drain_is_no_queue():
+    """A lease's llm_1b search called rates it kept up with (its TTFT flat through the load)
+    `behind`: LoadGen's completed rate counts each request's own generation after the last
+    issue (docs/serving.md). Where first tokens tell, the completed rate does not."""
+    drained = _result(True, 338.6, 0.94 * 338.6)
+    assert behind_schedule(drained, (0.006, 0.007)) == ""
+    assert behind_schedule(drained, (0.006, 0.9)) != ""  # a queue still shows
 
 
 def test_ttft_growth_compares_the_first_and_last_third_by_arrival():

@@ -106,7 +106,8 @@ class LlmServer:
         self.graphs = graphs and can_capture(device.type)
         self.steps: dict[tuple[int, ...], Callable[[], None]] = {}
         self.fallback = ""
-        # Each decoder block compiled, once for them all (regional compilation: one block's
+        # Each decoder block compiled, once for them all (docs/decisions.md#regional-serve-compile;
+        # regional compilation: one block's
         # graph, reused by every layer, and its rows dynamic after the second bucket, so a
         # server of many buckets compiles twice, not once a bucket); the decode steps call
         # them, the prefills the plain blocks. Each bucket is then captured as a graph.

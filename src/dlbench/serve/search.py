@@ -25,10 +25,11 @@ FIRST_SHARE = 0.9  # the first rate tried, as a share of the reference
 GROWTH = 1.25  # the bracket's top grows by this while it holds
 RESOLUTION = 0.02  # stop when the bracket is narrower than this share of its top
 MAX_POINTS = 14
-# Kept up: the load completed at least this share of the rate LoadGen scheduled ...
+# Kept up (docs/decisions.md#serve-keep-up), whole queries: the load completed at least this
+# share of the rate LoadGen scheduled
 KEEP_UP_SHARE = 0.97
-# ... and its last third's median time to first token is not over this many times its first
-# third's and over it by TTFT_GROWTH_FLOOR_S (a queue that grows through the load)
+# Kept up, an LLM's requests: the last third's median time to first token is not over this many
+# times the first third's and over it by TTFT_GROWTH_FLOOR_S (a queue that grows through the load)
 TTFT_GROWTH = 2.0
 TTFT_GROWTH_FLOOR_S = 0.05
 
@@ -44,15 +45,20 @@ def ttft_growth(arrivals: Sequence[float], ttfts: Sequence[float]) -> tuple[floa
 
 
 def behind_schedule(result: LoadGenResult, growth: tuple[float, float] | None) -> str:
-    """Why the server did not keep up with the load's rate ("" where it did): it completed
-    under KEEP_UP_SHARE of the rate scheduled, or its time to first token grew through it."""
-    scheduled = result.scheduled_qps
-    if scheduled and result.completed_qps < KEEP_UP_SHARE * scheduled:
-        return f"completed {result.completed_qps:,.1f}/s of {scheduled:,.1f}/s scheduled"
+    """Why the server did not keep up with the load's rate ("" where it did). Where the load
+    has first tokens (`growth`: an LLM's), a queue shows as its time to first token growing
+    through the load; LoadGen's completed rate cannot tell there, as it counts each request's
+    own generation after the last is issued, a share of a short load as large as a request's
+    whole latency is of it. Whole queries take milliseconds each: a completed rate under
+    KEEP_UP_SHARE of the scheduled one is a queue."""
     if growth is not None:
         early, late = growth
         if late > TTFT_GROWTH * early and late - early > TTFT_GROWTH_FLOOR_S:
             return f"TTFT grew from {1e3 * early:,.0f} to {1e3 * late:,.0f} ms through the load"
+        return ""
+    scheduled = result.scheduled_qps
+    if scheduled and result.completed_qps < KEEP_UP_SHARE * scheduled:
+        return f"completed {result.completed_qps:,.1f}/s of {scheduled:,.1f}/s scheduled"
     return ""
 
 

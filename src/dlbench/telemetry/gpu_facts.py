@@ -102,10 +102,10 @@ KEPT_FACTS_FILE = "gpu_facts.json"
 @dataclass(frozen=True)
 class KeptGpuFacts:
     """GPU facts kept in the cache folder for later processes (`folder` None: a run that keeps
-    nothing). A key names the GPUs and what the fact depends on (telemetry.nvml's `facts_key`);
-    a fact read back is held to a finite positive number and an idle baseline to its age, in
-    wall-clock seconds (another process, container or boot reads it), served while younger than
-    IDLE_REUSE_S and not from the future."""
+    nothing; docs/decisions.md#kept-gpu-facts). A key names the GPUs and what the fact depends
+    on (telemetry.nvml's `facts_key`); a fact read back is held to a finite positive number and
+    an idle baseline to its age, in wall-clock seconds (another process, container or boot reads
+    it), served while younger than IDLE_REUSE_S and not from the future."""
 
     folder: Path | None = None
 

@@ -2,8 +2,9 @@
 (`lightning.pytorch`) and, through `compare_version("torchmetrics", ...)` in Fabric's import
 checks, torchmetrics, which imports matplotlib, torchvision's models, torch._dynamo and
 transformers: seconds of every fresh process for code no run calls (dlbench uses Fabric alone;
-docs/time-to-result.md). Here the package is entered without its `__init__` and the version
-check reads the installed version without importing the package, which is what it compares."""
+docs/decisions.md#lean-lightning). Here the package is entered without its `__init__` and the
+version check reads the installed version without importing the package, which is what it
+compares."""
 
 from __future__ import annotations
 
