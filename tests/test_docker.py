@@ -186,6 +186,25 @@ def test_workflows_run_the_readme_command_and_gate_on_compare():
     assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in job["steps"])
 
 
+def test_a_pull_request_is_judged_by_its_target_branch_and_a_forks_waits_for_a_maintainer():
+    """The self-hosted GPU runner runs a fork's code only once a maintainer approves it (the
+    gpu-fork environment's reviewers, docs/ci.md), and the dlbench and script that decide the
+    verdict are the target branch's, never the pull request's own."""
+    gpu = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
+    job = gpu["jobs"]["benchmark"]
+    environment = job["environment"]
+    assert "head.repo.full_name != github.repository" in environment
+    assert "'gpu-fork'" in environment
+    gate = next(s for s in job["steps"] if s.get("name", "").startswith("Regression gate"))
+    assert ".base/docker/regression-gate.sh" in gate["run"]
+    assert 'DLBENCH=".gate/bin/python -m dlbench"' in gate["run"]
+    judge = next(s for s in job["steps"] if "judge" in s.get("name", ""))
+    assert "-e .base" in judge["run"] and " -e ." not in judge["run"].replace("-e .base", "")
+    assert gpu["permissions"] == {"contents": "read"}
+    docs = (ROOT / "docs" / "ci.md").read_text()
+    assert "gpu-fork" in docs and "required reviewers" in docs
+
+
 GATE_PLAN = """
 name: gate
 fixed: {accelerator: cpu, n_iters: 12, warmup_steps: 1}

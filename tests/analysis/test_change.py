@@ -59,7 +59,7 @@ def test_many_runs_of_equal_sides_read_same_and_of_a_2_pct_shift_never_slower():
 
 
 def test_a_launch_bound_row_of_one_run_a_side_9_pct_apart_is_inconclusive():
-    spread = run_spread_pct(launch_bound=True, serve=False)
+    spread = run_spread_pct(launch_bound=True)
     base = Evidence.of_one(2700.0, 0.02, spread)  # a tight window: one run cannot see the next
     head = Evidence.of_one(2700.0 * 0.91, 0.02, spread)
     change = judge(base, head, 5.0)
@@ -69,14 +69,14 @@ def test_a_launch_bound_row_of_one_run_a_side_9_pct_apart_is_inconclusive():
 
 
 def test_a_gpu_bound_row_of_a_tight_window_20_pct_slower_is_slower():
-    spread = run_spread_pct(launch_bound=False, serve=False)
+    spread = run_spread_pct(launch_bound=False)
     change = judge(Evidence.of_one(4700.0, 0.1, spread), Evidence.of_one(3760.0, 0.1, spread), 5.0)
     assert change.verdict == SLOWER and change.change_pct == pytest.approx(-20.0)
     assert change.runs_to_settle is None
 
 
 def test_a_latency_that_rises_is_slower():
-    spread = run_spread_pct(launch_bound=False, serve=True)
+    spread = run_spread_pct(launch_bound=False, serve="rate")
     base, head = Evidence.of_one(10.0, 0.0, spread), Evidence.of_one(13.0, 0.0, spread)
     assert judge(base, head, 5.0, lower_is_better=True).verdict == SLOWER
     assert judge(head, base, 5.0, lower_is_better=True).verdict == FASTER

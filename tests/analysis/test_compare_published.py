@@ -176,8 +176,9 @@ def test_a_clean_rerun_of_the_h200_batch_1_points_reads_no_slower_and_one_far_sl
 ):
     """The gate on issue 87's H200 part: the default plan's batch-1 points measured again
     (the same code, three fresh processes each, another lent H200 than most of the part's)
-    read no `slower`, and llm_1b's (GPU-bound) `same`; the launch-bound rows cannot tell one
-    run from another's 10 % (inconclusive, exit 5); resnet50's row 30 % slower fails, named."""
+    read `same`: each side pooled three processes, whose spread its interval holds
+    (results.intervals; no prior between runs on top); resnet50's row 30 % slower fails,
+    named."""
     part = tmp_path / "published"
     part.mkdir()
     (part / "default-pt2.11-cu13.0-h200.csv").write_bytes(
@@ -185,11 +186,10 @@ def test_a_clean_rerun_of_the_h200_batch_1_points_reads_no_slower_and_one_far_sl
     )
     env = {**cli_env(), FOLDER_VARIABLE: str(part)}
     clean = run_cli("compare", str(H200_RERUN), env=env)
-    assert clean.returncode == 5, clean.stdout + clean.stderr
+    assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "none slower beyond 5%" in clean.stdout
     verdicts = compare_with_published(load_rows([H200_RERUN]), folder=part).table
-    assert "slower" not in set(verdicts["verdict"])
-    assert verdicts.set_index("model").loc["llm_1b", "verdict"] == "same"
+    assert set(verdicts["verdict"]) == {"same"}
     with open(H200_RERUN, newline="") as handle:
         rows = list(csv.DictReader(handle))
     for row in rows:

@@ -51,12 +51,16 @@ def _compare(tmp_path, changes: dict[int, dict[str, float]]):
     return base, write_rows(tmp_path / "cand.csv", rows)
 
 
+# A served latency of one run (a fixed rate's p99, a single stream's p90) is given a launch-bound
+# row's prior between runs (analysis.change.RUN_SPREAD_PCT): one run a side cannot call it same.
+
+
 def test_unchanged_serve_rows_pass_and_each_figure_is_named(tmp_path):
     base, cand = _compare(tmp_path, {})
     table = compare_runs(load_rows([base]), load_rows([cand])).table
-    assert list(table["verdict"]) == ["same"] * 4
-    assert "latency_p99_ms (lower is better)" in set(table["note"])
-    assert run_cli("compare", str(base), str(cand)).returncode == 0
+    assert list(table["verdict"]) == ["same", "same", "inconclusive", "inconclusive"]
+    assert any(n.startswith("latency_p99_ms (lower is better)") for n in table["note"])
+    assert run_cli("compare", str(base), str(cand)).returncode == 5  # nothing slower
 
 
 @pytest.mark.parametrize(
@@ -78,9 +82,9 @@ def test_a_planted_serve_slowdown_fails_the_gate(tmp_path, index, change, verdic
         & (table["serve_find_qps"].astype(str) == str(wanted["serve_find_qps"]))
     ]
     assert list(line["verdict"]) == [verdict]
-    assert set(table.drop(line.index)["verdict"]) == {"same"}
+    assert set(table.drop(line.index)["verdict"]) <= {"same", "inconclusive"}
     out = run_cli("compare", str(base), str(cand))
-    assert out.returncode == (1 if verdict == "slower" else 0), out.stdout
+    assert out.returncode == (1 if verdict == "slower" else 5), out.stdout
 
 
 @pytest.mark.e2e

@@ -191,3 +191,33 @@ def test_train_help_groups_its_flags_and_leaves_generation_to_infer():
     assert "--prompt-len" not in train and "--prompt-len" in infer
     assert all(len(line) <= 80 for line in train.splitlines())
     assert len(train.splitlines()) < 140  # 196 lines in one list before
+
+
+@pytest.mark.parametrize("threshold", ["-1", "100", "150", "1e9"])
+@pytest.mark.parametrize("command", ["compare", "gate"])
+def test_a_threshold_no_change_can_be_is_refused_before_anything_runs(
+    dlbench, kept, tmp_path, command, threshold
+):
+    """A negative threshold would call an unchanged configuration slower; at 100 % and over
+    the verdict's arithmetic has no slowdown to call (it ended in a math-domain traceback)."""
+    args = (
+        ["compare", kept, kept]
+        if command == "compare"
+        else ["gate", "quick", "--base", "python3 -m dlbench", "--head", "python3 -m dlbench",
+              "--output", tmp_path / "g.csv"]  # fmt: skip
+    )
+    refused(dlbench(*args, "--threshold", threshold), "--threshold")
+    assert not list(tmp_path.glob("g.*.csv"))  # the gate measured nothing
+
+
+def test_the_json_says_the_exit_the_command_gives(dlbench, tmp_path):
+    """--json's exit_code is the command's, --inconclusive-fails included."""
+    import json
+
+    from tests.analysis.rows import benchmark_row, write_rows
+
+    base = write_rows(tmp_path / "b.csv", [benchmark_row(samples_per_s=1000.0, host_bound=True)])
+    head = write_rows(tmp_path / "h.csv", [benchmark_row(samples_per_s=970.0, host_bound=True)])
+    for extra, code in (([], 5), (["--inconclusive-fails"], 1)):
+        got, out, _ = dlbench("compare", base, head, "--json", *extra)
+        assert got == code and json.loads(out)["exit_code"] == code

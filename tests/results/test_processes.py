@@ -13,11 +13,11 @@ import pytest
 from dlbench.results.processes import (
     ProcessWithoutFigure,
     combined_row,
-    pooled_interval_pct,
+    pooled_interval,
     process_figures,
 )
 from dlbench.results.published import published_columns
-from dlbench.results.stats import t_975
+from dlbench.results.stats import t_975, window_dof
 from dlbench.results.verdict import verdict_columns
 from tests.results.test_published import _published, _row
 
@@ -48,15 +48,17 @@ def test_the_row_pools_every_process_figure_and_spread():
     assert row["process_figures"] == "2400 2650 2500"
     between = t_975(2) * 100 * sd / mean / math.sqrt(3)
     assert row["throughput_interval_pct"] == pytest.approx(between)  # wider than the windows'
+    assert row["throughput_interval_dof"] == 2  # t over three processes
 
 
 def test_the_interval_is_the_windows_where_the_processes_agree_by_luck():
-    assert pooled_interval_pct([100.0, 100.0, 100.0], [0.6, 0.8, 0.0]) == pytest.approx(1.0 / 3)
-    assert pooled_interval_pct([100.0], [0.6]) == pytest.approx(0.6)
-    assert pooled_interval_pct([100.0], [None]) is None
-    assert pooled_interval_pct([99.0, 101.0], [None, 0.1]) == pytest.approx(
-        t_975(1) * 100 * statistics.stdev([99.0, 101.0]) / 100 / math.sqrt(2)
-    )
+    half, dof = pooled_interval([100.0, 100.0, 100.0], [0.6, 0.8, 0.0], 9)
+    assert half == pytest.approx(1.0 / 3) and dof == 9  # the windows': their own t
+    assert pooled_interval([100.0], [0.6], 9) == (pytest.approx(0.6), 9)
+    assert pooled_interval([100.0], [None]) == (None, None)
+    half, dof = pooled_interval([99.0, 101.0], [None, 0.1])
+    assert half == pytest.approx(t_975(1) * 100 * statistics.stdev([99.0, 101.0]) / 100 / 2**0.5)
+    assert dof == 1
 
 
 @pytest.mark.parametrize("figure", ["", "0", "-5", "inf", "nan", "abc"])
@@ -89,7 +91,9 @@ def test_one_process_may_stray_as_far_as_the_published_processes_did(tmp_path):
     )  # fmt: skip
     one = _row(samples_per_s=2360.0, throughput_interval_pct=0.5)  # 0.944x, one process
     judged = {**one, **published_columns(one, folder)}
-    expected = math.sqrt(0.5**2 + 0.5**2 + (1.959964 * 3.0) ** 2)
+    window = 0.5 * 1.959964 / t_975(window_dof(50))  # its window's, at the normal's 97.5 %
+    pooled_one = 0.5 * 1.959964 / t_975(2)  # the published row's, t over 3 processes
+    expected = math.sqrt(window**2 + pooled_one**2 + (1.959964 * 3.0) ** 2)
     assert judged["published_band_pct"] == pytest.approx(expected)
     assert verdict_columns(judged)["verdict"] == "valid"
     # a row pooled from its own processes carries that spread in its interval instead

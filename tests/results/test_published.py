@@ -20,6 +20,7 @@ from dlbench.results.published import (
     published_line,
     published_rows,
 )
+from dlbench.results.stats import t_975, window_dof
 from dlbench.results.store import CsvStore
 from dlbench.results.upgrade import upgraded
 from dlbench.results.verdict import verdict_columns
@@ -113,7 +114,10 @@ def test_the_band_widens_with_the_intervals_and_the_published_rows_spread(tmp_pa
     assert row["published_ratio"] == pytest.approx(0.94)
     rates = [1000.0, 1040.0, 980.0]  # their deviation between machines, 1.96 sigma of it
     between = 1.959964 * 100 * statistics.stdev(rates) / statistics.fmean(rates)
-    expected = (0.5**2 + 2.0**2 + between**2) ** 0.5  # independent terms, not a sum of ranges
+    # each window's interval (t over its 9 batch means' degrees of freedom, results.intervals)
+    # as the normal half-width of its standard deviation: one statement of an interval
+    normal = 1.959964 / t_975(window_dof(50))
+    expected = ((0.5 * normal) ** 2 + (2.0 * normal) ** 2 + between**2) ** 0.5  # independent
     assert row["published_band_pct"] == pytest.approx(expected)
     assert row["verdict"] == "valid"  # 6 % slower: inside the rows' own spread
     lower = _judged(_row(samples_per_s=925.0, throughput_interval_pct=0.5), folder)

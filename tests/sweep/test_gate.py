@@ -5,6 +5,7 @@ copy whose step sleeps 10 % longer `slower`, and a side that fails a point is na
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -16,7 +17,7 @@ from dlbench.errors import UserError
 from dlbench.results.store import CsvStore
 from dlbench.sweep.gate import Side, interleaved
 from dlbench.sweep.plan_file import parse_plan
-from tests.conftest import read_rows, run_cli
+from tests.conftest import ROOT, cli_env, read_rows, run_cli
 
 PLAN = """name: gate-test
 runs:
@@ -109,19 +110,106 @@ def test_a_side_that_cannot_start_ends_in_one_line_and_nothing_is_measured(tmp_p
     assert again.returncode == 2 and "holds an earlier gate's rows" in again.stderr
 
 
-def test_a_point_a_side_failed_is_that_sides_failure_not_a_slowdown(tmp_path):
-    from tests.analysis.rows import benchmark_row, write_rows
+def _runs(side: str, figures, point: str = "p0", **columns) -> list[dict[str, object]]:
+    """A side's rounds of one point, as the gate tags them."""
+    from tests.analysis.rows import benchmark_row
 
-    ok = [benchmark_row(model="vit", samples_per_s=1000.0 + k, round=k) for k in range(3)]
-    failed = {**benchmark_row(model="vit"), "status": "error", "error": "boom", "samples_per_s": ""}
-    base = write_rows(tmp_path / "g.base.csv", [failed])
-    head = write_rows(tmp_path / "g.head.csv", ok)
-    [line] = gate_comparison(base, head, 5.0).table.to_dict("records")
-    assert line["verdict"].startswith("failed (error, base)")
-    both = write_rows(tmp_path / "h.base.csv", ok)
-    head_failed = write_rows(tmp_path / "h.head.csv", [failed])
-    result = gate_comparison(both, head_failed, 5.0)
-    assert result.table["verdict"].item().startswith("failed (error, head)")
+    tags = {"side": side, "gate_point": point}
+    return [
+        benchmark_row(model="vit", samples_per_s=f, round=k, **tags, **columns)
+        for k, f in enumerate(figures)
+    ]
+
+
+def _verdicts(tmp_path, base, head, labels=("vit train",)):
+    from tests.analysis.rows import write_rows
+
+    folder = tmp_path / f"gate{len(list(tmp_path.glob('gate*')))}"
+    folder.mkdir()
+    result = gate_comparison(
+        write_rows(folder / "g.base.csv", base),
+        write_rows(folder / "g.head.csv", head),
+        5.0,
+        list(labels),
+    )
+    return result, list(result.table["verdict"])
+
+
+def _failed(side: str, point: str = "p0", error: str = "boom") -> dict[str, object]:
+    from tests.analysis.rows import benchmark_row
+
+    return {**benchmark_row(model="vit", side=side, gate_point=point), "status": "error",
+            "error": error, "samples_per_s": ""}  # fmt: skip
+
+
+def test_a_point_a_side_failed_is_that_sides_failure_not_a_slowdown(tmp_path):
+    ok = _runs("head", [1000.0, 1001.0, 1002.0])
+    result, [verdict] = _verdicts(tmp_path, [_failed("base")], ok)
+    assert verdict.startswith("failed (error, base): boom")
+    result, [verdict] = _verdicts(tmp_path, _runs("base", [1000.0, 1001.0, 1002.0]),
+                                  [_failed("head")])  # fmt: skip
+    assert verdict.startswith("failed (error, head)") and result.exit_code() == 1
+
+
+def test_one_failed_run_among_good_rounds_fails_the_gate_naming_its_side(tmp_path):
+    """A head that crashed once in three rounds is not compared on the two that finished."""
+    head = [*_runs("head", [1000.0, 1001.0]), _failed("head", error="killed by SIGKILL")]
+    result, [verdict] = _verdicts(tmp_path, _runs("base", [1000.0, 1001.0, 1002.0]), head)
+    assert verdict == "failed (error, head): killed by SIGKILL" and result.exit_code() == 1
+
+
+def test_a_gate_whose_every_run_failed_fails_with_a_line_a_point(tmp_path):
+    """Every point of the plan has its line, whatever its rows: none left out as unmatched."""
+    labels = ("vit train", "resnet50 infer")
+    base = [_failed("base", "p0"), _failed("base", "p1")]
+    head = [_failed("head", "p0"), _failed("head", "p1")]
+    result, verdicts = _verdicts(tmp_path, base, head, labels)
+    assert verdicts == ["failed (error, base): boom"] * 2 and result.exit_code() == 1
+    assert list(result.table["point"]) == list(labels)
+    result, verdicts = _verdicts(tmp_path, [], _runs("head", [1000.0]), labels)
+    assert verdicts == ["failed (error, base): no row"] * 2 and result.exit_code() == 1
+
+
+def test_a_side_invalid_for_more_than_noise_is_a_line_naming_why_and_which(tmp_path):
+    bound = _runs("base", [900.0, 905.0], verdict="invalid", verdict_reasons="host_bound")
+    result, [verdict] = _verdicts(tmp_path, bound, _runs("head", [1000.0, 1001.0]))
+    assert verdict == "invalid (host_bound, base)" and result.exit_code() == 1
+    noisy = _runs("base", [1000.0, 1004.0], verdict="invalid", verdict_reasons="noisy")
+    result, [verdict] = _verdicts(tmp_path, noisy, _runs("head", [1000.0, 1002.0]))
+    assert verdict in ("same", "inconclusive") and "base noisy" in result.table["note"].item()
+
+
+def test_a_head_that_ran_eager_is_the_heads_one_line_not_a_missing_base(tmp_path):
+    """cuda_graphs as run is part of a row's experiment: compare would split the point into a
+    head line nobody measured on the base and a base line the head is missing."""
+    base = _runs("base", [1000.0, 1001.0, 999.0], cuda_graphs=True)
+    head = _runs("head", [700.0, 701.0, 699.0], cuda_graphs=False, graph_fallback="a host sync")
+    result, [verdict] = _verdicts(tmp_path, base, head)
+    assert verdict == "slower"
+    note = result.table["note"].item()
+    assert "head ran cuda_graphs False where base ran True" in note
+    assert "head ran graph_fallback a host sync" in note
+
+
+def test_a_run_whose_child_exited_0_without_a_row_is_that_sides_failure(tmp_path, capsys):
+    """A docker side that does not mount --output's folder writes its rows in its container:
+    the child exits 0 and the gate's side file gets nothing. That run failed."""
+    from dlbench.subprocesses import ChildResult
+    from dlbench.sweep.gate import GateRun
+
+    def nothing(args, timeout_s, command, log):
+        return ChildResult(0, "one row appended to /workdir/results/g.head.csv")
+
+    sides = (Side("base", ("a",)), Side("head", ("b",)))
+    gate = GateRun(parse_plan(PLAN), sides, 2, tmp_path / "g.csv", launch=nothing,
+                   workers=lambda side, t: _FakeQueue(0))  # fmt: skip
+    gate.run()
+    rows = read_rows(tmp_path / "g.base.csv")
+    assert [r["status"] for r in rows] == ["error", "error"]
+    assert "wrote no row" in rows[0]["error"]
+    assert "failed: it wrote no row" in capsys.readouterr().err
+    result = gate_comparison(gate.side_csv(sides[0]), gate.side_csv(sides[1]), 5.0, ["steady"])
+    assert result.table["verdict"].item().startswith("failed (error, base)")
     assert result.exit_code() == 1
 
 
@@ -134,6 +222,7 @@ def test_each_side_forks_its_runs_from_one_worker_and_one_killed_mid_run_is_repl
     head = f"env DLBENCH_TEST_KILL_PARENT_ONCE={killed} {DLBENCH}"
     done, (base, head_rows) = _gate(tmp_path, head, rounds=3)
     assert killed.exists(), done.stdout + done.stderr
+    assert done.returncode == 1 and "failed (error, head)" in done.stdout, done.stdout
     [failed] = [r for r in head_rows if r["status"] != "ok"]
     assert "killed by SIGKILL" in failed["error"]
     fine = [r for r in base + head_rows if r["status"] == "ok"]
@@ -197,3 +286,39 @@ def test_a_side_whose_dlbench_has_no_command_line_worker_runs_fresh_processes(tm
     assert queues["base"].closed  # stopped once it said it takes no command lines
     assert "base: its dlbench forks no runs" in capsys.readouterr().err
     assert all(t.log.parent == tmp_path / "g.logs" for t in queues["head"].tasks)
+
+
+@pytest.mark.e2e
+def test_a_timed_out_container_side_leaves_no_container_running(tmp_path):
+    """A side given as `docker run ... IMAGE` whose run hangs past the plan's timeout, in a
+    container that ignores SIGTERM: the gate stops the client and kills the container by the
+    name it gave it; nothing of it is left (a GPU would be)."""
+    import stat
+
+    state = tmp_path / "containers"
+    state.mkdir()
+    docker = tmp_path / "bin" / "docker"
+    docker.parent.mkdir()
+    docker.write_text(f"#!{sys.executable}\nimport runpy, sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+                      "runpy.run_module('tests.fake_docker', run_name='__main__')\n")  # fmt: skip
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN.replace("name: gate-test", "name: gate-test\ntimeout_s: 3"))
+    side = f"{docker} run -i --rm fake:image"
+    env = {**cli_env(), "FAKE_DOCKER_STATE": str(state)}
+    done = run_cli("gate", plan, "--base", side, "--head", side, "--rounds", "1",
+                   "--output", tmp_path / "gate.csv", env=env, timeout=300)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr  # both sides' runs timed out
+    assert "failed (timeout" in done.stdout
+    left = [p for p in state.glob("*.pid") if _alive(int(p.read_text()))]
+    for pid_file in left:  # the test's own clean-up, where the gate failed to
+        os.kill(int(pid_file.read_text()), 9)
+    assert left == [] and not list(state.glob("*.pid"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

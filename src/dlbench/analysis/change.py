@@ -4,8 +4,10 @@ AMBIGUOUS, with pyperf's pooled statistics and its "not significant").
 
 Each side is evidence about its figure on a log scale (`Evidence`): from several independent
 runs (repeats, the gate's rounds, published rows of several leases), their mean and Student's t
-over their spread; from one run, its window's own interval and, since one run cannot see how far
-the next would stray, a prior standard deviation between runs for its kind (`RUN_SPREAD_PCT`).
+over their spread, each run's own interval a floor; from one run, its own interval
+(results.intervals: its standard deviation and degrees of freedom) and, since one run cannot
+see how far the next would stray, a prior standard deviation between runs for its kind
+(`RUN_SPREAD_PCT`), unless the run pooled several processes and so measured that spread.
 The change is head over base (a latency inverted: above 1 is faster), with its interval by
 Welch's t (t_975). It is called
 
@@ -27,6 +29,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dlbench.errors import check_finite, invalid
 from dlbench.results.stats import Z_975, t_975
 
 SAME, FASTER, SLOWER, INCONCLUSIVE = "same", "faster", "slower", "inconclusive"
@@ -34,9 +37,10 @@ VERDICTS = (SAME, FASTER, SLOWER, INCONCLUSIVE)
 MIN_EFFECT_SHARE = 0.4  # a change is called where its interval excludes this share of the threshold
 # How far one run's figure strays from the next run's (a standard deviation, %), where a side has
 # one run and nothing measured it: a launch-bound row (the host holds the GPU back part of each
-# step) moves with its process's state, a GPU-bound one barely; a serve row's found rate within
-# the bracket its search stops at (serve.search.RESOLUTION; docs/decisions.md#change-verdict).
-RUN_SPREAD_PCT = {"launch_bound": 4.0, "gpu_bound": 1.0, "serve": 1.0}
+# step) moves with its process's state, a GPU-bound one barely; a served rate beyond what its
+# search resolves (its interval: results.intervals); a served latency (a single stream's p90, a
+# fixed rate's p99) as a launch-bound row's, for want of its own (docs/decisions.md#change-verdict).
+RUN_SPREAD_PCT = {"launch_bound": 4.0, "gpu_bound": 1.0, "serve": 1.0, "serve_latency": 4.0}
 MAX_RUNS = 100  # the most runs a side the advice will ask for
 
 
@@ -51,24 +55,29 @@ class Evidence:
     runs: int
 
     @classmethod
-    def of_runs(cls, figures: Sequence[float], intervals_pct: Sequence[float] = ()) -> Evidence:
+    def of_runs(cls, figures: Sequence[float], sds_pct: Sequence[float] = ()) -> Evidence:
         """Independent runs' figures (two or more: their spread; one: see `of_one`), each
-        window's interval a floor for what their mean can know."""
+        run's own standard deviation (results.intervals) a floor for what their mean can know."""
         if len(figures) < 2:
             raise ValueError("of_runs needs two runs or more (one: Evidence.of_one)")
         logs = [math.log(f) for f in figures]
         n = len(logs)
         variance = statistics.variance(logs) / n
-        known = [w for w in intervals_pct if math.isfinite(w)]
-        within = sum((w / 100 / Z_975) ** 2 for w in known) / n / n
+        if any(math.isinf(sd) for sd in sds_pct):  # a run that knows nothing of its figure
+            return cls(statistics.fmean(logs), math.inf, n - 1, n)
+        within = sum((sd / 100) ** 2 for sd in sds_pct if math.isfinite(sd)) / n / n
         return cls(statistics.fmean(logs), max(variance, within), n - 1, n)
 
     @classmethod
-    def of_one(cls, figure: float, interval_pct: float, run_spread_pct: float) -> Evidence:
-        """One run: its window's interval (a half-width at Z_975) and the prior spread between
-        runs for its kind, both as independent standard deviations; known (infinite dof)."""
-        window = interval_pct / 100 / Z_975 if math.isfinite(interval_pct) else 0.0
-        return cls(math.log(figure), window**2 + (run_spread_pct / 100) ** 2, math.inf, 1)
+    def of_one(
+        cls, figure: float, sd_pct: float, run_spread_pct: float, dof: float = math.inf
+    ) -> Evidence:
+        """One run: its own interval's standard deviation (`dof` its degrees of freedom) and
+        the prior spread between runs for its kind (0: the run measured it), as independent
+        standard deviations; a prior makes the whole known (infinite dof)."""
+        own = (sd_pct / 100) ** 2 if math.isfinite(sd_pct) else math.inf
+        prior = (run_spread_pct / 100) ** 2
+        return cls(math.log(figure), own + prior, math.inf if prior else dof, 1)
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,20 @@ def judge(
     return Change(math.exp(d), math.exp(low), math.exp(high), verdict, settle)
 
 
+MAX_THRESHOLD_PCT = 100.0  # a slowdown of all of it is no throughput at all
+
+
+def check_threshold(threshold_pct: float) -> None:
+    """--threshold: a finite change worth a word, from 0 up to (not) MAX_THRESHOLD_PCT; a
+    negative one would call an unchanged configuration slower, and 100 or more has no slowdown
+    to call (a UserError naming the flag)."""
+    check_finite("--threshold", threshold_pct)
+    if not 0 <= threshold_pct < MAX_THRESHOLD_PCT:
+        raise invalid(
+            "--threshold", threshold_pct, f"a change in % from 0 to under {MAX_THRESHOLD_PCT:g}"
+        )
+
+
 def _t(dof: float) -> float:
     return Z_975 if math.isinf(dof) else t_975(max(1, math.floor(dof)))
 
@@ -119,7 +142,9 @@ def _welch_dof(base: Evidence, head: Evidence) -> float:
     none of its own)."""
     terms = [e.variance**2 / e.dof for e in (base, head) if math.isfinite(e.dof) and e.dof > 0]
     total = (base.variance + head.variance) ** 2
-    return math.inf if not terms or total == 0 else total / sum(terms)
+    if not terms or total == 0 or not math.isfinite(total):  # a side that knows nothing: inf
+        return math.inf
+    return total / sum(terms)
 
 
 def _runs_to_settle(base: Evidence, head: Evidence, d: float, threshold_pct: float) -> int:
@@ -129,15 +154,16 @@ def _runs_to_settle(base: Evidence, head: Evidence, d: float, threshold_pct: flo
     slow, fast = math.log1p(-threshold_pct / 100), math.log1p(threshold_pct / 100)
     share = MIN_EFFECT_SHARE * threshold_pct / 100
     room = min(fast - d, d - slow) if slow < d < fast else abs(d) - share
-    if room <= 0 or per_run <= 0:
+    if room <= 0 or per_run <= 0 or not math.isfinite(per_run):
         return MAX_RUNS
     return max(2, min(MAX_RUNS, math.ceil(per_run * (Z_975 / room) ** 2)))
 
 
-def run_spread_pct(launch_bound: bool, serve: bool) -> float:
-    """The prior spread between runs of one row's kind (RUN_SPREAD_PCT)."""
+def run_spread_pct(launch_bound: bool, serve: str = "") -> float:
+    """The prior spread between runs of one row's kind (RUN_SPREAD_PCT); `serve`: a serve
+    row's figure kind, `rate` or `latency`."""
     if serve:
-        return RUN_SPREAD_PCT["serve"]
+        return RUN_SPREAD_PCT["serve" if serve == "rate" else "serve_latency"]
     return RUN_SPREAD_PCT["launch_bound" if launch_bound else "gpu_bound"]
 
 

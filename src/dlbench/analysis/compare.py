@@ -40,6 +40,7 @@ from dlbench.analysis.load import (
 from dlbench.analysis.machines import code_labels, keyed, pairs_of_one_code
 from dlbench.config.serve_scenarios import serve_figure
 from dlbench.errors import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_OK, UserError, number_or_none
+from dlbench.results.intervals import interval_of, pooled
 from dlbench.results.pairing import EXPERIMENT_KEY, GATE_THRESHOLD_PCT, key_text
 from dlbench.results.serve_columns import SERVE_KEY
 
@@ -133,11 +134,11 @@ RUN_COLUMNS = ("repeat", "round")  # what tells one run of a configuration from 
 NOISE_REASONS = {"noisy", "drift"}  # invalid for these alone: compared, with their interval
 
 
-def interval_pct(row: pd.Series | dict) -> float:
-    """Half the width of one row's confidence interval of its throughput, in %: its own column
-    (results.stats.Noise; results.upgrade's for an older row), NaN where it has none."""
-    recorded = number_or_none(row.get("throughput_interval_pct"))
-    return math.nan if recorded is None else recorded
+def sd_pct(row: pd.Series | dict) -> float:
+    """The standard deviation (%) one row's interval was drawn from (results.intervals), NaN
+    where it has none."""
+    interval = interval_of(dict(row))
+    return math.nan if interval is None else interval.sd_pct
 
 
 def launch_bound(row: pd.Series | dict) -> bool:
@@ -150,15 +151,20 @@ def launch_bound(row: pd.Series | dict) -> bool:
 
 def evidence_of(group: pd.DataFrame) -> Evidence:
     """What a configuration's runs know of its figure: two or more runs, their spread (each
-    window's interval a floor); one, its window's interval and its kind's spread between runs."""
+    run's interval a floor); one, its interval (results.intervals) and its kind's spread between
+    runs, unless it pooled several processes (their spread is in its interval)."""
     figures = group["samples_per_s"].astype(float).tolist()
-    intervals = [interval_pct(r) for _, r in group.iterrows()]
+    sds = [sd_pct(r) for _, r in group.iterrows()]
     if len(figures) > 1:
-        return Evidence.of_runs(figures, intervals)
-    row = group.iloc[0]
-    spread = run_spread_pct(launch_bound(row), key_text(row.get("run_kind")) == "serve")
-    interval = 0.0 if math.isnan(intervals[0]) else intervals[0]
-    return Evidence.of_one(figures[0], interval, spread)
+        return Evidence.of_runs(figures, sds)
+    row = group.iloc[0].to_dict()
+    serve = ""
+    if key_text(row.get("run_kind")) == "serve":
+        serve = "latency" if bool(row.get("lower_is_better")) else "rate"
+    spread = 0.0 if pooled(row) else run_spread_pct(launch_bound(row), serve)
+    interval = interval_of(row)
+    own = 0.0 if math.isnan(sds[0]) else sds[0]
+    return Evidence.of_one(figures[0], own, spread, interval.dof if interval else math.inf)
 
 
 def _reasons_of(runs: pd.DataFrame) -> str:

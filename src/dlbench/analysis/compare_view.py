@@ -239,9 +239,9 @@ def verdict_line(comparison: Comparison) -> str:
     return "; ".join(parts)
 
 
-def comparison_json(comparison: Comparison, verdict: str) -> str:
+def comparison_json(comparison: Comparison, verdict: str, inconclusive_fails: bool = False) -> str:
     """Every line as JSON: its key, both figures, the change and its interval (as ratios,
-    above 1 faster), the verdict and note; and the overall line and exit code."""
+    above 1 faster), the verdict and note; and the overall line and the command's exit code."""
     import json
     import math
 
@@ -259,5 +259,6 @@ def comparison_json(comparison: Comparison, verdict: str) -> str:
                 None if pct is None else 1.0 + float(pct) / 100.0  # type: ignore[arg-type]
             )
         lines.append(line)
-    summary = {"verdict": verdict, "exit_code": comparison.exit_code(), "lines": lines}
+    exit_code = comparison.exit_code(inconclusive_fails)
+    summary = {"verdict": verdict, "exit_code": exit_code, "lines": lines}
     return json.dumps(summary, indent=2, default=str)

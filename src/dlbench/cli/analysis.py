@@ -128,17 +128,16 @@ def compare(
         result = compare_with_published(rows["CANDIDATE"], threshold, same_code)
     else:
         result = compare_runs(rows["BASELINE"], rows["CANDIDATE"], columns, threshold, same_code)
-    show_comparison(result, markdown, wide, json_out)
+    show_comparison(result, markdown, wide, json_out, inconclusive_fails=inconclusive_fails)
     raise typer.Exit(result.exit_code(inconclusive_fails))
 
 
 def _compare_key(threshold: float, key: str | None) -> list[str] | None:
     """--threshold checked, and --key's columns (None: the default key)."""
-    from dlbench.errors import UserError, check_finite
+    from dlbench.analysis.change import check_threshold
+    from dlbench.errors import UserError
 
-    check_finite("--threshold", threshold)
-    if threshold < 0:
-        raise UserError(f"--threshold: invalid value {threshold}; must be >= 0")
+    check_threshold(threshold)
     columns = None if key is None else [k.strip() for k in key.split(",") if k.strip()]
     if columns == []:
         raise UserError(f"--key: invalid value {key!r}; comma-separated column names, e.g. model")
@@ -146,10 +145,15 @@ def _compare_key(threshold: float, key: str | None) -> list[str] | None:
 
 
 def show_comparison(
-    result, markdown: bool, wide: bool, json_out: bool = False, title: str = "compare"
+    result,
+    markdown: bool,
+    wide: bool,
+    json_out: bool = False,
+    title: str = "compare",
+    inconclusive_fails: bool = False,
 ) -> None:
-    """The table and the verdict line: JSON, Markdown, every column, or fitted to the
-    terminal."""
+    """The table and the verdict line: JSON (its exit code the command's), Markdown, every
+    column, or fitted to the terminal."""
     import shutil
     import textwrap
 
@@ -165,7 +169,7 @@ def show_comparison(
     table, caption = display_table(result)
     verdict = verdict_line(result)
     if json_out:
-        print(comparison_json(result, verdict))
+        print(comparison_json(result, verdict, inconclusive_fails))
     elif markdown:
         print(f"### dlbench {title}: {verdict}\n\n{caption}\n\n{markdown_table(table)}")
     elif wide:

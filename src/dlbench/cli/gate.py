@@ -45,16 +45,16 @@ def gate(
     json_out: Annotated[bool, typer.Option("--json", help="The lines as JSON.")] = False,
     inconclusive_fails: InconclusiveFails = False,
 ) -> None:
+    from dlbench.analysis.change import check_threshold
     from dlbench.analysis.gate_verdicts import gate_comparison
     from dlbench.cli.sweeps import plan_as_asked
     from dlbench.config import check_count
     from dlbench.config.limits import MAX_REPEATS
     from dlbench.console import stderr
-    from dlbench.errors import check_finite
     from dlbench.sweep.gate import GateRun, Side
 
     check_count("--rounds", rounds, MAX_REPEATS)
-    check_finite("--threshold", threshold)
+    check_threshold(threshold)
     sides = (Side.parse("base", base), Side.parse("head", head))
     sweep_plan = plan_as_asked(plan, None, None, only, None)
     gate_run = GateRun(sweep_plan, sides, rounds, output, seed)
@@ -62,6 +62,7 @@ def gate(
     for side in sides:  # ... and each side starts a dlbench
         stderr.print(f"{side.name}: {side.check()}")
     gate_run.run()
-    result = gate_comparison(*(gate_run.side_csv(s) for s in sides), threshold)
-    show_comparison(result, markdown, False, json_out, title="base against head")
+    labels = [point.label for point in sweep_plan.points()]
+    result = gate_comparison(*(gate_run.side_csv(s) for s in sides), threshold, labels)
+    show_comparison(result, markdown, False, json_out, "base against head", inconclusive_fails)
     raise typer.Exit(result.exit_code(inconclusive_fails))

@@ -14,4 +14,13 @@ LABEL_COLUMNS: dict[str, str] = {
     "side": "dlbench gate: the side that measured the row, base or head",
     "round": "dlbench gate: the round (0, 1, ...); in each, every point ran on both sides",
     "gate_order": "dlbench gate: the row's place in the order the gate's runs went (1, 2, ...)",
+    "gate_point": "dlbench gate: the plan's point the row measured (p0, p1 ...: its place in the "
+    "plan), which the gate's verdict groups by",
 }
+GATE_POINT = "gate_point"
+
+
+def gate_point(index: int) -> str:
+    """The `gate_point` label of the plan's point `index` (text no CSV reader takes for a
+    number)."""
+    return f"p{index}"

@@ -75,17 +75,22 @@ def pooled_spread_pct(figures: list[float]) -> float:
     return 100.0 * statistics.stdev(figures) / statistics.fmean(figures)
 
 
-def pooled_interval_pct(figures: list[float], windows_pct: list[float | None]) -> float | None:
-    """Half the mean figure's interval (t_975), %: Student's t over the processes' spread
-    (N - 1 degrees of freedom), or the windows' own intervals combined (each process an
-    independent estimate: sqrt(sum w^2) / N) where that is wider, since a lucky agreement of
-    few processes knows no more than their windows. None where a window knew nothing."""
+def pooled_interval(
+    figures: list[float], windows_pct: list[float | None], window_dof: float | None = None
+) -> tuple[float | None, float | None]:
+    """Half the mean figure's interval (t_975), %, and its degrees of freedom
+    (results.intervals): Student's t over the processes' spread (N - 1), or the windows' own
+    intervals combined (each process an independent estimate: sqrt(sum w^2) / N, their
+    `window_dof`) where that is wider, since a lucky agreement of few processes knows no more
+    than their windows. None where a window knew nothing."""
     n = len(figures)
     between = t_975(n - 1) * pooled_spread_pct(figures) / math.sqrt(n) if n > 1 else 0.0
     if any(w is None or not math.isfinite(w) for w in windows_pct):
-        return None if n < 2 else between
+        return (None, None) if n < 2 else (between, n - 1)
     within = math.sqrt(sum(w * w for w in windows_pct)) / n  # type: ignore[operator]
-    return max(between, within)
+    if within > between:
+        return within, window_dof
+    return between, (n - 1 if n > 1 else window_dof)
 
 
 def combined_row(rows: list[Mapping[str, object]], run_id: str) -> dict[str, object]:
@@ -100,12 +105,15 @@ def combined_row(rows: list[Mapping[str, object]], run_id: str) -> dict[str, obj
         if isinstance(row.get(column), (int, float)) and not isinstance(row[column], bool):
             row[column] = float(row[column]) * scale  # type: ignore[arg-type]
     windows = [number_or_none(r.get("throughput_interval_pct")) for r in rows]
+    dofs = [number_or_none(r.get("throughput_interval_dof")) for r in rows]
+    half, dof = pooled_interval(figures, windows, min((d for d in dofs if d), default=None))
     row.update(
         run_id=run_id,
         processes=len(rows),
         process_spread_pct=pooled_spread_pct(figures),
         process_figures=" ".join(f"{f:.6g}" for f in figures),
-        throughput_interval_pct=pooled_interval_pct(figures, windows),
+        throughput_interval_pct=half,
+        throughput_interval_dof=dof,
     )
     row.update(published_columns(row))
     row.update(verdict_columns(row))

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from dlbench.errors import UserError, number_or_none, warn
+from dlbench.results.intervals import interval_of
 from dlbench.results.pairing import (
     COMPARED_KINDS,
     EXPERIMENT_KEY,
@@ -221,8 +222,8 @@ def band_pct(row: Mapping[str, object], published: list[Mapping[str, object]]) -
     row of one process, how far one process may stray from the published rows' pooled mean
     (their widest `process_spread_pct`, a standard deviation), which its window cannot see."""
     rates = [_figure(r) or 0.0 for r in published]
-    own = _share(row.get("throughput_interval_pct"))
-    widest = max(_share(r.get("throughput_interval_pct")) for r in published)
+    own = _normal_half(row)
+    widest = max(_normal_half(r) for r in published)
     between = (
         Z_975 * statistics.stdev(rates) / statistics.fmean(rates) * 100 if len(rates) > 1 else 0.0
     )
@@ -230,6 +231,15 @@ def band_pct(row: Mapping[str, object], published: list[Mapping[str, object]]) -
     stray = max(_share(r.get("process_spread_pct")) for r in published)
     terms = (own, widest, between, Z_975 * stray if one_process else 0.0)
     return max(GATE_THRESHOLD_PCT, math.sqrt(sum(t * t for t in terms)))
+
+
+def _normal_half(row: Mapping[str, object]) -> float:
+    """A row's interval (results.intervals) as a half-width at Z_975: its standard deviation's,
+    whatever t it was drawn with; 0 where it has none or none finite."""
+    interval = interval_of(row)
+    if interval is None or not math.isfinite(interval.half_pct):
+        return 0.0
+    return Z_975 * interval.sd_pct
 
 
 def _share(cell: object) -> float:

@@ -138,6 +138,9 @@ COLUMNS: dict[str, str] = {
     "difference is that much wider)",
     "throughput_interval_pct": "half the width of the throughput's 95 % confidence interval, % "
     "of it (batch means; docs/timing.md#noise)",
+    "throughput_interval_dof": "the degrees of freedom of Student's t the interval was drawn with "
+    "(a window's batch means less one; a pooled row's processes less one), which every reader "
+    "of an interval takes (results.intervals)",
     "processes": "fresh processes the point was measured in, one after another (--processes), "
     "pooled in the row (docs/timing.md#processes)",
     "process_spread_pct": "the processes' figures' standard deviation, % of their mean",
@@ -157,10 +160,9 @@ COLUMNS: dict[str, str] = {
     "communication alone",
     "ddp_overhead": "scaling rows: 1 - DDP-wrapped / plain one-device throughput",
     "benchmark_run_id": "scaling rows: run_id of the N-device run",
-    "process_wall_s": "seconds from the process's start (a sweep's or gate's point: its fork) "
-    "to the row: startup_s, setup_s, auto_batch_s, build_s, baseline_s, warmup_s, wall_window_s, "
-    "profile_s and finish_s divide it, within the moments between them (a fresh process then "
-    "exits without Python's teardown; docs/time-to-result.md)",
+    "process_wall_s": "the process's start (a sweep's or gate's point: its fork) to the row, "
+    "divided by the phase columns, startup_s to finish_s (a fresh process then exits without "
+    "Python's teardown; docs/time-to-result.md)",
     "startup_s": "the interpreter's start (a sweep's or gate's point: its fork) to the run's "
     "start: imports and the command line",
     "setup_s": "the run's start to the build: the plan, the environment's facts, the cache "

@@ -165,7 +165,15 @@ class Noise:
             "step_outlier_time_pct": finite["outlier_time_pct"],
             "step_time_drift_pct": finite["drift_pct"],
             "throughput_interval_pct": finite["interval_pct"],
+            "throughput_interval_dof": (
+                window_dof(self.steps) if finite["interval_pct"] is not None else None
+            ),
         }
+
+
+def window_dof(steps: int) -> int:
+    """The degrees of freedom of a window's batch means (`batch_means_interval_pct`)."""
+    return max(1, min(MAX_BATCHES, steps // 2) - 1)
 
 
 def batch_means_interval_pct(times: list[float]) -> float:

@@ -30,9 +30,11 @@ from dlbench.config.limits import DEFAULT_POINT_TIMEOUT_S
 from dlbench.config.row_tags import RowTags
 from dlbench.console import stderr
 from dlbench.errors import UserError
+from dlbench.results.label_columns import GATE_POINT, gate_point
 from dlbench.results.row import failure_row, new_run_id
 from dlbench.results.store import CsvStore
 from dlbench.subprocesses import ChildResult, child_environment, run_child
+from dlbench.sweep.containers import container_name, engine_of, named, stop_container
 from dlbench.sweep.launcher import Worker, needs_own_process, point_log
 from dlbench.sweep.messages import PROTOCOL
 from dlbench.sweep.plan import ServePoint, SweepPlan, SweepPoint
@@ -88,12 +90,14 @@ class Side:
 
 @dataclass(frozen=True)
 class Run:
-    """One run of the gate: a point, a side, its round and its place in the order."""
+    """One run of the gate: a point (and its place in the plan), a side, its round and its
+    place in the order."""
 
     point: Point
     side: Side
     round: int
     order: int
+    index: int = 0
 
     @property
     def tags(self) -> dict[str, str]:
@@ -102,6 +106,7 @@ class Run:
             "side": self.side.name,
             "round": str(self.round),
             "gate_order": str(self.order),
+            GATE_POINT: gate_point(self.index),
         }
 
 
@@ -113,10 +118,10 @@ def interleaved(
     draw = random.Random(seed)
     runs: list[Run] = []
     for k in range(rounds):
-        for point in points:
+        for index, point in enumerate(points):
             order = list(sides)
             draw.shuffle(order)
-            runs += [Run(point, side, k, len(runs) + 1 + i) for i, side in enumerate(order)]
+            runs += [Run(point, side, k, len(runs) + 1 + i, index) for i, side in enumerate(order)]
     return runs
 
 
@@ -124,13 +129,30 @@ Launch = Callable[[list[str], float, list[str], Path], ChildResult]
 
 
 def fresh_process(args: list[str], timeout_s: float, command: list[str], log: Path) -> ChildResult:
-    """A run as a `dlbench` command of its own, its output kept in `log`."""
-    return run_child(args, timeout_s, command=command, keep=log)
+    """A run as a `dlbench` command of its own, its output kept in `log`; a container side's
+    run in a container of its own name, killed in its engine where the run timed out."""
+    engine = engine_of(command)
+    if engine is None:
+        return run_child(args, timeout_s, command=command, keep=log)
+    name = container_name("run")
+    result = run_child(args, timeout_s, command=named(command, name), keep=log)
+    if result.timed_out:
+        stop_container(engine, name)
+    return result
 
 
 def side_worker(side: Side, timeout_s: float) -> WorkerQueue:
-    """The side's worker: its own dlbench's `sweep-worker`, runs forked from it one at a time."""
-    return WorkerQueue(timeout_s, new_worker=lambda: Worker(list(side.command)))
+    """The side's worker: its own dlbench's `sweep-worker`, runs forked from it one at a time;
+    a container side's in a named container, killed in its engine whenever it is stopped."""
+
+    def worker() -> Worker:
+        engine = engine_of(side.command)
+        if engine is None:
+            return Worker(list(side.command))
+        name = container_name(side.name)
+        return Worker(named(side.command, name), lambda: stop_container(engine, name))
+
+    return WorkerQueue(timeout_s, new_worker=worker)
 
 
 @dataclass
@@ -177,8 +199,10 @@ class GateRun:
         try:
             for run in runs:
                 began = time.monotonic()
-                result = self._one(run, queues.get(run.side.name))
+                result, wrote = self._one(run, queues.get(run.side.name))
                 outcome = "ok" if result.returncode in (0, 4) else f"failed: {result.last_line}"
+                if not wrote and outcome == "ok":
+                    outcome = f"failed: it wrote no row to {self.side_csv(run.side)}"
                 stderr.print(
                     f"{run.order:4d}/{len(runs)} round {run.round} {run.side.name}: "
                     f"{run.point.label} ({time.monotonic() - began:.0f} s) {outcome}"
@@ -205,7 +229,9 @@ class GateRun:
             )
         return queues
 
-    def _one(self, run: Run, queue: WorkerQueue | None) -> ChildResult:
+    def _one(self, run: Run, queue: WorkerQueue | None) -> tuple[ChildResult, bool]:
+        """The run, and whether it wrote its row (where it wrote none: a failure row in its
+        place, since a run that exited 0 without a row measured nothing the gate can read)."""
         csv, run_id = self.side_csv(run.side), new_run_id()
         args = run.point.cli_args(output=csv, run_id=run_id, tags=_as_tags(run))
         store = CsvStore(csv)
@@ -217,11 +243,13 @@ class GateRun:
             result = ended.result
         else:
             result = self.launch(args, self.timeout_s, list(run.side.command), log)
-        if (len(store.rows()) if csv.exists() else 0) == before:  # it wrote nothing: say so
+        wrote = (len(store.rows()) if csv.exists() else 0) > before
+        if not wrote:
             columns = {**run.point.flags, "mode": run.point.mode, "run_id": run_id, **run.tags}
             status = "timeout" if result.timed_out else "error"
-            store.append(failure_row(columns, status, result.last_line or "no row", {}))
-        return result
+            why = result.last_line if result.returncode else f"it wrote no row to {csv}"
+            store.append(failure_row(columns, status, why or "no row", {}))
+        return result, wrote
 
 
 def _forks(point: Point) -> bool:

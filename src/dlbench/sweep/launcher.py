@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from dlbench.config import RunConfig
@@ -27,8 +28,12 @@ class Worker:
     forks), replaced where it dies or a point times out. `dlbench`: the command that starts its
     dlbench (this one's by default; a gate's side: another checkout's, an image's)."""
 
-    def __init__(self, dlbench: list[str] | None = None) -> None:
+    def __init__(
+        self, dlbench: list[str] | None = None, on_close: Callable[[], None] | None = None
+    ) -> None:
+        """`on_close`: what else stopping it takes (a side's container, in its engine)."""
         self.command = [*(dlbench or [sys.executable, "-m", "dlbench"]), WORKER_COMMAND]
+        self.on_close = on_close
         self.proc: subprocess.Popen | None = None
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (open while the worker lives)
         self.reader: LineReader | None = None
@@ -93,6 +98,8 @@ class Worker:
             stop_group(self.proc)
             self.proc = None
             self.reader = None
+            if self.on_close is not None:
+                self.on_close()
 
 
 def logs_folder(output: Path) -> Path:
