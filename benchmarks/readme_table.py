@@ -17,6 +17,7 @@ import pandas as pd
 
 from dlbench.analysis.load import load_rows
 from dlbench.analysis.machines import code_labels
+from dlbench.results.advice import verdict_label
 from dlbench.results.published import BELOW, PACKAGED_DIR, own_faults
 from dlbench.workloads import get_workload
 
@@ -55,11 +56,8 @@ def own_verdict_labels(rows: pd.DataFrame) -> pd.Series:
     for row in rows.to_dict("records"):
         faults = sorted(own_faults(row))
         below = BELOW in str(row.get("verdict_reasons") or "")
-        labels.append(
-            f"invalid: {';'.join(faults)}"
-            if faults
-            else "valid" + (" (below the part it replaced)" if below else "")
-        )
+        label = verdict_label({"verdict": "valid", "verdict_reasons": ";".join(faults)})
+        labels.append(label + (" (below the part it replaced)" if below and not faults else ""))
     return pd.Series(labels, index=rows.index, dtype=object)
 
 

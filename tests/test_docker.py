@@ -207,7 +207,7 @@ def test_a_pull_request_is_judged_by_its_target_branch_and_a_forks_waits_for_a_m
 
 GATE_PLAN = """
 name: gate
-fixed: {accelerator: cpu, n_iters: 12, warmup_steps: 1}
+fixed: {accelerator: cpu, n_iters: 12, warmup_steps: 1, max_host_busy: 100}
 runs:
   - {models: [steady], modes: [train], batch_sizes: [4]}
 """

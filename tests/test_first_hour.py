@@ -24,7 +24,8 @@ def test_a_sweep_prints_each_points_verdict_beside_its_figure_and_what_to_do(tmp
     plan.write_text(FEW_STEPS)
     out = tmp_path / "rows.csv"
     done = run_cli("sweep", plan, "--output", out, "--no-recheck", timeout=300)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 4, done.stderr  # its only point invalid: said last, exit 4
+    assert "every point measured (1) is INVALID" in done.stderr.strip().splitlines()[-1]
     [row] = read_rows(out)
     assert row["verdict"] == "invalid" and "few_steps" in row["verdict_reasons"]
     said = " ".join((done.stdout + done.stderr).split())

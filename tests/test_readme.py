@@ -42,8 +42,10 @@ def test_quick_start_installs_with_the_pinned_torch_and_runs_a_real_cpu_benchmar
     assert out.returncode == 0, out.stderr
     [row] = read_rows(tmp_path / "results" / "benchmark.csv")
     assert row["model"] == "mobilenet_v3" and float(row["images_per_s"]) > 0
-    # it measures until its noise settles: only the host's noise may make the row invalid
-    assert set(row["verdict_reasons"].split(";")) <= {"", "noisy", "drift"}, row["verdict_reasons"]
+    # only the host may make the row invalid (the suite's other workers share it): its load
+    # (host_busy), or noise beyond a CPU's limit
+    reasons = set(row["verdict_reasons"].split(";"))
+    assert reasons <= {"", "noisy", "host_busy"}, row["verdict_reasons"]
 
 
 def test_the_column_reference_is_generated_from_the_schema_and_current():

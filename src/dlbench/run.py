@@ -190,7 +190,8 @@ def _checked_store(config: RunConfig) -> CsvStore:
 def _kept_and_shown(row: dict[str, object], store: CsvStore, config: RunConfig) -> int:
     """The row appended and printed under its verdict; the exit (--strict: 4 where invalid)."""
     store.append(row)
-    show_result(row, config.output.json, f"{advice(row)}\n{published_line(row)}")
+    headline = "\n".join(line for line in (advice(row), published_line(row)) if line)
+    show_result(row, config.output.json, headline)
     return EXIT_INVALID if config.measurement.strict and row["verdict"] == "invalid" else EXIT_OK
 
 

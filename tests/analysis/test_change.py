@@ -1,10 +1,12 @@
 """The change verdict on seeded synthetic samples, hundreds of trials each: equal sides seldom read
 slower, a 10 % slowdown through 3 % noise reads slower with five runs a side, a 2 % shift through
 5 % noise (a real change under the threshold) seldom reads slower however many runs there are;
-one run a side is judged with its kind's spread between runs."""
+one run a side is judged with its kind's spread between runs (a CPU row's as measured on a
+shared host: two runs of one command seldom read slower)."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from dlbench.analysis.change import (
     FASTER,
     INCONCLUSIVE,
+    RUN_SPREAD_PCT,
     SAME,
     SLOWER,
     Evidence,
@@ -85,3 +88,29 @@ def test_a_latency_that_rises_is_slower():
 def test_one_run_is_not_runs():
     with pytest.raises(ValueError):
         Evidence.of_runs([100.0])
+
+
+def _one_run_shares(shift_pct: float, seed: int) -> dict[str, float]:
+    """One CPU run a side, each figure off the command's own by the spread between runs that a
+    shared host gives (RUN_SPREAD_PCT["cpu"], a standard deviation) and its window's interval
+    a few %: the share of trials that read each verdict."""
+    draw, spread = random.Random(seed), RUN_SPREAD_PCT["cpu"] / 100
+    prior = run_spread_pct(launch_bound=False, cpu=True)
+    counts = dict.fromkeys((SAME, FASTER, SLOWER, INCONCLUSIVE), 0)
+    for _ in range(TRIALS):
+        base = Evidence.of_one(280 * math.exp(draw.gauss(0, spread)), draw.uniform(1, 5), prior)
+        shifted = 280 * (1 + shift_pct / 100) * math.exp(draw.gauss(0, spread))
+        head = Evidence.of_one(shifted, draw.uniform(1, 5), prior)
+        counts[judge(base, head, threshold_pct=5.0).verdict] += 1
+    return {verdict: n / TRIALS for verdict, n in counts.items()}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_two_cpu_runs_of_one_command_seldom_read_slower(seed):
+    assert _one_run_shares(0.0, seed)[SLOWER] <= 0.05  # 2 % expected; 400 trials
+    assert run_spread_pct(launch_bound=True, cpu=True) == RUN_SPREAD_PCT["cpu"]  # not a GPU's
+
+
+def test_a_cpu_run_at_half_the_rate_reads_slower_most_of_the_time():
+    shares = _one_run_shares(-50.0, seed=9)
+    assert shares[SLOWER] >= 0.7 and shares[FASTER] == 0.0

@@ -135,7 +135,7 @@ def test_input_pipeline_section_says_where_the_loader_keeps_up(csvs, tmp_path):
     section = text.split("## Input pipeline")[1].split("## ")[0]
     assert "2,500" in section and "4,800" in section and "4,000" in section
     # the input-bound training row is left out of ratios, not out of this table
-    assert "2,800" in section and "invalid: input_bound" in section
+    assert "2,800" in section and "INVALID (input_bound)" in section
 
 
 def test_timeline_marks_throttling_and_refuses_foreign_files(telemetry_log, csvs, tmp_path):
@@ -193,3 +193,21 @@ def test_a_pdf_table_as_wide_as_the_serving_one_draws_no_text_over_another(colum
     fig.canvas.draw()
     assert not _overlaps(table), _overlaps(table)[:3]
     plt.close(fig)
+
+
+def test_a_report_goes_beside_its_input_unless_told(csvs, tmp_path):
+    """`report q.csv` writes q-report/ beside q.csv, `report FOLDER` FOLDER/report/, from any
+    working directory (on 4c280ac: ./results/report/ wherever the input was)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    first = csvs[0]
+    out = run_cli("report", first, cwd=elsewhere)
+    assert out.returncode == 0, out.stderr
+    assert (first.with_name(f"{first.stem}-report") / "report.html").is_file()
+    out = run_cli("report", first.parent, cwd=elsewhere)
+    assert out.returncode == 0, out.stderr
+    assert (first.parent / "report" / "report.md").is_file()
+    assert not list(elsewhere.iterdir())  # nothing where the command ran
+    told = tmp_path / "told"
+    assert run_cli("report", first, "-o", told, cwd=elsewhere).returncode == 0
+    assert (told / "report.html").is_file()

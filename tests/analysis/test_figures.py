@@ -71,3 +71,43 @@ def test_every_tick_label_of_a_log_axis_is_a_plain_number(draw):
     for text in numeric:
         _number(text)  # a number as written, no mathtext
     plt.close(fig)
+
+
+def _lines(fig) -> dict[str, list[tuple[float, float]]]:
+    return {
+        line.get_label(): list(zip(line.get_xdata(), line.get_ydata()))
+        for ax in fig.axes
+        for line in ax.get_lines()
+    }
+
+
+def test_a_line_of_throughput_against_batch_is_one_experiment_named_by_what_differs():
+    """Two image sizes of one model on one machine (read back from a CSV: 224.0, 64.0): two
+    lines, each a curve one setting drew, named by the size as a whole number; a batch run
+    twice is one point (its mean), not a vertical segment."""
+    rows = pd.DataFrame(
+        {
+            "model": ["vit"] * 6,
+            "mode": ["infer"] * 6,
+            "machine": ["H100"] * 6,
+            "precision": ["bf16-mixed"] * 6,
+            "width": [224.0, 224.0, 224.0, 384.0, 384.0, 384.0],
+            "batch_size": [64.0, 256.0, 256.0, 64.0, 128.0, 256.0],
+            "samples_per_s": [8000.0, 8500.0, 8700.0, 2000.0, 2100.0, 2150.0],
+        }
+    )
+    fig = figures.throughput_vs_batch(rows)
+    lines = _lines(fig)
+    assert sorted(lines) == ["width 224", "width 384"], lines
+    assert lines["width 224"] == [(64.0, 8000.0), (256.0, 8600.0)]
+    assert [x for x, _ in lines["width 384"]] == [64.0, 128.0, 256.0]
+    plt.close(fig)
+
+
+def test_lines_that_differ_by_the_machine_alone_are_named_by_it():
+    fig = figures.throughput_vs_batch(
+        RUNS.assign(machine=["H100"] * 2 + ["H200"] * 2 + ["H100"] * 4)
+    )
+    labels = sorted({line.get_label() for ax in fig.axes for line in ax.get_lines()})
+    assert labels == ["H100", "H200"]
+    plt.close(fig)

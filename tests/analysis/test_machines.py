@@ -9,7 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlbench.analysis.machines import code_labels, workload_family
+from dlbench.analysis.machines import code_labels, workload_family, workload_name
+from dlbench.analysis.pipeline import saturation_notes
+from dlbench.analysis.report_rows import environment_notes
 from dlbench.results.published import PACKAGED_DIR
 from tests.analysis.rows import benchmark_row, write_rows
 from tests.conftest import run_cli
@@ -121,3 +123,27 @@ def test_each_row_names_its_code_and_its_workload_family():
     ]  # fmt: skip
     for row, family in cases:
         assert workload_family(pd.Series(row)) == family, row
+
+
+def test_a_batch_read_back_as_a_float_is_named_as_the_count_it_is():
+    """A column with a gap reads back as floats (256.0): a workload's name and the input
+    pipeline's note still say bs256."""
+    row = pd.Series(benchmark_row(batch_size=256.0, width=224.0, height=224.0))
+    assert " bs256 " in f"{workload_name(row)} " and "256.0" not in workload_name(row)
+    table = pd.DataFrame(
+        {
+            "data": ["folder:/d"] * 2, "model": ["resnet50"] * 2, "batch_size": [256.0, 256.0],
+            "decode": ["cpu"] * 2, "workers": [4.0, 8.0], "loader": [2500.0, 4800.0],
+            "model (synthetic)": [4000.0] * 2, "training": [2400.0, 3900.0],
+            "training can get": [2500.0, 4000.0],
+        }
+    )  # fmt: skip
+    note = saturation_notes(table)
+    assert "for resnet50 bs256:" in note and "keeps up from 8 workers" in note, note
+
+
+def test_a_count_the_machines_differ_in_is_written_as_a_count():
+    runs = pd.DataFrame(
+        {"machine": ["H100", "H100", "H200"], "cpu_count": [16.0, 32.0, 1.0], "torch": ["2.11"] * 3}
+    )
+    assert environment_notes(runs, "H100") == "H200 vs H100 differ in cpu_count: 16, 32 vs 1"

@@ -130,7 +130,7 @@ def test_report_puts_the_decode_ratio_beside_the_bandwidth_ratio(tmp_path):
     summary = (tmp_path / "r" / "report.md").read_text()
     section = summary[summary.index("## Generation against memory bandwidth") :]
     h200 = next(line for line in section.splitlines() if "NVIDIA H200 " in line)
-    assert "1.389" in h200 and "1.433" in h200  # 1250/900 beside 4.8/3.35, not 1250/1400
+    assert "1.39" in h200 and "1.43" in h200  # 1250/900 beside 4.8/3.35, not 1250/1400
     decode = section.split("\n## ")[0]
     assert "| native " in decode and decode.count("| NVIDIA H100") == 2
 
@@ -177,8 +177,8 @@ def test_report_ranks_gpus_by_cost_and_lists_the_rows_it_left_out(tmp_path):
     summary = (tmp_path / "r" / "report.md").read_text()
     cost = summary[summary.index("## Cost per million samples") :].split("\n## ")[0]
     lines = [line for line in cost.splitlines() if "NVIDIA" in line]
-    assert "H100" in lines[0] and "0.139" in lines[0]  # 2.0 / 3600 / 4000 x 1e6 = 0.139
-    assert "H200" in lines[1] and "0.189" in lines[1]
+    assert "H100" in lines[0] and "0.14" in lines[0]  # 2.0 / 3600 / 4000 x 1e6 = 0.139
+    assert "H200" in lines[1] and "0.19" in lines[1]
     left_out = summary[summary.index("## Rows left out of every ratio") :].split("\n## ")[0]
     assert "host_bound" in left_out and left_out.count("NVIDIA") == 1
     bad = run_cli("report", csv, "-o", tmp_path / "r2", "--usd-per-hour", "H100=cheap")

@@ -55,6 +55,9 @@ def test_parse_errors_are_one_line_exit_2(dlbench, args, needle):
         (["train", *S, "--min-time", "nan"], "--min-time"),
         (["train", *S, "--sample-interval", "inf"], "--sample-interval"),
         (["train", *S, "--max-noise", "nan"], "--max-noise"),
+        (["train", *S, "--max-host-busy", "nan"], "--max-host-busy"),
+        (["train", *S, "--max-host-busy", "-1"], "--max-host-busy"),
+        (["infer", *S, "--max-host-busy", "100.5"], "--max-host-busy"),
         (["train", *S, "--collective-timeout", "0"], "--collective-timeout"),
         (["train", *S, "--cudnn-search", "sometimes"], "--cudnn-search"),
         (["train", *S, "--collective-timeout", "inf"], "--collective-timeout"),
@@ -200,12 +203,9 @@ def test_a_threshold_no_change_can_be_is_refused_before_anything_runs(
 ):
     """A negative threshold would call an unchanged configuration slower; at 100 % and over
     the verdict's arithmetic has no slowdown to call (it ended in a math-domain traceback)."""
-    args = (
-        ["compare", kept, kept]
-        if command == "compare"
-        else ["gate", "quick", "--base", "python3 -m dlbench", "--head", "python3 -m dlbench",
-              "--output", tmp_path / "g.csv"]  # fmt: skip
-    )
+    sides = ["--base", "python3 -m dlbench", "--head", "python3 -m dlbench"]
+    gate = ["gate", "quick", *sides, "--output", tmp_path / "g.csv"]
+    args = ["compare", kept, kept] if command == "compare" else gate
     refused(dlbench(*args, "--threshold", threshold), "--threshold")
     assert not list(tmp_path.glob("g.*.csv"))  # the gate measured nothing
 

@@ -31,7 +31,7 @@ KEYS_AT_0_2_0 = {
     "max_time", "min_time", "run_id", "telemetry", "sample_interval", "telemetry_log", "strict",
     "usd_per_hour", "nvtx", "breakdown", "tags",
 }  # fmt: skip
-ADDED_SINCE = {"fp8_recipe", "processes"}  # issues 64, 87
+ADDED_SINCE = {"fp8_recipe", "processes", "max_host_busy"}  # issues 64, 87, 102
 
 
 def test_every_flag_lives_in_one_section_under_the_key_it_always_had():

@@ -37,6 +37,9 @@ def test_concurrent_appends_keep_every_row_and_one_header(tmp_path):
     assert len(rows) == 200
     assert len({r["run_id"] for r in rows}) == 200
     assert all(r["note"] == 'a,b "quoted"' for r in rows)
+    # each holder unlinked the lock as it let go (a waiter that locked an unlinked file took the
+    # lock again on the one there): nothing is left beside the CSV
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared.csv"]
 
 
 def test_new_columns_rewrite_with_union_and_keep_old_rows(tmp_path):
@@ -46,8 +49,8 @@ def test_new_columns_rewrite_with_union_and_keep_old_rows(tmp_path):
     rows = read_rows(store.path)
     assert [r["model"] for r in rows] == ["a", "b"]
     assert rows[0]["avg_power_w"] == "" and rows[1]["avg_power_w"] == "300"
-    left = [p for p in tmp_path.glob(".r.csv.*") if p.name != ".r.csv.lock"]  # the lock stays
-    assert not left, "temporary file left behind"
+    left = list(tmp_path.glob(".r.csv.*"))  # no temporary file, no lock
+    assert not left, f"left behind: {left}"
 
 
 def test_foreign_csv_is_refused_and_left_untouched(tmp_path):
@@ -73,3 +76,26 @@ def test_row_after_a_torn_last_line_starts_on_its_own_line(tmp_path):
         f.write("1,torn")  # a writer killed mid-line, no newline
     store.append(_row(2, model="b"))
     assert store.path.read_text().splitlines()[-1].startswith("1,r2,")
+
+
+def test_a_lock_held_elsewhere_waits_then_names_itself():
+    import tempfile
+
+    from dlbench.results.file_lock import BesideLock, LockBusy
+
+    folder = tempfile.mkdtemp()
+    first = BesideLock(f"{folder}/.x.lock", timeout=0)
+    first.acquire()
+    first.acquire()  # reentrant
+    second = BesideLock(f"{folder}/.x.lock", timeout=0.2)
+    with pytest.raises(LockBusy):
+        second.acquire()
+    first.release()
+    with pytest.raises(LockBusy):  # still held once
+        second.acquire()
+    first.release()
+    second.acquire()
+    second.release()
+    import os
+
+    assert os.listdir(folder) == []

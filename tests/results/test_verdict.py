@@ -23,6 +23,8 @@ CLEAN = {
     "sm_clock_below_base_pct": 0.0,
     "energy_quality": "ok",
 }
+# the reasons a busy host (the suite's other workers) gives a CPU row, none of them the GPU's
+HOST_NOISE = {"noisy", "drift", "host_busy"}
 
 
 @pytest.mark.parametrize(
@@ -47,6 +49,7 @@ CLEAN = {
         ({"energy_quality": "short window: 0.30 s < 4.00 s"}, "energy_short_window",
          "--min-time"),
         ({"harness_ratios": "0.9989 0.4930 1.0011"}, "repeats_disagree", "repeat 2 read 0.4930"),
+        ({"accelerator": "cpu", "host_other_cpu_pct": 35.0}, "host_busy", "used 35 % of this"),
     ],
 )  # fmt: skip
 def test_each_reason_makes_a_row_invalid_and_says_what_to_change(change, reason, hint):
@@ -144,8 +147,7 @@ def test_a_power_capped_gpu_is_a_note_and_idle_power_is_the_baseline(fake_gpu, t
     fake_gpu(throttle=0x4, power_w=250.0)
     row = _row(tmp_path)
     assert row["verdict_notes"] == "power_capped", row
-    host_noise = {"noisy", "drift"}  # a busy host's, none of the GPU's
-    assert set(filter(None, row["verdict_reasons"].split(";"))) <= host_noise, row
+    assert set(filter(None, row["verdict_reasons"].split(";"))) <= HOST_NOISE, row
     assert float(row["idle_power_w"]) == pytest.approx(250.0)  # the fake draws it always
     energy, above = float(row["energy_j"]), float(row["energy_above_idle_j"])
     assert abs(above) < 0.1 * energy  # constant power: almost nothing above idle
@@ -175,7 +177,7 @@ def test_a_clock_under_the_default_at_the_power_cap_is_no_low_clock(fake_gpu, tm
     fake_gpu(sm_clock=1755, base_clock=1980, throttle=0x4)  # an H100 at its cap: boost default
     row = _row(tmp_path)
     assert float(row["sm_clock_below_base_pct"]) == 0.0
-    assert set(filter(None, row["verdict_reasons"].split(";"))) <= {"noisy", "drift"}  # the host's
+    assert set(filter(None, row["verdict_reasons"].split(";"))) <= HOST_NOISE
 
 
 @pytest.mark.parametrize(
@@ -204,3 +206,20 @@ def test_a_row_that_waited_for_its_loader_is_valid_and_says_it_measured_the_load
     assert (
         line.startswith("VALID (note: the GPU waited for its loader 40 %") and "--workers" in line
     )
+
+
+def test_a_busy_host_invalidates_a_cpu_row_from_just_past_its_limit_and_never_a_gpu_row():
+    from dlbench.config.limits import HOST_OTHER_CPU_PCT
+
+    cpu = {**CLEAN, "accelerator": "cpu"}
+    assert verdict_columns({**cpu, "host_other_cpu_pct": HOST_OTHER_CPU_PCT})["verdict"] == "valid"
+    busy = {**cpu, "host_other_cpu_pct": HOST_OTHER_CPU_PCT + 0.1}
+    assert verdict_columns(busy)["verdict_reasons"] == "host_busy"
+    gpu = {**CLEAN, "accelerator": "cuda", "host_other_cpu_pct": 90.0}  # the GPU's figure
+    assert verdict_columns(gpu)["verdict"] == "valid"
+    assert verdict_columns({**cpu, "host_other_cpu_pct": ""})["verdict"] == "valid"  # unknown
+    assert verdict_columns({**busy, "world_size": 2})["verdict"] == "valid"  # a rank beside it
+    # --max-host-busy: the row's own limit, 0 included (any other load)
+    assert verdict_columns({**busy, "max_host_busy_pct": 50.0})["verdict"] == "valid"
+    quiet = {**cpu, "host_other_cpu_pct": 0.4, "max_host_busy_pct": 0.0}
+    assert verdict_columns(quiet)["verdict_reasons"] == "host_busy"

@@ -41,14 +41,19 @@ def test_a_valid_row_says_so_first():
 
 @pytest.mark.parametrize("spread", [10.5, 11.6, 25.0, 80.0])
 def test_a_cpus_step_spread_is_shown_not_judged_and_a_gpus_still_is(spread):
-    """A shared host's scheduler spreads a CPU's steps whatever the window (the quick start's
-    11.2-11.6 % on a 2-core machine at +/-3.4 %): the interval, which carries that spread,
-    judges a CPU row; on a GPU the spread stays a reason."""
+    """A shared host's scheduler spreads a CPU's steps whatever the window: the interval, which
+    carries that spread, judges a CPU row, against a CPU's limit (results.stats.CPU_NOISE_PCT:
+    the next run strays further than a GPU's 5 %); on a GPU the spread stays a reason."""
+    from dlbench.results.stats import CPU_NOISE_PCT
+
     cpu = benchmark_row(**{**QUIET, "step_time_robust_spread_pct": spread, "accelerator": "cpu"})
     gpu = {**cpu, "accelerator": "cuda"}
-    assert verdict_columns(cpu)["verdict"] == "valid" and advice(cpu) == "VALID"
+    assert verdict_columns(cpu)["verdict"] == "valid" and advice(cpu).startswith("VALID; a CPU")
     assert verdict_columns(gpu)["verdict_reasons"] == "noisy"
     assert f"its steps spread {spread:.1f} %" in advice(gpu)
-    wide = {**cpu, "throughput_interval_pct": 6.0}  # the interval still judges a CPU row
+    six = {**cpu, "throughput_interval_pct": 6.0}  # within a CPU's limit, over a GPU's
+    assert verdict_columns(six)["verdict"] == "valid"
+    assert verdict_columns({**six, "accelerator": "cuda"})["verdict_reasons"] == "noisy"
+    wide = {**cpu, "throughput_interval_pct": CPU_NOISE_PCT + 1}  # the interval judges a CPU row
     assert verdict_columns(wide)["verdict_reasons"] == "noisy"
-    assert "spread" not in advice(wide) and "known only to +/-6.0 %" in advice(wide)
+    assert "spread" not in advice(wide) and "known only to +/-" in advice(wide)

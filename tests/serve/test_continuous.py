@@ -288,10 +288,14 @@ def test_continuous_batching_answers_a_stream_sooner_than_static_batches():
 
 def test_offline_and_a_search_serve_as_many_requests_as_memory_holds_unless_capped():
     """An LLM's throughput figure runs as many requests as fit (a serving engine's table does);
-    --max-batch caps it, and the row's key says which it was (empty: by memory)."""
+    --max-batch caps it, and the row's key says which it was (empty: by memory). On a GPU (or
+    what may be one) only: a CPU's load keeps --max-batch's default."""
     from dlbench.serve.settings import ServeSettings
 
-    llm = {"model": "llm_tiny", "accelerator": "cpu"}
+    llm = {"model": "llm_tiny", "accelerator": "auto"}
+    for scenario in ("offline", "server"):
+        cpu = ServeSettings(model="llm_tiny", accelerator="cpu", scenario=scenario, find_qps=True)
+        assert not cpu.sized_by_memory() and cpu.columns()["serve_max_batch"] == 64
     assert ServeSettings(**llm, scenario="offline").sized_by_memory()
     assert ServeSettings(**llm, scenario="server", find_qps=True).sized_by_memory()
     assert not ServeSettings(**llm, scenario="offline", max_batch=8).sized_by_memory()

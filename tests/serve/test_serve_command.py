@@ -127,7 +127,7 @@ def test_a_compiled_model_is_served_from_a_graph_per_bucket(dlbench, tmp_path):
     from torch._dynamo.utils import counters
 
     out = tmp_path / "serve.csv"
-    args = [a for a in TINY if a != "--no-compile"]
+    args = [a for a in TINY if a != "--no-compile"] + ["--compile"]  # on the CPU: asked for
     code, _, err = dlbench("serve", *args, "--scenario", "offline", *SHORT, "--output", out)
     assert code == 0, err
     [row] = CsvStore(out).rows()

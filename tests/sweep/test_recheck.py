@@ -46,7 +46,8 @@ def test_a_point_far_below_its_published_row_is_measured_again_and_named(
     (tmp_path / "none").mkdir()  # a folder of no published rows: nothing published yet
     monkeypatch.setenv(FOLDER_VARIABLE, str(tmp_path / "none"))
     first = tmp_path / "first.csv"
-    assert run_command(["sweep", str(plan), "--output", str(first)]) == 0
+    # 3 steps a point (few_steps): the recheck is what is tried
+    assert run_command(["sweep", str(plan), "--output", str(first), "--invalid-ok"]) == 0
     [measured] = read_rows(first)
     assert not measured.get("published_ratio")  # nothing published: empty, never an error
     assert "nothing published for its 1 row(s)" in capsys.readouterr().out
@@ -55,7 +56,7 @@ def test_a_point_far_below_its_published_row_is_measured_again_and_named(
     _published_from([measured], tmp_path / "published")
     monkeypatch.setenv(FOLDER_VARIABLE, str(tmp_path / "published"))
     rows_csv = tmp_path / "rows.csv"
-    assert run_command(["sweep", str(plan), "--output", str(rows_csv)]) == 0
+    assert run_command(["sweep", str(plan), "--output", str(rows_csv)]) == 4  # all invalid
     out, err = capsys.readouterr()
     low, again = read_rows(rows_csv)
     assert float(low["published_ratio"]) < 0.5
@@ -76,7 +77,7 @@ def test_a_point_far_below_its_published_row_is_measured_again_and_named(
 
     # --no-recheck: named, not measured again
     quiet = tmp_path / "quiet.csv"
-    assert run_command(["sweep", str(plan), "--output", str(quiet), "--no-recheck"]) == 0
+    assert run_command(["sweep", str(plan), "--output", str(quiet), "--no-recheck"]) == 4
     assert len(read_rows(quiet)) == 1
     assert "not rechecked (--no-recheck)" in capsys.readouterr().out
     with open(quiet, newline="") as handle:

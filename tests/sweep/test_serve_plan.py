@@ -160,7 +160,6 @@ def test_a_stored_row_counts_for_the_serve_point_it_measured_and_no_other():
         {"serve_max_batch": "16"},
         {"serve_qps": "200.0"},
         {"serve_slo_p99_ms": "20.0"},
-        {"compile": "False"},
         {"serve_min_duration_s": "5.0"},
         {"serve_find_qps": "True"},
         {"serve_mlperf_rules": "True"},
@@ -176,6 +175,15 @@ def test_a_stored_row_counts_for_the_serve_point_it_measured_and_no_other():
         "cuda_graphs: false}\n"
     ).points()
     assert eager.matches({**row, "cuda_graphs": "False"})
+    # compile left unset is the device's (a GPU compiles, a CPU does not): either row is it;
+    # a point that set it is matched on it
+    assert server.matches({**row, "compile": "False"}) and server.matches(
+        {**row, "compile": "True"}
+    )
+    [compiled] = parse_plan(
+        "serve:\n  - {model: resnet50, scenario: server, qps: 100, max_batch: 8, compile: true}\n"
+    ).points()
+    assert not compiled.matches({**row, "compile": "False"})
     assert not eager.matches({**row, "cuda_graphs": "True"})
 
 

@@ -43,7 +43,7 @@ runs:
 SMALL_PLAN = """
 name: small
 timeout_s: 120
-fixed: {accelerator: cpu, n_iters: 60, warmup_steps: 0}
+fixed: {accelerator: cpu, n_iters: 60, warmup_steps: 0, max_host_busy: 100}
 runs:
   - models: [steady]
     modes: [train, infer]
@@ -250,7 +250,8 @@ def test_repeats_and_block_tags_label_the_points():
 def test_a_repeated_sweep_feeds_compare_its_between_run_spread(tmp_path):
     plan_file = tmp_path / "rep.yaml"
     plan_file.write_text(
-        "name: rep\nfixed: {accelerator: cpu, n_iters: 10, warmup_steps: 1, max_noise: 50}\n"
+        "name: rep\nfixed: {accelerator: cpu, n_iters: 10, warmup_steps: 1, max_noise: 50, "
+        "max_host_busy: 100}\n"
         "runs: [{models: [steady], modes: [infer], batch_sizes: [2]}]\n"
     )
     csv_path = tmp_path / "rep.csv"
@@ -287,7 +288,7 @@ def test_default_plan_labels_throughput_and_latency_rows():
 WORKER_PLAN = """
 name: worker
 timeout_s: 60
-fixed: {accelerator: cpu, n_iters: 20, warmup_steps: 2}
+fixed: {accelerator: cpu, n_iters: 20, warmup_steps: 2, max_host_busy: 100}
 runs:
   - models: [steady]
     modes: [train]
@@ -382,12 +383,12 @@ def test_the_chosen_size_is_confirmed_with_autotuned_memory_and_stepped_down():
 LONG_PLAN = """
 name: long
 timeout_s: 120
-fixed: {accelerator: cpu, n_iters: 1500, warmup_steps: 0}
+fixed: {accelerator: cpu, n_iters: 1500, warmup_steps: 0, max_host_busy: 100}
 runs:
   - models: [steady]
     batch_sizes: [2]
 """
-SHORT_PLAN = LONG_PLAN.replace("1500", "2")
+SHORT_PLAN = LONG_PLAN.replace("1500", "10")  # a spread's least steps: a valid point
 
 
 def _children(pid: int) -> list[int]:
@@ -594,7 +595,8 @@ def test_a_worker_started_early_runs_the_points(monkeypatch, tmp_path):
         "name: one\nfixed: {accelerator: cpu, n_iters: 2, warmup_steps: 0, width: 32, height: 32}"
         "\nruns:\n  - models: [timm:test_resnet]\n    batch_sizes: [2]\n"
     )
-    assert run_command(["sweep", str(plan), "--output", str(tmp_path / "rows.csv")]) == 0
+    rows = tmp_path / "rows.csv"  # 2 steps, invalid (few_steps): the early worker is what is tried
+    assert run_command(["sweep", str(plan), "--output", str(rows), "--invalid-ok"]) == 0
     [early] = started
     assert early.proc is None  # the launcher ran the point in it, then closed it
     assert set(_workers_of(os.getpid())) <= earlier
@@ -623,3 +625,65 @@ def test_a_rerun_resumes_only_from_rows_of_the_same_code(tmp_path):
     assert not runner.rows.done(point, [{**row, "dlbench_dirty": "True"}])
     runner.rows.code = f"{code['dlbench']} (commit unknown)"
     assert not runner.rows.done(point, [{**row, "dlbench_commit": "unknown"}])
+
+
+def test_the_quick_plan_asks_for_what_its_verdicts_need():
+    """Each point of `quick` measures enough steps for a spread (MIN_SPREAD_STEPS) over a least
+    window: on 4c280ac it measured 5 steps and every point was invalid."""
+    from dlbench.config.limits import MIN_SPREAD_STEPS
+
+    points = load_plan("quick").points()
+    assert points
+    for point in points:
+        assert int(point.flags["n_iters"]) >= MIN_SPREAD_STEPS, point.label
+        assert float(point.flags["min_time"]) >= 1.0, point.label
+
+
+FEW_STEPS_PLAN = """
+name: few
+timeout_s: 60
+fixed: {accelerator: cpu, n_iters: 3, warmup_steps: 0}
+runs:
+  - models: [steady]
+    modes: [train, infer]
+    batch_sizes: [2]
+"""
+
+
+@pytest.mark.e2e
+def test_a_sweep_of_invalid_points_says_so_last_and_exits_4_unless_told(tmp_path):
+    plan_file = tmp_path / "few.yaml"
+    plan_file.write_text(FEW_STEPS_PLAN)
+    out = run_cli("sweep", str(plan_file), "--output", str(tmp_path / "few.csv"), env=env_with())
+    assert out.returncode == 4, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: every point measured (2) is INVALID") and "--invalid-ok" in last
+    rows = read_rows(tmp_path / "few.csv")
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert all("few_steps" in r["verdict_reasons"] for r in rows)
+    kept = run_cli(
+        "sweep", str(plan_file), "--output", str(tmp_path / "ok.csv"), "--invalid-ok",
+        env=env_with(),
+    )  # fmt: skip
+    assert kept.returncode == 0, kept.stderr
+    assert "x published" not in out.stdout  # a CPU has no published rows: no empty column
+
+
+@pytest.mark.e2e
+def test_the_quick_plan_passes_its_own_checks_and_its_report_has_plots(tmp_path):
+    """Every point of `quick` measured and, but for what a busy host does to a CPU row (the
+    suite's other workers), valid; the report beside the CSV has its plots; no lock file is
+    left behind."""
+    csv_path = tmp_path / "q.csv"
+    out = run_cli("sweep", "quick", "--output", str(csv_path), env=env_with(), timeout=300)
+    assert out.returncode in (0, 4), out.stderr
+    rows = read_rows(csv_path)
+    assert len(rows) == len(load_plan("quick").points())
+    for row in rows:
+        assert row["status"] == "ok", row["error"]
+        reasons = set(filter(None, row["verdict_reasons"].split(";")))
+        assert reasons <= {"host_busy", "noisy"}, (row["model"], reasons)
+    report = run_cli("report", str(csv_path), env=env_with())
+    assert report.returncode == 0, report.stderr
+    assert list((tmp_path / "q-report").glob("*.png")), report.stdout
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".lock")]

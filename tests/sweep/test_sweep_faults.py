@@ -21,7 +21,7 @@ from tests.sweep.test_sweep import _alive
 PLAN = """
 name: faults
 timeout_s: {timeout}
-fixed: {{accelerator: cpu, n_iters: 100, warmup_steps: 1, max_noise: 50}}
+fixed: {{accelerator: cpu, n_iters: 100, warmup_steps: 1, max_noise: 50, max_host_busy: 100}}
 runs:
   - models: [steady]
     batch_sizes: [2, 3, 4]

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dlbench.errors import check_finite, invalid
-from dlbench.results.stats import Z_975, t_975
+from dlbench.results.stats import CPU_RUN_SPREAD_PCT, Z_975, t_975
 
 SAME, FASTER, SLOWER, INCONCLUSIVE = "same", "faster", "slower", "inconclusive"
 VERDICTS = (SAME, FASTER, SLOWER, INCONCLUSIVE)
@@ -40,7 +40,13 @@ MIN_EFFECT_SHARE = 0.4  # a change is called where its interval excludes this sh
 # step) moves with its process's state, a GPU-bound one barely; a served rate beyond what its
 # search resolves (its interval: results.intervals); a served latency (a single stream's p90, a
 # fixed rate's p99) as a launch-bound row's, for want of its own (docs/decisions.md#change-verdict).
-RUN_SPREAD_PCT = {"launch_bound": 4.0, "gpu_bound": 1.0, "serve": 1.0, "serve_latency": 4.0}
+RUN_SPREAD_PCT = {
+    "launch_bound": 4.0,
+    "gpu_bound": 1.0,
+    "serve": 1.0,
+    "serve_latency": 4.0,
+    "cpu": CPU_RUN_SPREAD_PCT,  # a CPU row: its machine's neighbours (results.stats)
+}
 MAX_RUNS = 100  # the most runs a side the advice will ask for
 
 
@@ -159,9 +165,11 @@ def _runs_to_settle(base: Evidence, head: Evidence, d: float, threshold_pct: flo
     return max(2, min(MAX_RUNS, math.ceil(per_run * (Z_975 / room) ** 2)))
 
 
-def run_spread_pct(launch_bound: bool, serve: str = "") -> float:
+def run_spread_pct(launch_bound: bool, serve: str = "", cpu: bool = False) -> float:
     """The prior spread between runs of one row's kind (RUN_SPREAD_PCT); `serve`: a serve
-    row's figure kind, `rate` or `latency`."""
+    row's figure kind, `rate` or `latency`; `cpu`: a row measured on the CPU."""
+    if cpu:
+        return RUN_SPREAD_PCT["cpu"]
     if serve:
         return RUN_SPREAD_PCT["serve" if serve == "rate" else "serve_latency"]
     return RUN_SPREAD_PCT["launch_bound" if launch_bound else "gpu_bound"]

@@ -161,9 +161,9 @@ def evidence_of(group: pd.DataFrame) -> Evidence:
     serve = ""
     if key_text(row.get("run_kind")) == "serve":
         serve = "latency" if bool(row.get("lower_is_better")) else "rate"
-    spread = 0.0 if pooled(row) else run_spread_pct(launch_bound(row), serve)
-    interval = interval_of(row)
-    own = 0.0 if math.isnan(sds[0]) else sds[0]
+    cpu = key_text(row.get("accelerator")) == "cpu"
+    spread = 0.0 if pooled(row) else run_spread_pct(launch_bound(row), serve, cpu)
+    interval, own = interval_of(row), 0.0 if math.isnan(sds[0]) else sds[0]
     return Evidence.of_one(figures[0], own, spread, interval.dof if interval else math.inf)
 
 

@@ -11,6 +11,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter, MaxNLocator
 
+from dlbench.results.pairing import EXPERIMENT_KEY, key_text
+
 WIDE = (10, 4.5)
 
 
@@ -54,22 +56,43 @@ def _batch(value: object) -> str:
     return f"{number:.0f}" if number.is_integer() else f"{number:g}"
 
 
+# What a line of throughput against batch size holds the same: the experiment (results.pairing
+# .EXPERIMENT_KEY) but for its axis, and the machine; a panel is a model and mode.
+LINE_KEY = tuple(c for c in EXPERIMENT_KEY if c not in ("model", "mode", "batch_size", "gpu_name"))
+
+
 def throughput_vs_batch(runs: pd.DataFrame) -> Figure | None:
-    """Samples/s against batch size, one line per machine and precision, a panel per workload."""
+    """Samples/s against batch size, a panel per workload, one line per experiment (every
+    setting but the batch size the same, repeats averaged); the legend names what differs
+    between a panel's lines."""
     groups = [(k, g) for k, g in runs.groupby(["model", "mode"]) if g["batch_size"].nunique() > 1]
     if not groups:
         return None
     fig, axes = _panels(len(groups))
     for ax, ((model, mode), g) in zip(axes, groups):
-        for (machine, precision), line in g.groupby(["machine", "precision"]):
-            line = line.sort_values("batch_size")
-            ax.plot(line["batch_size"], line["samples_per_s"], "o-", label=f"{machine} {precision}")
+        key = ["machine", *(c for c in LINE_KEY if c in g)]
+        text = pd.DataFrame({c: [key_text(v, c) for v in g[c]] for c in key}, index=g.index)
+        varying = [c for c in key if text[c].nunique() > 1] or ["machine"]
+        for _, line in g.assign(_line=text.agg("|".join, axis=1)).groupby("_line", sort=True):
+            points = line.groupby("batch_size")["samples_per_s"].mean().sort_index()
+            first = line.iloc[0]
+            label = ", ".join(_setting(c, first[c]) for c in varying)
+            ax.plot(points.index, points.to_numpy(), "o-", label=label)
         ax.set(title=f"{model} {mode}", xlabel="batch size per device (log scale)")
         ax.set(ylabel="samples/s", ylim=(0, None))  # a rate: from zero
         _log_scale(ax, "x", base=2)
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _setting(column: str, value: object) -> str:
+    """A legend's word for one setting: the machine as itself, a count as an integer."""
+    if column == "machine":
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{column} {value}"
 
 
 def speedup_heatmap(matrix: pd.DataFrame, baseline: str) -> Figure | None:

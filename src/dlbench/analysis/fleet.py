@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench.analysis.load import finished_rows
+from dlbench.errors import number_or_none
 from dlbench.results.peaks.siblings import datasheet_shares, sibling_shares
 from dlbench.results.verdict import (
     MIN_DATASHEET_MATMUL_SHARE,
@@ -63,9 +64,6 @@ def fleet_table(rows: pd.DataFrame) -> pd.DataFrame:
     order = [c for c in ("named", "hostname", "gpu_index") if c in table]
     table = table.sort_values(order, ascending=[False] + [True] * (len(order) - 1))
     table["gpu_uuid"] = table["gpu_uuid"].astype(str).str[:13]
-    table["siblings_share"] = table["siblings_share"].map(lambda v: "" if pd.isna(v) else v)
-    if "gpu_index" in table:  # read back from a CSV as 0.0
-        table["gpu_index"] = table["gpu_index"].map(lambda i: "" if pd.isna(i) else str(int(i)))
     return table[[c for c in COLUMNS if c in table]].rename(columns=COLUMNS)
 
 
@@ -75,9 +73,15 @@ def named_gpus(table: pd.DataFrame) -> list[str]:
         return []
     named = table[table["why"].astype(str).str.contains(NAMED)]
     return [
-        f"{r.get('host', '')} GPU {r.get('GPU', '')} ({r.get('model', '')}): {r['why']}"
+        f"{r.get('host', '')} GPU {_index(r.get('GPU'))} ({r.get('model', '')}): {r['why']}"
         for _, r in named.iterrows()
     ]
+
+
+def _index(value: object) -> str:
+    """A GPU's index as a whole number (read back from a CSV as 1.0), empty where missing."""
+    number = number_or_none(value)
+    return "" if number is None else str(int(number))
 
 
 def _missing(value: object) -> bool:

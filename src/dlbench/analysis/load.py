@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.errors import UserError, one_line, warn
+from dlbench.results.advice import verdict_label
 from dlbench.results.pairing import RUN_KEY, finished, machine, release
 from dlbench.results.published import (
     RELEASES,
@@ -224,9 +225,10 @@ def split_invalid(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def verdict_labels(rows: pd.DataFrame) -> pd.Series:
-    """`valid`, or `invalid: REASONS` (rows from before verdicts existed: empty)."""
+    """Each row's verdict as every table prints it (results.advice.verdict_label)."""
     verdict, reasons = text_column(rows, "verdict"), text_column(rows, "verdict_reasons")
-    return verdict.where(reasons == "", verdict + ": " + reasons)
+    labels = [verdict_label({"verdict": v, "verdict_reasons": r}) for v, r in zip(verdict, reasons)]
+    return pd.Series(labels, index=rows.index, dtype=object)
 
 
 def key_columns(rows: pd.DataFrame, key: tuple[str, ...] | list[str] = RUN_KEY) -> list[str]:

@@ -104,7 +104,8 @@ def workload_name(row: pd.Series) -> str:
         size = f" {float(row['width']):.0f}x{float(row['height']):.0f}"
     data = str(row.get("data") or "synthetic").split(":")[0]
     fed = "" if data in ("synthetic", "nan", "") else f" ({data}, {row.get('data_decode')} decode)"
-    return f"{row['model']} {row['mode']} {row['precision']} bs{row['batch_size']}{size}{fed}"
+    batch = key_text(row.get("batch_size"), "batch_size")  # a count: 256, not 256.0
+    return f"{row['model']} {row['mode']} {row['precision']} bs{batch}{size}{fed}"
 
 
 def noise_text(pair: pd.Series) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dlbench.analysis.load import finished_rows, split_invalid, text_column, verdict_labels
+from dlbench.results.pairing import key_text
 
 COLUMNS = ["data", "model", "batch_size", "decode", "workers", "loader", "training", "wait %"]
 COLUMNS += ["training verdict"]
@@ -108,7 +109,7 @@ def saturation_notes(table: pd.DataFrame) -> str:
             else ""
         )
         notes.append(
-            f"{data} ({decode} decode) for {model} bs{batch}: the loader {where} "
+            f"{data} ({decode} decode) for {model} bs{key_text(batch)}: the loader {where} "
             f"(model on synthetic data: {target.iloc[0]:,.0f}/s).{shortfall}"
         )
     return "\n".join(notes)

@@ -102,10 +102,14 @@ def _write_files(
 
 
 def _number(value: object) -> object:
-    """Floats as a reader wants them: 4,694 and 0.137, not 4.69e+03."""
+    """Floats as a reader wants them, by one rule: a count or anything of 100 and more whole
+    (16, 4,694, not 16.0 or 4.69e+03), a ratio and what is under 100 to two decimals (1.10
+    beside 1.09, not 1.1), a small figure to three digits (0.00137)."""
     if not isinstance(value, float) or pd.isna(value):
         return value
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    if value.is_integer() or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.2f}" if abs(value) >= 0.01 else f"{value:.3g}"
 
 
 def _slug(title: str) -> str:
@@ -183,7 +187,7 @@ def _markdown(sections: list[Section], sources: list[str]) -> str:
         if s.figure:
             parts += ["", f"![{s.title}]({s.figure})"]
         if s.table is not None:
-            parts += ["", markdown_table(s.table, digits=3)]
+            parts += ["", markdown_table(s.table, number=_number)]
         parts.append("")
     parts += [f"Sources: {markdown_text(', '.join(sources))}", ""]
     return "\n".join(parts)

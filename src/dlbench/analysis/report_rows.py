@@ -14,6 +14,7 @@ from dlbench.analysis.compare import ENVIRONMENT
 from dlbench.analysis.load import finished_rows, machine_labels, split_invalid
 from dlbench.analysis.machines import code_labels, machine_pairs
 from dlbench.errors import UserError
+from dlbench.results.pairing import key_text
 
 SUMMARY_COLUMNS = {
     "model": "model",
@@ -166,8 +167,8 @@ def environment_notes(runs: pd.DataFrame, baseline: str) -> str:
     for machine, rows in runs[runs["machine"] != baseline].groupby("machine"):
         diffs = []
         for column in (c for c in ENVIRONMENT if c in runs and c != "gpu_name"):
-            a = ", ".join(sorted(base[column].dropna().astype(str).unique()))
-            b = ", ".join(sorted(rows[column].dropna().astype(str).unique()))
+            a = ", ".join(sorted({key_text(v, column) for v in base[column].dropna()}))
+            b = ", ".join(sorted({key_text(v, column) for v in rows[column].dropna()}))
             if a != b:
                 diffs.append(f"{column}: {a or '-'} vs {b or '-'}")
         if diffs:

@@ -130,7 +130,8 @@ def rows_left_out(r: ReportRows) -> Part | None:
     return (
         Section(
             "Rows left out of every ratio",
-            "Their verdict is invalid; verdict_reasons says why (dlbench.results.verdict).",
+            "Their verdict is invalid: the verdict column says why (each reason is in "
+            "docs/columns.md, under verdict_reasons); they count in no ratio above.",
             r.invalid[cols],
         ),
         None,

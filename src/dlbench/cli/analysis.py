@@ -38,9 +38,15 @@ SameCode = Annotated[
 @app.command("report", help="HTML (self-contained), PNGs and Markdown from result CSVs.")
 def report(
     csv: Csvs,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the report.")] = Path(
-        "results/report"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Folder for the report (default: beside the first input: FILE-report/ for a "
+            "CSV, FOLDER/report/ for a folder).",
+        ),
+    ] = None,
     baseline: Baseline = None,
     max_slowdown: MaxSlowdown = 10.0,
     timeline: Annotated[
@@ -63,9 +69,16 @@ def report(
 
     check_finite("--max-slowdown", max_slowdown)
     prices = parse_prices(usd_per_hour)
+    out = out or report_folder(csv[0])
     written = build_report(csv, out, baseline, max_slowdown, timeline, pdf, pptx, prices, same_code)
     extra = "".join(f", {path}" for path in written.documents)
     print(f"wrote {written.html} ({len(written.pngs)} plots embedded), {written.markdown}{extra}")
+
+
+def report_folder(first: Path) -> Path:
+    """Where a report goes unless --out says: beside its first input (`q.csv` -> `q-report/`,
+    a folder -> `FOLDER/report/`)."""
+    return first / "report" if first.is_dir() else first.with_name(f"{first.stem}-report")
 
 
 @app.command(

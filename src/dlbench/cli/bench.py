@@ -23,6 +23,7 @@ NOT_VALIDATED = (
     "data_workers",
     "data_decode",
     "max_noise",
+    "max_host_busy",
     "max_time",
     "min_time",
     "run_id",

@@ -77,7 +77,9 @@ def options_of(
     names.sort(key=lambda n: panels.index(table[n].panel))  # --help's groups
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p for p in inspect.signature(command).parameters.values() if p.name != "flags"]
+        # the command's own annotations read in its module (with_flags lives in this one)
+        own = inspect.signature(command, eval_str=True).parameters.values()
+        own = [p for p in own if p.name != "flags"]
         params = []
         for name in names:
             kind, default, help = replace.get(name, (None, _cli_default(table[name]), None))

@@ -46,6 +46,12 @@ RecheckOption = Annotated[
 ]
 
 
+InvalidOk = Annotated[
+    bool,
+    typer.Option("--invalid-ok", help="Exit 0 where every point measured is INVALID (default: 4)."),
+]
+
+
 @app.command(
     "sweep",
     help="Run a grid of points (packaged plan name or YAML file), each in a fresh process forked "
@@ -76,6 +82,7 @@ def sweep(
     isolation: Isolation = "worker",
     resume: Resume = True,
     recheck: RecheckOption = True,
+    invalid_ok: InvalidOk = False,
 ) -> None:
     from dlbench.sweep.launcher import Worker
     from dlbench.sweep.plan import parse_shard, shard_points
@@ -107,7 +114,7 @@ def sweep(
         if early is not None:
             early.close()
         raise
-    _show_outcome(runner.run(), output)
+    _show_outcome(runner.run(), output, invalid_ok)
 
 
 def plan_as_asked(
@@ -133,7 +140,7 @@ def plan_as_asked(
     return sweep_plan
 
 
-def _show_outcome(outcome, output: Path) -> None:
+def _show_outcome(outcome, output: Path, invalid_ok: bool = False) -> None:
     """The summary table, the rows against the published ones, where the time went, where
     each point's output is kept; the exit."""
     from rich.console import Console
@@ -149,7 +156,7 @@ def _show_outcome(outcome, output: Path) -> None:
         console.print(line, markup=False, soft_wrap=True)
     if logs_folder(output).is_dir():
         console.print(f"each point's output: {logs_folder(output)}/RUN_ID.log", markup=False)
-    raise typer.Exit(finish(outcome))
+    raise typer.Exit(finish(outcome, invalid_ok))
 
 
 def _warn_of_an_unusable_cache_variable() -> None:
@@ -185,6 +192,7 @@ SCALED = (
     "min_time",
     "max_noise",
     "max_time",
+    "max_host_busy",
     "telemetry",
     "collective_timeout",
     "strategy",
@@ -206,6 +214,7 @@ DEVICE_COUNTS = (str, "all", "Device counts, e.g. 1,2,4, or 'all'.")
 def scaling(
     flags: dict[str, Any],
     timeout: Annotated[float, typer.Option(help="Seconds per point.")] = DEFAULT_POINT_TIMEOUT_S,
+    invalid_ok: InvalidOk = False,
 ) -> None:
     from rich.console import Console
 
@@ -225,7 +234,7 @@ def scaling(
     outcome = runner.run()
     console.print(summary_table(outcome))
     show_scaling(record_scaling(runner.store, flags["model"], mode))
-    raise typer.Exit(finish(outcome))
+    raise typer.Exit(finish(outcome, invalid_ok))
 
 
 @app.command("sweep-worker", hidden=True)

@@ -12,7 +12,7 @@ def show_workloads(pattern: str, count_params: bool) -> None:
     """Print the registry as a table; parameters are counted on models built on the meta device
     (no memory, no weights), which `--no-params` skips."""
     table = Table(title="dlbench workloads (also: timm:<any timm model>)")
-    for column in ("name", "family", "sample", "default input", "size rule", "description"):
+    for column in ("name", "family", "sample", "default input", "image sizes", "description"):
         table.add_column(column, no_wrap=column != "description")
     if count_params:
         table.add_column("params (M)", justify="right")
@@ -28,7 +28,9 @@ def show_workloads(pattern: str, count_params: bool) -> None:
         shape = w.shape(None, None, 128)
         if w.is_image:
             size = f"3x{shape.height}x{shape.width}"
-            rule = f">= {w.size_rule.minimum}, x{w.size_rule.multiple}"
+            rule = f"{w.size_rule.minimum} px or more" + (
+                f", a multiple of {w.size_rule.multiple}" if w.size_rule.multiple > 1 else ""
+            )
         else:
             size, rule = f"{shape.seq_len} tokens (--seq-len)", "-"
         cells = [name, w.family, w.sample_unit, size, rule, w.summary]

@@ -21,6 +21,10 @@ COUNTER_LEAD_S = 0.25
 # A step-time spread needs this many measured steps (a standard deviation of fewer is uncertain
 # by over a quarter); --n-iters' default too. On a GPU DEFAULT_MIN_TIME_S usually decides.
 MIN_SPREAD_STEPS = 10
+# A CPU row whose window other processes took more than this share (%) of the machine's CPU
+# time from measured a shared machine: the next run's figure need not agree (the verdict's
+# host_busy; --max-host-busy replaces it; docs/decisions.md#cpu-rows).
+HOST_OTHER_CPU_PCT = 10.0
 # Fixed warm-up before the check for settled steps: the first step builds (cuDNN's plans, the
 # allocator's pools), the second makes the optimizer's state; on a GPU the warm-up then goes on
 # until steps settle (engine.timing.warmup.STEADY_PCT): more only costs

@@ -29,6 +29,7 @@ from dlbench.config.limits import (
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_MIN_TIME_S,
     DEFAULT_WARMUP_STEPS,
+    HOST_OTHER_CPU_PCT,
     MAX_COUNT,
     MAX_PRICE,
     MAX_PROCESSES,
@@ -125,6 +126,9 @@ class MeasurementConfig:
     seed: int = option(0, "Random seed for weights and synthetic data.")
     max_noise: float | None = option(None, "Measure until the spread is under PCT %.")
     max_time: float = option(60.0, "Cap in seconds for --max-noise measuring.")
+    max_host_busy: float | None = option(
+        None, f"Others' CPU % a CPU row allows (default {HOST_OTHER_CPU_PCT:g})."
+    )
     min_time: float | None = option(
         None,
         f"Measure at least this many seconds (default: {DEFAULT_MIN_TIME_S:g} with GPU "
@@ -142,6 +146,9 @@ class MeasurementConfig:
         check_finite("--max-noise", self.max_noise)
         if self.max_noise is not None and not 0 < self.max_noise < 100:
             raise invalid("--max-noise", self.max_noise, "must be a percentage between 0 and 100")
+        check_finite("--max-host-busy", self.max_host_busy)
+        if self.max_host_busy is not None and not 0 <= self.max_host_busy <= 100:
+            raise invalid("--max-host-busy", self.max_host_busy, "must be a percentage, 0 to 100")
         check_seconds("--max-time", self.max_time)
         check_seconds("--min-time", self.min_time, zero=True)
         check_count("--processes", self.processes, MAX_PROCESSES)
@@ -252,7 +259,7 @@ class TelemetryConfig:
     enabled: bool = option(True, "Sample GPU power, clocks, heat; window energy.", key="telemetry")
     sample_interval: float = option(DEFAULT_SAMPLE_INTERVAL_S, "Seconds between samples.")
     log: Path | None = option(None, "Every sample, to this CSV.", key="telemetry_log")
-    nvtx: bool = option(False, "NVTX ranges for Nsight Systems.", switch=True)
+    nvtx: bool = option(False, "NVTX ranges (for Nsight).", switch=True)
     breakdown: bool = option(
         False, "After the window: time copy/fwd/bwd/optimizer apart.", switch=True
     )

@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 import torch
 
-from dlbench.data.host_cpu import cpu_busy_pct, cpu_times
 from dlbench.data.pipeline import Pipeline, worker_message
 from dlbench.errors import UserError
+from dlbench.host import cpu_busy_pct, cpu_times
 from dlbench.signals import raise_if_interrupted
 
 # Batches staged on the device ahead of the step (decoded, cropped). nvJPEG's call waits for

@@ -3,17 +3,26 @@ and what to change, each note's meaning, and `advice`, the one line a console pr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dlbench.config.limits import MIN_SPREAD_STEPS
 from dlbench.errors import number_or_none
 from dlbench.results.schema import is_true
-from dlbench.results.stats import MAX_NOISE_PCT, MAX_OUTLIER_TIME_PCT, MAX_SPREAD_PCT
+from dlbench.results.stats import (
+    CPU_NOISE_PCT,
+    CPU_RUN_SPREAD_PCT,
+    MAX_NOISE_PCT,
+    MAX_OUTLIER_TIME_PCT,
+    MAX_SPREAD_PCT,
+    Z_975,
+)
 from dlbench.results.verdict import (
     MAX_REPEAT_GAP_PCT,
     disagreeing_repeats,
+    gpu_rules,
     harness_ratios,
     noise_of,
     reasons_and_notes,
-    spread_judged,
 )
 
 # code: (what happened, what to change)
@@ -32,8 +41,15 @@ REASONS = {
         "run on a quiet machine, or measure longer (--max-noise, --max-time)",
     ),
     "drift": (
-        "the second half's steps ran {step_time_drift_pct:+.1f} % against the first half's",
-        "warm up longer (--warmup-steps), or find what changed during the window",
+        "a step took {step_time_drift_pct:+.1f} % longer in the window's second half than in its "
+        "first: the machine changed speed while it measured",
+        "warm up longer (--warmup-steps), or measure when nothing else runs on the machine",
+    ),
+    "host_busy": (
+        "other processes used {host_other_cpu_pct:.0f} % of this machine's CPU time during the "
+        "window: the figure is of a shared machine, and the next run's will differ",
+        "run it when the machine is quiet (close what else runs, or use a machine of your own), "
+        "or accept a shared machine's load with --max-host-busy",
     ),
     "host_bound": ("the host held the GPU back", "a bigger batch, or --cuda-graphs"),
     "hardware_slowdown": ("the GPU slowed down ({throttle_reasons})", "check cooling and power"),
@@ -146,47 +162,67 @@ NOISY_PARTS = {
 }
 
 
-def verdict_label(row: dict) -> str:
-    """The verdict in a few words beside a figure: `valid`, or `INVALID (noisy, drift)`."""
+def verdict_label(row: Mapping[str, object]) -> str:
+    """The verdict in a few words beside a figure, the one way every console, report and table
+    prints it: `valid`, or `INVALID (noisy, drift)` (a row from before verdicts existed: "")."""
     reasons = [r for r in str(row.get("verdict_reasons") or "").split(";") if r]
-    return f"INVALID ({', '.join(reasons)})" if reasons else "valid"
+    if reasons:
+        return f"INVALID ({', '.join(reasons)})"
+    return "valid" if row.get("verdict") not in (None, "") or "verdict" not in row else ""
+
+
+# The columns the words above format as numbers (an empty cell as 0)
+NUMBERS = (
+    "window_s",
+    "min_time_s",
+    "step_time_stdev_pct",
+    "data_wait_pct",
+    "throughput_interval_pct",
+    "step_time_robust_spread_pct",
+    "step_outliers",
+    "step_outlier_time_pct",
+    "step_time_drift_pct",
+    "sm_clock_below_base_pct",
+    "throttle_pct",
+    "steps",
+    "siblings_share",
+    "siblings",
+    "attained_bf16_datasheet_share",
+    "attained_read_datasheet_share",
+    "attained_datasheet_share_max",
+    "published_ratio",
+    "published_band_pct",
+    "serve_latency_p99_ms",
+    "serve_slo_p99_ms",
+    "serve_ttft_p99_ms",
+    "serve_ttft_p99_bound_ms",
+    "serve_tpot_p99_ms",
+    "serve_tpot_p99_bound_ms",
+    "serve_min_duration_s",
+    "serve_min_queries",
+    "serve_tokens_wrong",
+    "serve_tokens_checked",
+    "host_other_cpu_pct",
+)
+
+
+def _cpu_word(row: Mapping[str, object]) -> str:
+    """What a valid CPU row's figure is good for: its machine's, to within what the next run
+    on it gives (results.stats.CPU_RUN_SPREAD_PCT), not a hardware figure to rank."""
+    if row.get("accelerator") != "cpu":
+        return ""
+    spread = Z_975 * CPU_RUN_SPREAD_PCT
+    return (
+        f"; a CPU's figure: this machine's, and the next run on it may read up to about "
+        f"{spread:.0f} % either way (compare allows for it)"
+    )
 
 
 def advice(row: dict) -> str:
     """One line: the verdict, what made it, and what to change."""
     reasons, notes = reasons_and_notes(row)
     values = {**row}
-    for key in (
-        "window_s",
-        "min_time_s",
-        "step_time_stdev_pct",
-        "data_wait_pct",
-        "throughput_interval_pct",
-        "step_time_robust_spread_pct",
-        "step_outliers",
-        "step_outlier_time_pct",
-        "step_time_drift_pct",
-        "sm_clock_below_base_pct",
-        "throttle_pct",
-        "steps",
-        "siblings_share",
-        "siblings",
-        "attained_bf16_datasheet_share",
-        "attained_read_datasheet_share",
-        "attained_datasheet_share_max",
-        "published_ratio",
-        "published_band_pct",
-        "serve_latency_p99_ms",
-        "serve_slo_p99_ms",
-        "serve_ttft_p99_ms",
-        "serve_ttft_p99_bound_ms",
-        "serve_tpot_p99_ms",
-        "serve_tpot_p99_bound_ms",
-        "serve_min_duration_s",
-        "serve_min_queries",
-        "serve_tokens_wrong",
-        "serve_tokens_checked",
-    ):
+    for key in NUMBERS:
         values[key] = number_or_none(row.get(key)) or 0.0
     values["min_spread_steps"] = MIN_SPREAD_STEPS
     values["max_repeat_gap_pct"] = MAX_REPEAT_GAP_PCT
@@ -196,18 +232,19 @@ def advice(row: dict) -> str:
     )
     values["input_fix"] = _input_fix(row)
     values.update(
-        noise_limit_pct=number_or_none(row.get("max_noise_pct")) or MAX_NOISE_PCT,
+        noise_limit_pct=number_or_none(row.get("max_noise_pct"))
+        or (MAX_NOISE_PCT if gpu_rules(row) else CPU_NOISE_PCT),
         max_spread_pct=MAX_SPREAD_PCT,
         max_outlier_time_pct=MAX_OUTLIER_TIME_PCT,
     )
     limit = number_or_none(row.get("max_noise_pct"))
-    parts = noise_of(row).noisy_parts(limit, spread_judged(row))
+    parts = noise_of(row).noisy_parts(limit, gpu_rules(row))
     values["noisy_parts"] = "; ".join(NOISY_PARTS[p].format(**values) for p in parts) or (
         "its steps' standard deviation was {step_time_stdev_pct:.1f} % (a row from before the "
         "noise columns)".format(**values)
     )
     if not reasons:
         extra = "; ".join(NOTES[n].format(**values) for n in notes)
-        return "VALID" + (f" (note: {extra})" if extra else "")
+        return "VALID" + (f" (note: {extra})" if extra else "") + _cpu_word(row)
     parts = [f"{REASONS[r][0].format(**values)}: {REASONS[r][1].format(**values)}" for r in reasons]
     return "INVALID: " + "; ".join(parts)

@@ -288,6 +288,8 @@ def published_line(row: Mapping[str, object]) -> str:
     """One line for the console under the verdict: the ratio to the published rows and whether
     it lies within its band, or that none were published for this GPU and configuration."""
     ratio = number_or_none(row.get("published_ratio"))
+    if ratio is None and not row.get("gpu_name"):
+        return ""  # dlbench publishes GPUs' figures: a CPU row has nothing to be held against
     if ratio is None:
         return f"published: no published row of {machine(row)} measured this configuration"
     band = float(row["published_band_pct"])  # type: ignore[arg-type]

@@ -90,6 +90,7 @@ def config_columns(config: RunConfig) -> dict[str, object]:
         "seed": config.measurement.seed,
         "warmup_steps": config.measurement.warmup_steps,
         "max_noise_pct": config.measurement.max_noise,
+        "max_host_busy_pct": config.measurement.max_host_busy,
         **config.output.tags.columns(),
     }
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 import re
 
 from dlbench.config.fp8_recipes import recipes_help
-from dlbench.config.limits import COUNTER_LEAD_S, DEFAULT_MIN_TIME_S, POWER_AVERAGING_S
+from dlbench.config.limits import (
+    COUNTER_LEAD_S,
+    DEFAULT_MIN_TIME_S,
+    HOST_OTHER_CPU_PCT,
+    POWER_AVERAGING_S,
+)
 from dlbench.errors import invalid
 from dlbench.results.efficiency_columns import EFFICIENCY_COLUMNS
+from dlbench.results.environment_columns import ENVIRONMENT_COLUMNS
 from dlbench.results.generation_columns import GENERATION_COLUMNS
 from dlbench.results.label_columns import LABEL_COLUMNS
 from dlbench.results.peaks.columns import PEAK_COLUMNS
@@ -105,6 +111,9 @@ COLUMNS: dict[str, str] = {
     "max_noise_pct": "--max-noise: the widest 95 % interval of the throughput (% of it) the "
     "window measures toward and the verdict allows (empty: the default, "
     f"{MAX_NOISE_PCT:g})",
+    "max_host_busy_pct": "--max-host-busy: the most of the machine's CPU time (%) other "
+    "processes may take in a CPU row's window before it is invalid (host_busy; empty: the "
+    f"default, {HOST_OTHER_CPU_PCT:g})",
     "noise_met": "whether the window's noise settled (interval and outliers within their "
     "limits) before --max-time; empty where no target applied (the CPU without --max-noise)",
     "window_s": "device time of the measured window (CUDA events)",
@@ -207,7 +216,7 @@ COLUMNS: dict[str, str] = {
     **TELEMETRY_COLUMNS,
     "verdict": "valid or invalid: whether to trust the number (dlbench.results.verdict)",
     "verdict_reasons": "why invalid, ;-separated: failed, short_window, few_steps, noisy, "
-    "host_bound, hardware_slowdown, other_processes, low_clock, energy_short_window, "
+    "host_bound, host_busy, hardware_slowdown, other_processes, low_clock, energy_short_window, "
     "non_finite_loss, below_published; validate rows: repeats_disagree; peak rows: "
     "above_datasheet, impossible_figure, below_datasheet, below_siblings; serve rows: LoadGen's "
     "(latency_bound, ttft_bound, tpot_bound, early_stopping, min_duration, min_queries, "
@@ -253,45 +262,7 @@ COLUMNS: dict[str, str] = {
     "bare_samples_per_s": "validate: throughput of the hand-written PyTorch loop",
     "harness_ratio": "validate: dlbench throughput / bare loop throughput (median of repeats)",
     "harness_ratios": "validate: the ratio of each repeat",
-    "hostname": "environment: host name (the container's, under Docker)",
-    "os": "environment: operating system and kernel",
-    "python": "environment: Python version",
-    "cpu": "environment: CPU",
-    "cpu_count": "environment: threads torch uses",
-    "torch": "environment: torch version",
-    "cuda": "environment: CUDA version torch was built with",
-    "hip": "environment: HIP (ROCm) version torch was built with",
-    "cudnn": "environment: cuDNN version",
-    "dlbench": "environment: dlbench version (the release)",
-    "dlbench_commit": "environment: the git commit of the dlbench version that measured the "
-    "row (unknown: neither a checkout nor a build said)",
-    "dlbench_dirty": "environment: True when the dlbench version had changes beyond "
-    "dlbench_commit (empty: unknown)",
-    "gpu_name": "environment: GPU model (a host of mixed GPUs: each model with its count)",
-    "gpu_mixed": "True when the job's GPUs are of more than one model (then no MFU)",
-    "gpu_uuid": "the GPU's UUID (torch's form, NVML's without GPU-); cpu for the host; several "
-    "ranks: each rank's, in rank order, space-separated",
-    "gpu_count": "environment: GPUs visible",
-    "gpu_memory_mb": "environment: memory of the run's GPU (several: the smallest of the job's; "
-    "the side file has each rank's)",
-    "gpu_capability": "environment: compute capability (several GPUs of different ones: each, "
-    "comma-separated)",
-    "gpu_form_factor": "environment: SXM, PCIe, NVL or OAM (known GPU names only)",
-    "gpu_pcie_link": "the GPU's current PCIe link, e.g. gen5 x16 (telemetry)",
-    "gpu_app_clocks_locked": "True when the GPU's application clocks differ from the default "
-    "(someone locked them); empty where unknown",
-    "container": "environment: the container engine the run was inside (docker, podman)",
-    "container_image": "environment: the image id (podman), or DLBENCH_CONTAINER_IMAGE (Docker: "
-    "compose sets it to the image it runs)",
-    "driver": "environment: NVIDIA driver version",
-    "nccl": "environment: NCCL version torch was built with",
-    "nccl_env": "environment: NCCL_* variables set for the run (they change collectives)",
-    "cuda_env": "environment: variables set for the run that change how CUDA queues work or "
-    "keeps memory (dlbench sets CUDA_DEVICE_MAX_CONNECTIONS=32 unless given)",
-    "lightning": "environment: Lightning version",
-    "timm": "environment: timm version",
-    "transformers": "environment: transformers version",
-    "segmentation_models_pytorch": "environment: segmentation-models-pytorch version",
+    **ENVIRONMENT_COLUMNS,
     **PEAK_COLUMNS,
     **SERVE_COLUMNS,
 }

@@ -10,9 +10,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from dlbench.errors import UserError
+from dlbench.results.file_lock import BesideLock, LockBusy
 from dlbench.results.schema import COLUMNS, IDENTITY_COLUMNS
 
 LOCK_TIMEOUT_S = 120
@@ -71,7 +70,7 @@ class CsvStore:
         # What a symlink names: rewrites replace that file, not the link, and two names of one
         # file share its lock.
         self._file = Path(os.path.realpath(self.path))
-        self._lock = FileLock(self.beside(".lock"), timeout=LOCK_TIMEOUT_S)
+        self._lock = BesideLock(self.beside(".lock"), timeout=LOCK_TIMEOUT_S)
 
     def beside(self, suffix: str) -> str:
         """A hidden path beside the file itself (a lock: `.NAME.csv.lock`), the same under every
@@ -263,12 +262,12 @@ def check_side_file(path: Path | None, flag: str) -> None:
 
 
 @contextlib.contextmanager
-def held(lock: FileLock, flag: str, busy: str) -> Iterator[None]:
+def held(lock: BesideLock, flag: str, busy: str) -> Iterator[None]:
     """`lock` held for the block; a UserError naming `flag` where another process holds it
     past its timeout (`busy` says who) or the filesystem takes no lock file."""
     try:
         lock.acquire()
-    except Timeout:
+    except LockBusy:
         raise UserError(f"{flag}: {busy} (it holds {lock.lock_file})") from None
     except OSError as exc:
         raise UserError(f"{flag}: cannot create {lock.lock_file}: {exc.strerror}") from None

@@ -54,6 +54,9 @@ TELEMETRY_COLUMNS: dict[str, str] = {
     "under sm_clock_base_mhz that neither the power cap nor idling explains",
     "gpu_processes_hidden": "True when NVML's process list could not be matched with this "
     "process (another PID namespace, e.g. a container): other_gpu_processes counts all but one",
+    "host_other_cpu_pct": "% of the machine's CPU time (every core's) that processes other than "
+    "this run's (its process and those it started) used during the window (a CPU row of one "
+    "process over its max_host_busy_pct: host_busy)",
 }
 
 

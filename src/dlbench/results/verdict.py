@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from dlbench.config.limits import MIN_SPREAD_STEPS
+from dlbench.config.limits import HOST_OTHER_CPU_PCT, MIN_SPREAD_STEPS
 from dlbench.errors import number_or_none
 from dlbench.results.published import ABOVE, BELOW, LOADER_FINDINGS, outside_band
 from dlbench.results.schema import is_true
@@ -48,6 +48,8 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     reasons += noise_reasons(row)
     if not _flag(row, "input_bound") and _flag(row, "host_bound"):  # a loader's: a note
         reasons.append("host_bound")
+    if host_busy(row):
+        reasons.append("host_busy")
     slowdowns = str(row.get("throttle_reasons") or "").split()
     if any(s in HARDWARE_SLOWDOWNS for s in slowdowns):
         reasons.append("hardware_slowdown")
@@ -85,6 +87,19 @@ def reasons_and_notes(row: dict) -> tuple[list[str], list[str]]:
     return reasons, notes
 
 
+def host_busy(row: dict) -> bool:
+    """A CPU row whose window other processes took more of the machine's CPU time than its
+    --max-host-busy allows (HOST_OTHER_CPU_PCT where not given). Not a GPU row (its figure is
+    the GPU's), nor one of several processes (a rank torchrun started beside this one reads as
+    another process), nor an unknown share (no /proc/stat)."""
+    other = number_or_none(row.get("host_other_cpu_pct"))
+    ranks = number_or_none(row.get("world_size")) or 1
+    if row.get("accelerator") != "cpu" or other is None or ranks > 1:
+        return False
+    limit = number_or_none(row.get("max_host_busy_pct"))
+    return other > (HOST_OTHER_CPU_PCT if limit is None else limit)
+
+
 def loadgen_reasons(row: dict) -> list[str]:
     """A serve row LoadGen called INVALID: its reasons (each constraint it failed)."""
     if row.get("serve_result") != "INVALID":
@@ -113,11 +128,12 @@ def noise_reasons(row: dict) -> list[str]:
     if row.get("throughput_interval_pct") is None and row.get("step_outliers") is None:
         spread = number_or_none(row.get("step_time_stdev_pct"))
         return ["noisy"] if spread is not None and spread > (limit or MAX_NOISE_PCT) else []
-    return noise_of(row).reasons(limit, spread_judged(row))
+    return noise_of(row).reasons(limit, gpu_rules(row))
 
 
-def spread_judged(row: dict) -> bool:
-    """Whether the row's step spread can make it noisy: not a CPU's (results.stats)."""
+def gpu_rules(row: dict) -> bool:
+    """Whether the row's noise is judged by a GPU's rules: its spread and rare outliers, its
+    limit; a CPU's is not (results.stats.SPREAD_SHOWN_ONLY)."""
     return row.get("accelerator") not in SPREAD_SHOWN_ONLY
 
 

@@ -14,6 +14,7 @@ made, for LoadGen as for a client."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager, nullcontext
 
@@ -212,16 +213,24 @@ class LlmServer:
         self._run((0, size))
         return self.made[:size].tolist()
 
-    def warm(self) -> None:
+    def warm(self, progress: Callable[[str], None] = lambda line: None) -> None:
         """Every step's bucket a few times (each compiles once), then each as a CUDA graph; a
-        capture that fails leaves every step uncaptured (the row's `graph_fallback`)."""
+        capture that fails leaves every step uncaptured (the row's `graph_fallback`).
+        `progress` is told of each step warmed, in a line."""
         keys = [(0, b) for b in self.decode_rows]
         keys += [(1, r, n) for r in self.prefill_rows for n in self.prompt_buckets]
         limit = max(torch._dynamo.config.recompile_limit, len(keys) + 1)
         with torch.inference_mode(), torch._dynamo.config.patch(recompile_limit=limit):
-            for key in keys:
+            for k, key in enumerate(keys, 1):
+                began = time.perf_counter()
                 for _ in range(WARM_RUNS):
                     self._run(key)
+                what = (
+                    f"decode of {key[1]} rows"
+                    if key[0] == 0
+                    else (f"prefill of {key[1]} x {key[2]} tokens")
+                )
+                progress(f"warmed {k}/{len(keys)}: {what} ({time.perf_counter() - began:.1f} s)")
             if self.graphs:
                 self.steps, self.fallback = capture_each(
                     {key: self._step_of(key) for key in keys}, self.device, "a serving step"

@@ -9,6 +9,7 @@ batched, and held to LoadGen's token latencies (serve.services)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -77,6 +78,7 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     workload = get_workload(s.model)
     shape = workload.shape(s.width, s.height, s.seq_len)
     devices = plan_devices(s.accelerator, "1")
+    s = _as_resolved(s, devices.device_type)
     fp8 = resolve_recipe(None, "infer") if s.precision == "fp8" else None
     precision = plan_precision(s.precision, devices.device_type, "infer", fp8)
     precision.apply_matmul_settings()
@@ -268,10 +270,9 @@ def show_serve(row: dict[str, object], output: Path | None = None) -> None:
         return float(row[key])  # type: ignore[arg-type]
 
     lines = [
-        f"{row['model']} {row['serve_scenario']} (LoadGen): {row['serve_result']} "
-        f"{row.get('serve_invalid_reasons') or ''}".rstrip(),
-        f"{row['serve_queries']} queries, {n('serve_achieved_qps'):,.1f}/s answered, mean batch "
-        f"{n('serve_mean_batch'):.1f}",
+        advice(row),  # the verdict first, in words (LoadGen's among its reasons): once
+        f"{row['model']} {row['serve_scenario']} under LoadGen: {_queries(row)}, "
+        f"{n('serve_achieved_qps'):,.1f}/s answered, mean batch {n('serve_mean_batch'):.1f}",
         f"latency p50 {n('serve_latency_p50_ms'):.3f} ms, p90 {n('serve_latency_p90_ms'):.3f} ms, "
         f"p99 {n('serve_latency_p99_ms'):.3f} ms",
         f"offline {n('serve_offline_samples_per_s'):,.1f}/s, batch-1 p50 "
@@ -284,9 +285,29 @@ def show_serve(row: dict[str, object], output: Path | None = None) -> None:
         lines.append(f"{what} in {tried} points")
     log = Path(str(row["serve_loadgen_log"]))
     lines.append(f"LoadGen's logs: {output.parent / log if output is not None else log}")
-    lines.append(advice(row))  # the verdict first, in words: what failed and what to do
     lines.append(published_line(row))
     print("\n".join(lines))
+
+
+def _as_resolved(s: ServeSettings, device_type: str) -> ServeSettings:
+    """The settings as the device decides them: compiled where it pays (on a GPU), and a CPU
+    named as such, whose LLM loads are not sized by memory (ServeSettings.sized_by_memory)."""
+    if s.compile is None:
+        s = dataclasses.replace(s, compile=device_type == "cuda")
+    return dataclasses.replace(s, accelerator="cpu") if device_type == "cpu" else s
+
+
+def _queries(row: dict[str, object]) -> str:
+    """The queries the load answered, and why where they are more than asked: LoadGen issues
+    enough to last --min-duration at the rate it expects (an offline query's samples too)."""
+    answered = int(float(str(row["serve_queries"])))
+    asked, seconds = row.get("serve_min_queries"), row.get("serve_min_duration_s")
+    if asked in (None, "") or answered <= int(float(str(asked))):
+        return f"{answered:,} queries"
+    return (
+        f"{answered:,} queries ({int(float(str(asked))):,} asked: LoadGen issues as many as last "
+        f"{float(str(seconds)):g} s at the rate it expects)"
+    )
 
 
 def _settings(

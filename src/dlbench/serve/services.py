@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import torch
 
+from dlbench.console import stderr
 from dlbench.engine.acceleration.precision import PrecisionPlan
 from dlbench.serve.batching import BatchPolicy
 from dlbench.serve.continuous import Request, Scheduler
@@ -98,10 +99,14 @@ class LlmService:
             workload, device, precision, self.lengths, sizes, s.compile, s.cuda_graphs, s.seed
         )
         self.samples = LLM_SAMPLES
-        self.warming = f"{self.server.slots} slots"
+        steps = len(self.server.decode_rows) + len(self.server.prefill_rows) * len(
+            self.server.prompt_buckets
+        )
+        self.warming = f"{self.server.slots} slots, {steps} steps"
 
     def warm(self) -> None:
-        self.server.warm()
+        """Every step warmed, each said on its own line as it is (an 8B's take seconds each)."""
+        self.server.warm(lambda line: stderr.print(f"  {line}", markup=False, highlight=False))
 
     def _scheduler(self) -> Scheduler:
         s = self.settings

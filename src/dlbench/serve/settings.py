@@ -61,7 +61,7 @@ class ServeSettings:
     max_batch: int = option(
         64,
         "The batcher's largest batch (LLMs: the most KV cache slots, as memory allows; offline "
-        "and --find-qps: as many as memory allows unless given).",
+        "and --find-qps on a GPU: as many as memory allows unless given).",
     )
     batch_timeout_ms: float = option(2.0, "How long the batcher holds its oldest query.")
     slo_p99_ms: float | None = option(
@@ -113,7 +113,12 @@ class ServeSettings:
     # and replayed as a CUDA graph
     precision: str = shared("precision", "bf16-true")
     accelerator: str = shared("accelerator")
-    compile: bool = shared("compile", True, "Serve: each bucket.")
+    compile: bool | None = shared(
+        "compile",
+        None,
+        "Serve: each bucket; default on a GPU, off on the CPU (where compiling costs more than "
+        "it saves).",
+    )
     cuda_graphs: bool = shared("cuda_graphs", True, "Serve: each bucket (on a GPU).")
     cache_dir: Path | None = shared("cache_dir")
     cache: bool = shared("cache")
@@ -165,10 +170,13 @@ class ServeSettings:
         return self.ttft_p99_ms or ttft, self.tpot_p99_ms or tpot
 
     def sized_by_memory(self) -> bool:
-        """An LLM's offline or --find-qps run without --max-batch: as many requests at once
-        as the KV cache's memory holds, as a serving engine's throughput figure runs them."""
+        """An LLM's offline or --find-qps run on a GPU without --max-batch: as many requests at
+        once as the KV cache's memory holds, as a serving engine's throughput figure runs them.
+        Not on the CPU: its cores are busy long before its memory is full, and a cache of
+        MAX_SERVE_BATCH requests only lengthens the warm-up and the reference."""
         load = self.scenario == "offline" or self.find_qps
-        return load and "max_batch" not in self.given() and self.is_llm()
+        gpu = self.accelerator != "cpu"
+        return load and gpu and "max_batch" not in self.given() and self.is_llm()
 
     def is_llm(self) -> bool:
         """Whether the model is a decoder LLM, served by its tokens."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from dlbench.console import stderr
-from dlbench.errors import EXIT_FAILED, EXIT_OK, number_or_none
+from dlbench.errors import EXIT_FAILED, EXIT_INVALID, EXIT_OK, number_or_none
 from dlbench.results.advice import advice, verdict_label
 from dlbench.sweep.recheck import HeldRow, Recheck
 from dlbench.sweep.timing import TimeSplit
@@ -79,13 +79,16 @@ def summary_table(outcome: SweepOutcome) -> Table:
     rows, per point, and totals."""
     table = Table(title="sweep summary")
     left = ("point", "status", "verdict")
-    for column in ("point", "status", "verdict", "seconds", "outside window (s)", "x published"):
+    published = any(p.published_ratio is not None for p in outcome.points)  # else no column
+    columns = ("point", "status", "verdict", "seconds", "outside window (s)")
+    for column in (*columns, *(["x published"] if published else [])):
         table.add_column(column, justify="left" if column in left else "right")
     for p in outcome.points:
         outside = "" if p.window_s is None else f"{p.seconds - p.window_s:.1f}"
         ratio = "" if p.published_ratio is None else f"{p.published_ratio:.3f}"
         seconds = f"{p.seconds:.1f}" if p.seconds else ""
-        table.add_row(p.label, p.status, p.verdict, seconds, outside, ratio)
+        cells = (p.label, p.status, p.verdict, seconds, outside)
+        table.add_row(*cells, *([ratio] if published else []))
     totals = ", ".join(f"{k}: {v}" for k, v in sorted(outcome.counts().items()))
     invalid = sum(p.verdict.startswith("INVALID") for p in outcome.points)
     table.caption = f"{totals}; {invalid} invalid; {outcome.seconds:.0f} s in all"
@@ -102,12 +105,22 @@ def time_lines(outcome: SweepOutcome) -> list[str]:
     return [outcome.split.line(outcome.seconds)] if outcome.split else []
 
 
-def finish(outcome: SweepOutcome) -> int:
-    """The sweep's exit code, with one line when points failed: CI must see a failed point."""
-    if not outcome.failed:
-        return EXIT_OK
-    stderr.print(
-        f"[red]error:[/red] {outcome.failed} of {len(outcome.points)} point(s) failed "
-        "(oom, error, timeout or interrupted); their rows say why"
-    )
-    return EXIT_FAILED
+def finish(outcome: SweepOutcome, invalid_ok: bool = False) -> int:
+    """The sweep's exit code, with one line where points failed (CI must see a failed point) or
+    where every point it measured is INVALID (nothing of it is a figure to trust; `invalid_ok`
+    keeps exit 0 for that)."""
+    if outcome.failed:
+        stderr.print(
+            f"[red]error:[/red] {outcome.failed} of {len(outcome.points)} point(s) failed "
+            "(oom, error, timeout or interrupted); their rows say why"
+        )
+        return EXIT_FAILED
+    measured = [p for p in outcome.points if p.status == "ok"]
+    if measured and all(p.verdict.startswith("INVALID") for p in measured) and not invalid_ok:
+        stderr.print(
+            f"[red]error:[/red] every point measured ({len(measured)}) is INVALID: no figure of "
+            "this sweep is one to trust (each point's line says why and what to change; "
+            "--invalid-ok exits 0 all the same)"
+        )
+        return EXIT_INVALID
+    return EXIT_OK

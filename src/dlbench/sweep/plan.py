@@ -118,11 +118,16 @@ class SweepPoint:
 # graphs is measured by such a row (a rerun would end eager again); one that asked for none
 # is never a graphed row's.
 AS_RUN_WHEN_ASKED = ("cuda_graphs",)
+# Settings a point leaves to the device where it does not set them (a server compiles on a GPU,
+# not on the CPU): any row's value is what the point runs there.
+RESOLVED_WHEN_UNSET = ("compile",)
 
 
 def _measured(key: str, asked: object, row: dict[str, str]) -> bool:
     """Whether the row's value of `key` is what a point asking `asked` runs."""
     if key in AS_RUN_WHEN_ASKED and asked is True:
+        return True
+    if key in RESOLVED_WHEN_UNSET and asked is None:
         return True
     return key_text(row.get(key), key) == key_text(asked, key)
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from filelock import FileLock
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from dlbench.config.row_tags import ISOLATIONS
 from dlbench.errors import UserError
+from dlbench.results.file_lock import BesideLock
 from dlbench.results.pairing import kind_of
 from dlbench.results.published import check_published_folder
 from dlbench.results.store import CsvStore, check_side_file, held
@@ -74,7 +74,7 @@ class SweepRunner:
             if isinstance(point, SweepPoint):
                 check_side_file(point.config().telemetry.log, "PLAN: telemetry_log")
         check_published_folder()
-        lock = FileLock(self.store.beside(".sweep.lock"), timeout=0)
+        lock = BesideLock(self.store.beside(".sweep.lock"), timeout=0)
         busy = f"another sweep is writing {self.store.path}; wait for it or choose another --output"
         with held(lock, "--output", busy):
             return self._run_points(console or Console(stderr=True))

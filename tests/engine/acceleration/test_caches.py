@@ -133,7 +133,7 @@ def test_a_sweep_says_once_before_its_points_that_the_cache_variable_cannot_be_u
         "height: 32}\nruns:\n  - models: [timm:test_resnet]\n    batch_sizes: [2]\n"
     )
     code, _, err = dlbench("sweep", plan, "--output", tmp_path / "rows.csv", "--isolation",
-                           "process")  # fmt: skip
+                           "process", "--invalid-ok")  # fmt: skip  # 2 steps: few_steps
     assert code == 0, err
     assert err.count("DLBENCH_CACHE_DIR=") == 1 and "a file, not a folder" in err
 

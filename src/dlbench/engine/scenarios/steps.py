@@ -37,6 +37,7 @@ from dlbench.engine.timing.profiled_pass import (
 from dlbench.results.row import RowBuilder
 from dlbench.results.stats import latency_columns
 from dlbench.startup import lap
+from dlbench.telemetry.host_load import HostLoad
 from dlbench.workloads.flops import COUNT_BATCH
 
 
@@ -61,7 +62,8 @@ class StepScenario:
         quiet_baseline(fabric.device, monitor)
         fabric.barrier()
         lap("baseline_s")
-        observer = WindowObservers([o for o in (session.feed, monitor) if o is not None])
+        host = HostLoad()  # what else the host ran in the window: a CPU row's verdict reads it
+        observer = WindowObservers([o for o in (host, session.feed, monitor) if o is not None])
         parts = RowBuilder()
         try:
             with session.context():
@@ -76,19 +78,11 @@ class StepScenario:
                 loop = graph.merge(loop)
                 outputs = session.outputs.columns() if session.outputs else {}  # after the window
                 parts.add("the outputs", outputs)
-                after = loop.warmup_steps + loop.steps
                 began = time.perf_counter()
-                parts.add(
-                    "the profiled pass",
-                    profile_after_window(step, session.device, after, loop, agree),
-                )
-                if graph.graphed:  # one launch a step: could the host keep ahead of the GPU?
-                    units = range(after, after + pass_steps(loop.stats.median_s))
-                    issue = issue_columns(step, session.device, units, loop.stats.median_s)
-                    bound = {"host_bound": issue.pop("host_bound")}  # the launches decide it
-                    parts.add("the graph's launches", issue).decide("the graph's launches", bound)
+                _profiled(parts, step, session.device, loop, agree, graph.graphed)
                 parts.add("the graphs", graph.columns())
                 parts.add("the step times", self.window_columns(loop))
+                parts.add("the host's load", host.columns())
                 parts.add("the profiled pass", {"profile_s": time.perf_counter() - began})
                 lap("measure")  # warmup_s, the window and profile_s say how it divides
                 if config.telemetry.breakdown:
@@ -130,6 +124,18 @@ class InferScenario(StepScenario):
     def window_columns(self, loop: LoopResult) -> dict[str, object]:
         """The latency percentiles of the window's steps."""
         return latency_columns(loop.step_times_s)
+
+
+def _profiled(parts: RowBuilder, step, device, loop: LoopResult, agree, graphed: bool) -> None:
+    """The passes after the window: the profiled one, and a graph's launches (one a step:
+    could the host keep ahead of the GPU? they decide `host_bound`)."""
+    after = loop.warmup_steps + loop.steps
+    parts.add("the profiled pass", profile_after_window(step, device, after, loop, agree))
+    if graphed:
+        units = range(after, after + pass_steps(loop.stats.median_s))
+        issue = issue_columns(step, device, units, loop.stats.median_s)
+        bound = {"host_bound": issue.pop("host_bound")}
+        parts.add("the graph's launches", issue).decide("the graph's launches", bound)
 
 
 def loader_parts(parts: RowBuilder, feed, loop: LoopResult) -> None:
