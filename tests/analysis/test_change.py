@@ -114,3 +114,21 @@ def test_two_cpu_runs_of_one_command_seldom_read_slower(seed):
 def test_a_cpu_run_at_half_the_rate_reads_slower_most_of_the_time():
     shares = _one_run_shares(-50.0, seed=9)
     assert shares[SLOWER] >= 0.7 and shares[FASTER] == 0.0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_advice_of_an_inconclusive_line_asks_for_more_runs_than_it_has_and_settles_it(seed):
+    rng = random.Random(seed)
+    spread = rng.uniform(0.5, 3.0)  # % between runs: two a side cannot settle 5 % at Student's t
+    base = Evidence.of_runs([rng.gauss(100.0, spread) for _ in range(2)])
+    head = Evidence.of_runs([rng.gauss(100.0, spread) for _ in range(2)])
+    change = judge(base, head, 5.0)
+    if change.verdict != INCONCLUSIVE:
+        return
+    runs = change.runs_to_settle
+    assert runs > 2  # never the runs it already has
+    per_run = (base.variance * base.runs + head.variance * head.runs) / 2
+    d = head.mean_log - base.mean_log
+    base_then = Evidence(0.0, per_run / runs, runs - 1, runs)
+    settled = judge(base_then, Evidence(d, per_run / runs, runs - 1, runs), 5.0)
+    assert settled.verdict != INCONCLUSIVE  # as many runs at the same spread and change settle it

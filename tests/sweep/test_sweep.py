@@ -261,7 +261,9 @@ def test_a_repeated_sweep_feeds_compare_its_between_run_spread(tmp_path):
     assert [r["repeat"] for r in read_rows(csv_path)] == ["0", "1"]
     again = run_cli(*args, env=env_with())
     assert again.returncode == 0 and len(read_rows(csv_path)) == 2  # both repeats done
-    gate = run_cli("compare", str(csv_path), str(csv_path), "--markdown")
+    # Two runs a side leave Student's t at 2 degrees of freedom: a threshold that a busy CI
+    # host's spread between two 20 ms-step runs stays inside (5 % needs a quiet one).
+    gate = run_cli("compare", str(csv_path), str(csv_path), "--markdown", "--threshold", "20")
     assert gate.returncode == 0, gate.stdout
     assert "| 2/2 " in gate.stdout
 

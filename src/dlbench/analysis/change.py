@@ -154,15 +154,20 @@ def _welch_dof(base: Evidence, head: Evidence) -> float:
 
 
 def _runs_to_settle(base: Evidence, head: Evidence, d: float, threshold_pct: float) -> int:
-    """Runs a side that would bring the interval inside the threshold (where the change looks
-    small) or beyond its share (where it looks large), the spread staying what it is."""
+    """The fewest runs a side, more than either has, that would bring the interval inside the
+    threshold (where the change looks small) or beyond its share (where it looks large), the
+    spread and the change staying what they are: runs measure their own spread, so Student's t
+    at their degrees of freedom."""
     per_run = base.variance * base.runs + head.variance * head.runs  # one run of each side
     slow, fast = math.log1p(-threshold_pct / 100), math.log1p(threshold_pct / 100)
     share = MIN_EFFECT_SHARE * threshold_pct / 100
     room = min(fast - d, d - slow) if slow < d < fast else abs(d) - share
     if room <= 0 or per_run <= 0 or not math.isfinite(per_run):
         return MAX_RUNS
-    return max(2, min(MAX_RUNS, math.ceil(per_run * (Z_975 / room) ** 2)))
+    for runs in range(max(2, base.runs + 1, head.runs + 1), MAX_RUNS):
+        if t_975(2 * runs - 2) * math.sqrt(per_run / runs) < room:
+            return runs
+    return MAX_RUNS
 
 
 def run_spread_pct(launch_bound: bool, serve: str = "", cpu: bool = False) -> float:
