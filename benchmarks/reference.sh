@@ -27,7 +27,8 @@
 # rate whose p99 meets MLPerf's bound (--find-qps), and resnet50 single stream and offline.
 # `serve-llm`: the serve-llm plan (llm_1b in the three scenarios under MLPerf's token bounds,
 # offline as memory allows; llm_8b offline in bf16 and fp8) and the serve-llm-batching plan
-# (continuous against static batching on one grid of rates, three repeats), into one CSV.
+# (continuous against static batching on one grid of rates, three repeats) and llm_8b's serving
+# frontier (offline at each concurrency from 1 to what memory holds), into one CSV.
 # Usage: benchmarks/reference.sh [peak] [default] [decode] [jpeg] [validate] [fp8] [serve] [serve-llm] [multi] [docs]
 #   (the eight single-GPU parts by default)
 #   DLBENCH (default: python3 -m dlbench, from this tree)
@@ -123,6 +124,8 @@ serve() {  # requests a second under a p99 bound, beside offline throughput and 
 serve_llm() {  # an LLM's tokens a second by memory, its edge under its bounds, static beside
     run sweep serve-llm --output "$(csv serve-llm)"
     run sweep serve-llm-batching --output "$(csv serve-llm)"
+    run serve --model llm_8b --scenario offline --prompt-len 128 --new-tokens 128 \
+        --sweep-concurrency --output "$(csv serve-llm)"  # the serving frontier, 1 to by memory
 }
 
 multi() {  # a host of several GPUs: is each GPU right, and is dlbench's DDP a bare loop's?

@@ -63,9 +63,10 @@ def executed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
 
     monkeypatch.setattr(dlbench.peak.run, "run_peak", record("peak", []))
     import dlbench.serve.run
+    import dlbench.serve.summary
 
-    monkeypatch.setattr(dlbench.serve.run, "execute_serve", record("serve"))
-    monkeypatch.setattr(dlbench.serve.run, "show_serve", lambda row, output=None: None)
+    monkeypatch.setattr(dlbench.serve.run, "execute_serve", record("serve", []))
+    monkeypatch.setattr(dlbench.serve.summary, "show_serve", lambda row, output=None: None)
     import dlbench.sweep.outcome
     import dlbench.sweep.runner
 
@@ -98,7 +99,7 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     commands = [shlex.split(line)[1:] for line in lines if line.startswith("dlbench ")]
     assert [c[0] for c in commands] == [
         "peak", "sweep", "infer", "make-data", "train", "train", "train", "data", "validate",
-        "validate", "sweep", "validate", "sweep", "sweep", "sweep", "peak", "scaling",
+        "validate", "sweep", "validate", "sweep", "sweep", "sweep", "serve", "peak", "scaling",
         "scaling", "scaling", "validate", "validate", "validate", "validate", "validate",
         "train", "train", "train", "train", "train", "train", "train",
     ]  # fmt: skip
@@ -126,8 +127,8 @@ def test_every_command_of_the_reference_parses_and_validates(executed, tmp_path:
     assert executed[0] == ("peak", "auto")  # every GPU, before the plan that divides by it
     models = [_model(first) for name, first in executed[1:] if name != "make-data"]
     assert models == ["llm_8b", "resnet50", "resnet50", "resnet50",
-                      f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "llm_1b", "auto",
-                      "resnet50", "vit", "llm_1b", "resnet50", "vit", "resnet50",
+                      f"folder:{tmp_path}/jpeg/images", "resnet50", "vit", "llm_1b", "llm_8b",
+                      "auto", "resnet50", "vit", "llm_1b", "resnet50", "vit", "resnet50",
                       "llm_1b", "llm_1b", *["llm_8b"] * 7, "resnet50"]  # fmt: skip
     fp8 = [
         first

@@ -74,6 +74,17 @@ def check_finite(flag: str, value: float | None) -> None:
         raise invalid(flag, value, "must be a finite number")
 
 
+def check_in_range(flag: str, value: float | None, most: float, zero: bool = False) -> None:
+    """A finite number over 0 (or 0 itself, with `zero`) and at most `most` (None: not
+    given)."""
+    if value is None:
+        return
+    check_finite(flag, value)
+    if not (value >= 0.0 if zero else value > 0.0) or value > most:
+        floor = "0 or more" if zero else "over 0"
+        raise invalid(flag, value, f"must be {floor} and at most {most:,g}")
+
+
 def number_or_none(value: object) -> float | None:
     """A cell or a value read as a float, or None for a missing one (NaN included)."""
     try:

@@ -18,7 +18,7 @@ from dlbench.serve.search import (
     find_qps,
     ttft_growth,
 )
-from dlbench.serve.services import steady_rate
+from dlbench.serve.services import frontier_concurrencies, steady_rate
 
 
 def _result(valid: bool, scheduled: float, completed: float) -> LoadGenResult:
@@ -139,3 +139,12 @@ def test_the_report_reads_an_llm_searchs_points_as_it_reads_a_query_servers():
         "1:2/3/4:ok",
     ):
         assert parse_point(text) is None, text
+
+
+@pytest.mark.parametrize(
+    ("slots", "points"),
+    [(1, [1]), (2, [1, 2]), (6, [1, 2, 4, 6]), (64, [1, 2, 4, 8, 16, 32, 64]),
+     (2765, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 2765])],
+)  # fmt: skip
+def test_the_frontiers_concurrencies_double_from_one_and_end_at_the_slots(slots, points):
+    assert frontier_concurrencies(slots) == points

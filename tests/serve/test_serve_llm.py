@@ -130,6 +130,9 @@ def test_static_batching_serves_whole_batches_and_says_so(dlbench, tmp_path):
         (["--batch-timeout-ms", "5"], "--batch-timeout-ms"),
         (["--kv-cache-gb", "nan"], "--kv-cache-gb"),
         (["--precision", "fp8"], "FP8 tensor cores"),  # served on a GPU; the CPU has none
+        (["--sweep-concurrency", "--run-id", "r1"], "--run-id"),  # a row a point, each its id
+        (["--scenario", "server", "--qps", "5", "--sweep-concurrency"], "offline only"),
+        (["--scenario", "single-stream", "--sweep-concurrency"], "--sweep-concurrency"),
     ],
 )
 def test_bad_llm_settings_are_one_line_and_the_csv_keeps_its_rows(dlbench, kept, args, names):
@@ -138,7 +141,8 @@ def test_bad_llm_settings_are_one_line_and_the_csv_keeps_its_rows(dlbench, kept,
 
 @pytest.mark.parametrize("flag", [["--prompt-len", "8"], ["--batching", "static"],
                                   ["--kv-cache-gb", "1"], ["--lengths", "uniform"],
-                                  ["--token-bounds", "interactive"]])  # fmt: skip
+                                  ["--token-bounds", "interactive"],
+                                  ["--sweep-concurrency"]])  # fmt: skip
 def test_an_llms_own_flags_given_for_another_model_are_refused(dlbench, kept, flag):
     base = ["--accelerator", "cpu", "--model", "timm:test_resnet", "--scenario", "offline"]
     refused(dlbench("serve", *base, *flag, "--output", kept), flag[0])
@@ -239,3 +243,47 @@ def test_an_offline_cpu_load_warms_each_step_on_its_own_line_and_says_its_verdic
     answered = int(row["serve_queries"])  # half a second at the reference's rate: more than 8
     assert answered > 8
     assert f"{answered:,} queries (8 asked: LoadGen issues as many as last 0.5 s" in printed
+
+
+@pytest.mark.e2e
+def test_a_concurrency_sweep_writes_the_frontier_a_row_a_concurrency_each_a_servers_of_as_many(
+    dlbench, tmp_path
+):
+    """--sweep-concurrency: one warm-up, then an offline load at 1, 2 and 4 requests at once,
+    each with its own offline reference; each row reads as a server of that many slots (the
+    rows a `--max-batch` of it would write: compare pairs them), its tokens a second per user
+    1 / its median time per output token; the table of the frontier after the rows."""
+    out = tmp_path / "serve.csv"
+    code, printed, err = dlbench(
+        "serve", *LLM, "--scenario", "offline", *SHORT, "--sweep-concurrency", "--output", out
+    )
+    assert code == 0, err
+    rows = CsvStore(out).rows()
+    assert [r["serve_max_batch"] for r in rows] == ["1", "2", "4"]
+    assert [r["batch_size"] for r in rows] == ["1", "2", "4"]
+    assert [r["serve_kv_slots"] for r in rows] == ["1", "2", "4"]
+    assert len({r["run_id"] for r in rows}) == 3 and err.count("warmed 1/") == 1  # warmed once
+    cache = [float(r["serve_kv_cache_gb"]) for r in rows]
+    assert cache[1] == pytest.approx(2 * cache[0]) and cache[2] == pytest.approx(4 * cache[0])
+    for row in rows:
+        assert row["serve_scenario"] == "offline" and row["run_kind"] == "serve"
+        assert 1 <= float(row["serve_mean_batch"]) <= float(row["serve_max_batch"])
+        per_user = 1e3 / float(row["serve_tpot_p50_ms"])
+        assert float(row["serve_tokens_per_s_per_user"]) == pytest.approx(per_user, rel=1e-6)
+        assert int(row["serve_tokens_checked"]) >= 1 and row["serve_tokens_wrong"] == "0"
+    references = {r["serve_offline_samples_per_s"] for r in rows}
+    assert len(references) == 3  # each concurrency's own
+    assert len({r["serve_batch1_p50_ms"] for r in rows}) == 1  # one request alone: measured once
+    assert printed.count("LoadGen's logs:") == 3
+    table = printed[printed.index("the serving frontier of llm_tiny (3 concurrencies):") :]
+    assert [line.split()[0] for line in table.splitlines()[2:]] == ["1", "2", "4"]
+    # a point of the frontier is the row a server capped at its concurrency writes
+    code, _, err = dlbench(
+        "serve", *[a if a != "4" else "2" for a in LLM], "--scenario", "offline", *SHORT,
+        "--output", out,
+    )  # fmt: skip
+    assert code == 0, err
+    from dlbench.results.pairing import SERVE_EXPERIMENT_KEY
+
+    keys = [tuple(r.get(c) for c in SERVE_EXPERIMENT_KEY) for r in CsvStore(out).rows()]
+    assert keys[3] == keys[1] and len(set(keys[:3])) == 3

@@ -30,6 +30,7 @@ def test_each_requests_latencies_and_the_goodput_of_those_within_both_bounds():
     assert columns["serve_token_clock"] == "server"
     assert columns["serve_ttft_p50_ms"] == pytest.approx(100.0)
     assert columns["serve_tpot_p99_ms"] == pytest.approx(100.0, rel=0.05)
+    assert columns["serve_tokens_per_s_per_user"] == pytest.approx(100.0)  # 1 / median 10 ms
     assert columns["serve_e2el_p50_ms"] == pytest.approx(400.0)
     gaps = [10, 10, 10, 10, 10, 10, 100, 100, 100]
     assert columns["serve_itl_mean_ms"] == pytest.approx(sum(gaps) / 9)

@@ -94,6 +94,8 @@ def test_serve_entries_take_tags_repeats_and_only():
         ("{model: llm_tiny, scenario: offline, batching: eager}", "--batching"),
         ("{model: llm_tiny, scenario: offline, prompt_len: 2040}", "context"),
         ("{model: resnet50, scenario: offline, new_tokens: 8}", "--new-tokens"),
+        ("{model: llm_tiny, scenario: offline, sweep_concurrency: true}", "a point is one row"),
+        ("{model: llm_tiny, scenario: offline, sweep_concurrency: false}", "sweep_concurrency"),
     ],
 )
 def test_a_bad_serve_entry_is_refused_by_place_and_flag_before_any_point(entry, needle):
@@ -191,11 +193,12 @@ def test_each_serve_points_command_line_gives_the_command_its_settings(monkeypat
     from typer.testing import CliRunner
 
     import dlbench.serve.run
+    import dlbench.serve.summary
     from dlbench.cli import app
 
     given = []
-    monkeypatch.setattr(dlbench.serve.run, "execute_serve", given.append)
-    monkeypatch.setattr(dlbench.serve.run, "show_serve", lambda row, output=None: None)
+    monkeypatch.setattr(dlbench.serve.run, "execute_serve", lambda s, shown: given.append(s) or [])
+    monkeypatch.setattr(dlbench.serve.summary, "show_serve", lambda row, output=None: None)
     out = tmp_path / "serve.csv"
     for point in load_plan("serve").points():
         fields = {"output": out, "run_id": "r1", "tags": {"sweep": "serve"}}

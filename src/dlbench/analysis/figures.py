@@ -285,3 +285,30 @@ def latency_against_rate(points: pd.DataFrame) -> Figure | None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def serving_frontier(points: pd.DataFrame) -> Figure | None:
+    """Output tokens a second per GPU against each user's, a panel per model, a line per
+    machine and setting (analysis.serving.frontier_points), each point labelled with its
+    concurrency: up and to the right is better, and a line's bend is where batching stops
+    paying each user."""
+    if points.empty:
+        return None
+    models = sorted(points["model"].unique())
+    fig, axes = _panels(len(models))
+    for ax, model in zip(axes, models):
+        panel = points[points["model"] == model]
+        for _, line in panel.groupby("line"):
+            line = line.sort_values("serve_max_batch")
+            label = f"{line['machine'].iloc[0]} {line['precision'].iloc[0]}"
+            x, y = line["serve_tokens_per_s_per_user"], line["tokens_per_s_per_gpu"]
+            ax.plot(x, y, "o-", label=label)
+            for xi, yi, c in zip(x, y, line["serve_max_batch"]):
+                ax.annotate(
+                    _batch(c), (xi, yi), fontsize=6, xytext=(3, 3), textcoords="offset points"
+                )
+        ax.set(title=model, xlabel="output tokens/s per user", ylabel="output tokens/s per GPU")
+        _log_scale(ax, "y")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -15,7 +15,8 @@ from dlbench.analysis.documents import write_pdf, write_pptx
 from dlbench.analysis.load import finished_rows, load_rows
 from dlbench.analysis.markdown import markdown_table, markdown_text
 from dlbench.analysis.report_rows import ReportRows, Section
-from dlbench.analysis.sections import fleet_part, report_sections, serving_part
+from dlbench.analysis.sections import fleet_part, report_sections
+from dlbench.analysis.serving_sections import frontier_part, serving_part
 from dlbench.errors import UserError
 from dlbench.results.store import writable_folder
 
@@ -65,7 +66,8 @@ def _write_files(
     rows, out_dir, baseline, max_slowdown, timelines, pdf, pptx, prices, same_code
 ) -> Report:
     sections, pngs, empty = [], [], []
-    alone = [p for p in (fleet_part(rows), serving_part(rows)) if p is not None]
+    parts_alone = (fleet_part(rows), serving_part(rows), frontier_part(rows))
+    alone = [p for p in parts_alone if p is not None]
     if alone and finished_rows(rows).empty:  # peak rows of a fleet or serve rows, no benchmark
         parts = iter(alone)
     else:

@@ -39,7 +39,7 @@ from dlbench.analysis.report_rows import (
 )
 from dlbench.analysis.roofline import decode_table
 from dlbench.analysis.scaling import scaling_table
-from dlbench.analysis.serving import search_points, serve_table
+from dlbench.analysis.serving_sections import serving_frontier, serving_under_load
 from dlbench.analysis.timeline import load_timeline, throttle_summary
 
 
@@ -170,22 +170,6 @@ def latency_at_batch_1(r: ReportRows) -> Part | None:
         ),
         None,
     )
-
-
-def serving_under_load(r: ReportRows) -> Part | None:
-    """Requests a second within a p99 bound, beside offline throughput and batch-1 latency."""
-    return serving_part(r.rows)
-
-
-def serving_part(rows: pd.DataFrame) -> Part | None:
-    """The serving section from any rows (a report of serve rows alone has only this one)."""
-    table, points = serve_table(rows), search_points(rows)
-    text = (
-        "dlbench serve: latency from each query's scheduled arrival; the figure is each rate "
-        "a search tried and its p99 against the bound (docs/serving.md)."
-    )
-    part = Section("Serving under load", text, table), figures.latency_against_rate(points)
-    return None if table.empty else part
 
 
 def generation_against_bandwidth(r: ReportRows) -> Part | None:
@@ -326,6 +310,7 @@ SECTIONS: tuple[Callable[[ReportRows], Part | None], ...] = (
     cost_per_million_samples,
     latency_at_batch_1,
     serving_under_load,
+    serving_frontier,
     generation_against_bandwidth,
     fleet_check,
     ranks_among_known_rows,

@@ -1,7 +1,10 @@
 """The report's serving rows (`dlbench serve`): per model, machine and scenario, the rate found
 or asked for, its latencies beside the bound (an LLM's: its tokens a second, time to first
 token and per output token beside theirs), and the same model's offline throughput and
-batch-1 latency; and each rate a search tried with its p99, for latency against rate."""
+batch-1 latency; each rate a search tried with its p99, for latency against rate; and the
+serving frontier, an LLM's offline rows at several concurrencies (`dlbench serve
+--sweep-concurrency`): output tokens a second per GPU against each user's, as InferenceMAX
+plots its rows."""
 
 from __future__ import annotations
 
@@ -79,6 +82,56 @@ def search_points(rows: pd.DataFrame) -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(points)
+
+
+# What a frontier's line holds the same: its points differ by concurrency alone
+FRONTIER_LINE = [
+    "model",
+    "machine",
+    "precision",
+    "prompt_len",
+    "new_tokens",
+    "serve_lengths",
+    "serve_batching",
+    "compile",
+    "cuda_graphs",
+]
+FRONTIER_TABLE = {
+    "model": "model",
+    "machine": "machine",
+    "precision": "precision",
+    "serve_max_batch": "concurrency",
+    "tokens_per_s_per_gpu": "output tokens/s per GPU",
+    "serve_tokens_per_s_per_user": "tokens/s per user",
+    "energy_per_token_j": "J/token",
+    "verdict": "verdict",
+}
+
+
+def frontier_points(rows: pd.DataFrame) -> pd.DataFrame:
+    """An LLM's offline rows at a concurrency (`serve_max_batch`) with their tokens a second
+    per GPU and per user, each in a line (`line`, FRONTIER_LINE's values) of two points or
+    more: a frontier, not a lone throughput figure."""
+    found = serve_rows(rows)
+    needed = ["serve_tokens_per_s_per_user", "serve_output_tokens_per_s", "serve_max_batch"]
+    if found.empty or any(c not in found for c in needed):
+        return pd.DataFrame()
+    found = found[found["serve_scenario"] == "offline"].dropna(subset=needed)
+    if found.empty:
+        return pd.DataFrame()
+    devices = pd.to_numeric(found.get("devices", 1), errors="coerce").fillna(1)
+    found["tokens_per_s_per_gpu"] = pd.to_numeric(found["serve_output_tokens_per_s"]) / devices
+    keys = [c for c in FRONTIER_LINE if c in found]
+    found["line"] = found[keys].astype(str).agg(" ".join, axis=1)
+    found["concurrencies"] = found.groupby("line")["serve_max_batch"].transform("nunique")
+    found = found[found["concurrencies"] > 1]
+    return found.sort_values(["line", "serve_max_batch"]).reset_index(drop=True)
+
+
+def frontier_table(points: pd.DataFrame) -> pd.DataFrame:
+    """A line a frontier's point, as the report shows it."""
+    columns = [c for c in FRONTIER_TABLE if c in points]
+    return points[columns].rename(columns=FRONTIER_TABLE)
 
 
 def _number(value: object) -> float | None:

@@ -21,9 +21,12 @@ from dlbench.serve.settings import SERVE_SETTINGS, ServeSettings
 )
 @options_of(SERVE_SETTINGS)
 def serve(flags: dict[str, Any]) -> None:
-    from dlbench.serve.run import execute_serve, show_serve
+    from dlbench.serve.run import execute_serve
+    from dlbench.serve.summary import show_frontier, show_serve
 
     settings = ServeSettings(
         **{**flags, "tags": tuple(flags["tags"] or ()), "output": Path(flags["output"])}
     )
-    show_serve(execute_serve(settings), settings.output)  # it checks every setting first
+    rows = execute_serve(settings, lambda row: show_serve(row, settings.output))
+    if len(rows) > 1:
+        show_frontier(rows)

@@ -61,6 +61,9 @@ SERVE_COLUMNS: dict[str, str] = {
     "serve_tpot_p50_ms": "serve, LLM: median time per output token after the first",
     "serve_tpot_p90_ms": "serve, LLM: 90th percentile time per output token",
     "serve_tpot_p99_ms": "serve, LLM: 99th percentile time per output token (the bound's)",
+    "serve_tokens_per_s_per_user": "serve, LLM: a request's own output tokens a second after "
+    "its first (1 / the median time per output token, the server's clock): the frontier's "
+    "interactivity, against serve_output_tokens_per_s per GPU",
     "serve_itl_mean_ms": "serve, LLM: mean gap between two tokens of a request (the server's "
     "clock, every gap of every request)",
     "serve_itl_p50_ms": "serve, LLM: median gap between two tokens",

@@ -26,6 +26,9 @@ class LlmRequests(Protocol):
     kv_cache_gb: float | None
     precision: str
     max_batch: int
+    scenario: str
+    sweep_concurrency: bool
+    run_id: str | None
 
 
 # what an LLM does not take, and what it takes in its place
@@ -67,6 +70,7 @@ def check_llm_settings(s: LlmRequests, given: set[str]) -> None:
         )
     _check_context(s)
     _check_cache(s)
+    _check_frontier(s)
 
 
 def _check_context(s: LlmRequests) -> None:
@@ -101,3 +105,17 @@ def _check_cache(s: LlmRequests) -> None:
     problem = budget.cannot_hold_one(s.kv_cache_gb * 1e9, "--kv-cache-gb")
     if problem:
         raise UserError(problem)
+
+
+def _check_frontier(s: LlmRequests) -> None:
+    """--sweep-concurrency: offline, where each point holds as many requests at once as its
+    concurrency, and a row an id of its own."""
+    if not s.sweep_concurrency:
+        return
+    if s.scenario != "offline":
+        raise UserError(
+            "--sweep-concurrency: offline only (each point as many requests at once as its "
+            f"concurrency; {s.scenario} was given)"
+        )
+    if s.run_id is not None:
+        raise UserError("--run-id: one row's id; --sweep-concurrency writes a row a point")

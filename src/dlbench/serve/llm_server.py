@@ -136,9 +136,10 @@ class LlmServer:
         self.made = torch.zeros(slots + 1, dtype=torch.long, pin_memory=pinned)
         self.fresh = torch.zeros(rows, **on)  # a prefill's first tokens, on the device
 
-    def kv_cache_bytes(self) -> int:
-        """The served sequences' cache (the spare slot and the staging cache left out)."""
-        return self.kv_budget.per_slot * self.slots
+    def kv_cache_bytes(self, slots: int | None = None) -> int:
+        """The served sequences' cache (the spare slot and the staging cache left out), of
+        every slot or of the first `slots`."""
+        return self.kv_budget.per_slot * (self.slots if slots is None else slots)
 
     def _autocast(self):
         if self.dtype is None:
@@ -244,12 +245,17 @@ class LlmServer:
             return lambda: self._decode(key[1])
         return lambda: self._prefill(key[1], key[2])
 
-    def columns(self) -> dict[str, object]:
-        """What the server ran: its slots and cache, and whether its steps ran as graphs."""
+    def columns(self, slots: int | None = None) -> dict[str, object]:
+        """What the server ran: its slots and cache (of the first `slots`, where a load used
+        no more: as a server of that many would have them), and whether its steps ran as
+        graphs."""
+        used = self.slots if slots is None else min(slots, self.slots)
         found: dict[str, object] = {
-            "serve_kv_slots": self.slots,
-            "serve_kv_cache_gb": self.kv_cache_bytes() / 1e9,
-            "serve_prefill_rows": self.prefill_chunk,
+            "serve_kv_slots": used,
+            "serve_kv_cache_gb": self.kv_cache_bytes(used) / 1e9,
+            "serve_prefill_rows": min(
+                self.prefill_chunk, prefill_rows_of(used, max(self.lengths.prompt))
+            ),
         }
         if self.float8 is not None:
             found["fp8_recipe"] = self.float8.recipe.name

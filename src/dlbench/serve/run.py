@@ -31,10 +31,9 @@ from dlbench.engine.acceleration.compile_cache import (
 from dlbench.engine.acceleration.precision import plan_precision
 from dlbench.engine.distribution.devices import plan_devices
 from dlbench.errors import EXIT_FAILED, UserError, exception_line
-from dlbench.results.advice import advice
 from dlbench.results.efficiency import energy_columns
 from dlbench.results.environment import collect_environment
-from dlbench.results.published import check_published_folder, published_columns, published_line
+from dlbench.results.published import check_published_folder, published_columns
 from dlbench.results.row import RowBuilder, failure_row, identity, new_run_id
 from dlbench.results.store import CsvStore
 from dlbench.serve.loadgen import (
@@ -71,9 +70,12 @@ def _checked_store(s: ServeSettings) -> CsvStore:
     return store
 
 
-def execute_serve(s: ServeSettings) -> dict[str, object]:
-    """Warm, measure the references and the scenario's LoadGen load; append and return the
-    row."""
+def execute_serve(
+    s: ServeSettings, shown: Callable[[dict[str, object]], None] = lambda row: None
+) -> list[dict[str, object]]:
+    """Warm, measure the references and the scenario's LoadGen load; append each row, show it
+    (`shown`) and return them all: one, or with --sweep-concurrency one a concurrency, each
+    its own offline load and reference, the warm-up shared."""
     store = _checked_store(s)
     workload = get_workload(s.model)
     shape = workload.shape(s.width, s.height, s.seq_len)
@@ -88,8 +90,7 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     monitor = open_monitor(device, SAMPLE_INTERVAL_S, None, cache=cache)
     monitor.time_counter_steps = False  # a load lasts seconds: the counter's edges suffice
     monitor.measure_idle()  # before anything is built: the GPU's own idle power
-    run_id = s.run_id or new_run_id()
-    failed = {**s.columns(), "run_id": run_id, "run_kind": "serve"}
+    failed = {**s.columns(), "run_id": s.run_id or new_run_id(), "run_kind": "serve"}
     try:  # built, warmed and its references measured
         service = open_service(s, workload, shape, device, precision)
         compiled_before = compile_counts()
@@ -100,36 +101,79 @@ def execute_serve(s: ServeSettings) -> dict[str, object]:
     except Exception as exc:  # the model failed before any load (or did not fit): the row says so
         why = f"the model server failed before the load ({exception_line(exc)})"
         _leave(LoadAbandoned(why, EXIT_FAILED), store, failed, env, None)
-    _check_answerable(s, float(references["serve_offline_samples_per_s"]))
-    scratch = Path(tempfile.mkdtemp(prefix="dlbench-loadgen-"))
-    try:
-        result, split, telemetry, parts, sut = _scenario_load(
-            s, service, references, scratch, monitor
-        )
-    except LoadAbandoned as stop:
-        _leave(stop, store, failed, env, scratch)
-    log = keep_logs(result.log_dir, s.output, run_id)
-    shutil.rmtree(scratch, ignore_errors=True)
+    what = _settings(s, workload, shape, devices.device_type)
+    served = Served(s, store, service, monitor, env, what, references, caches, shown)
+    if not s.sweep_concurrency:
+        rows = [served.row(str(failed["run_id"]))]
+    else:
+        rows = [served.at_concurrency(c) for c in service.concurrencies()]  # type: ignore[union-attr]
     monitor.close()
-    checked = service.token_check(sut)  # after the load's window: its time is no load's
-    row = (
-        RowBuilder()
-        .add("identity", {**identity(run_id, "ok"), "run_kind": "serve"})
-        .add("settings", _settings(s, workload, shape, service, devices.device_type))
-        .add("LoadGen", {**result.columns(), "serve_loadgen": loadgen_version()})
-        .add("LoadGen's logs", {"serve_loadgen_log": log})
-        .include(parts)
-        .add("where a query's time went", split)
-        .add("the tokens", {**token_rates({**result.columns(), **split}), **checked})
-        .add("the load's telemetry", _energy(telemetry, result, service, split))
-        .add("the references", references)
-        .add("the caches", caches)
-        .add("environment", env)
-        .add("tags", s.tag_columns())
-    )
-    row = row.add("the published rows", published_columns(row.columns())).row()
-    store.append(row)
-    return row
+    return rows
+
+
+@dataclasses.dataclass
+class Served:
+    """A warmed service and what a row of it needs beyond its load: the store, the telemetry,
+    the environment, the settings, the references and the caches, and who is shown each row."""
+
+    s: ServeSettings
+    store: CsvStore
+    service: Service
+    monitor: TelemetryMonitor
+    env: dict
+    settings: dict
+    references: dict
+    caches: dict
+    shown: Callable[[dict[str, object]], None]
+
+    def at_concurrency(self, concurrency: int) -> dict[str, object]:
+        """A frontier's point: an offline load of at most `concurrency` requests at once, with
+        its own offline reference (the batch-1 one shared), its row a server of that many
+        slots'."""
+        service = self.service
+        service.concurrency = concurrency  # type: ignore[union-attr]
+        stderr.print(f"concurrency {concurrency}:")
+        self.references |= on_thread(service.offline_reference)  # type: ignore[union-attr]
+        return self.row(new_run_id(), concurrency)
+
+    def row(self, run_id: str, concurrency: int | None = None) -> dict[str, object]:
+        """The scenario's load, its row appended and shown; a load abandoned ends the process
+        with a failure row (`_leave`)."""
+        s, service, env = self.s, self.service, self.env
+        cap = {} if concurrency is None else {"batch_size": concurrency}
+        cap |= {"serve_max_batch": concurrency} if cap else {}
+        failed = {**s.columns(), **cap, "run_id": run_id, "run_kind": "serve"}
+        _check_answerable(s, float(self.references["serve_offline_samples_per_s"]))
+        scratch = Path(tempfile.mkdtemp(prefix="dlbench-loadgen-"))
+        try:
+            result, split, telemetry, parts, sut = _scenario_load(
+                s, service, self.references, scratch, self.monitor
+            )
+        except LoadAbandoned as stop:
+            _leave(stop, self.store, failed, env, scratch)
+        log = keep_logs(result.log_dir, s.output, run_id)
+        shutil.rmtree(scratch, ignore_errors=True)
+        checked = service.token_check(sut)  # after the load's window: its time is no load's
+        settings = {**self.settings, **service.columns(), **cap}
+        row = (
+            RowBuilder()
+            .add("identity", {**identity(run_id, "ok"), "run_kind": "serve"})
+            .add("settings", settings)
+            .add("LoadGen", {**result.columns(), "serve_loadgen": loadgen_version()})
+            .add("LoadGen's logs", {"serve_loadgen_log": log})
+            .include(parts)
+            .add("where a query's time went", split)
+            .add("the tokens", {**token_rates({**result.columns(), **split}), **checked})
+            .add("the load's telemetry", _energy(telemetry, result, service, split))
+            .add("the references", self.references)
+            .add("the caches", self.caches)
+            .add("environment", env)
+            .add("tags", s.tag_columns())
+        )
+        row = row.add("the published rows", published_columns(row.columns())).row()
+        self.store.append(row)
+        self.shown(row)
+        return row
 
 
 def _prepared(s: ServeSettings, service: Service) -> dict[str, float]:
@@ -262,33 +306,6 @@ def _device(device_type: str):
     )
 
 
-def show_serve(row: dict[str, object], output: Path | None = None) -> None:
-    """The row's serving figures, a line each (LoadGen's logs named from where the user stands:
-    the row keeps them relative to its CSV, `output`)."""
-
-    def n(key: str) -> float:
-        return float(row[key])  # type: ignore[arg-type]
-
-    lines = [
-        advice(row),  # the verdict first, in words (LoadGen's among its reasons): once
-        f"{row['model']} {row['serve_scenario']} under LoadGen: {_queries(row)}, "
-        f"{n('serve_achieved_qps'):,.1f}/s answered, mean batch {n('serve_mean_batch'):.1f}",
-        f"latency p50 {n('serve_latency_p50_ms'):.3f} ms, p90 {n('serve_latency_p90_ms'):.3f} ms, "
-        f"p99 {n('serve_latency_p99_ms'):.3f} ms",
-        f"offline {n('serve_offline_samples_per_s'):,.1f}/s, batch-1 p50 "
-        f"{n('serve_batch1_p50_ms'):.3f} ms",
-    ]
-    lines += _token_lines(row)
-    if row.get("serve_points_tried"):
-        found, tried = row.get("serve_qps_found"), row["serve_points_tried"]
-        what = f"found {float(found):,.1f}/s" if found else "found no rate LoadGen called VALID"  # type: ignore[arg-type]
-        lines.append(f"{what} in {tried} points")
-    log = Path(str(row["serve_loadgen_log"]))
-    lines.append(f"LoadGen's logs: {output.parent / log if output is not None else log}")
-    lines.append(published_line(row))
-    print("\n".join(lines))
-
-
 def _as_resolved(s: ServeSettings, device_type: str) -> ServeSettings:
     """The settings as the device decides them: compiled where it pays (on a GPU), and a CPU
     named as such, whose LLM loads are not sized by memory (ServeSettings.sized_by_memory)."""
@@ -297,24 +314,11 @@ def _as_resolved(s: ServeSettings, device_type: str) -> ServeSettings:
     return dataclasses.replace(s, accelerator="cpu") if device_type == "cpu" else s
 
 
-def _queries(row: dict[str, object]) -> str:
-    """The queries the load answered, and why where they are more than asked: LoadGen issues
-    enough to last --min-duration at the rate it expects (an offline query's samples too)."""
-    answered = int(float(str(row["serve_queries"])))
-    asked, seconds = row.get("serve_min_queries"), row.get("serve_min_duration_s")
-    if asked in (None, "") or answered <= int(float(str(asked))):
-        return f"{answered:,} queries"
-    return (
-        f"{answered:,} queries ({int(float(str(asked))):,} asked: LoadGen issues as many as last "
-        f"{float(str(seconds)):g} s at the rate it expects)"
-    )
-
-
 def _settings(
-    s: ServeSettings, workload: Workload, shape: InputShape, service: Service, accelerator: str
+    s: ServeSettings, workload: Workload, shape: InputShape, accelerator: str
 ) -> dict[str, object]:
-    """What was served and how, as the row's settings: the command's, the workload's shape and
-    what the server ran (its buckets, graphs and layout)."""
+    """What was served and how, as the row's settings: the command's and the workload's shape
+    (what the server ran, its buckets, graphs and layout, is the service's: Served.row)."""
     return {
         **s.columns(),
         "mode": "infer",
@@ -323,21 +327,4 @@ def _settings(
         "accelerator": accelerator,
         "devices": 1,
         **({} if s.is_llm() else workload.shape_columns(shape)),
-        **service.columns(),
     }
-
-
-def _token_lines(row: dict[str, object]) -> list[str]:
-    """An LLM row's token figures, as LoadGen gave them (no latencies in offline)."""
-    if not row.get("serve_output_tokens_per_s"):
-        return []
-    lines = [f"output {float(row['serve_output_tokens_per_s']):,.1f} tokens/s"]  # type: ignore[arg-type]
-    if row.get("serve_ttft_p99_ms"):
-        ms = {
-            f"{f}{q}": float(row[f"serve_{f}_p{q}_ms"]) for f in ("ttft", "tpot") for q in (50, 99)
-        }  # type: ignore[arg-type]
-        lines.append(
-            f"time to first token p50 {ms['ttft50']:.3f} ms, p99 {ms['ttft99']:.3f} ms; per "
-            f"output token p50 {ms['tpot50']:.3f} ms, p99 {ms['tpot99']:.3f} ms"
-        )
-    return lines

@@ -99,6 +99,7 @@ class LlmService:
             workload, device, precision, self.lengths, sizes, s.compile, s.cuda_graphs, s.seed
         )
         self.samples = LLM_SAMPLES
+        self.concurrency = self.server.slots  # the most requests a load runs at once
         steps = len(self.server.decode_rows) + len(self.server.prefill_rows) * len(
             self.server.prompt_buckets
         )
@@ -108,9 +109,13 @@ class LlmService:
         """Every step warmed, each said on its own line as it is (an 8B's take seconds each)."""
         self.server.warm(lambda line: stderr.print(f"  {line}", markup=False, highlight=False))
 
+    def concurrencies(self) -> list[int]:
+        """The serving frontier's points (--sweep-concurrency) on this server's slots."""
+        return frontier_concurrencies(self.server.slots)
+
     def _scheduler(self) -> Scheduler:
         s = self.settings
-        return Scheduler(self.server.slots, PREFILL_TOKENS, s.batching, s.batch_timeout_ms / 1e3)
+        return Scheduler(self.concurrency, PREFILL_TOKENS, s.batching, s.batch_timeout_ms / 1e3)
 
     def _finish_times(
         self, count: int, clock: Callable[[], float] = time.perf_counter
@@ -129,22 +134,24 @@ class LlmService:
         return finished
 
     def references(self) -> dict[str, float]:
-        """Requests a second at steady state: waves of REFERENCE_WAVES times the slots handed
-        over at once, counted over the middle half of their finishes (the ramp as the slots
-        fill and the drain as they empty left out), at least REFERENCE_MIN_S of it; and one
-        request's median latency alone (every token)."""
-        count = REFERENCE_WAVES * self.server.slots
-        while True:
-            times = self._finish_times(count)
-            rate, seconds = steady_rate(times)
-            if seconds >= REFERENCE_MIN_S:
-                break
-            count *= 2
+        """The offline rate (`offline_reference`) and one request's median latency alone
+        (every token)."""
         alone = [self._finish_times(1)[-1] for _ in range(REFERENCE_REQUESTS)]
         return {
-            "serve_offline_samples_per_s": rate,
+            **self.offline_reference(),
             "serve_batch1_p50_ms": 1e3 * statistics.median(alone),
         }
+
+    def offline_reference(self) -> dict[str, float]:
+        """Requests a second at steady state: waves of REFERENCE_WAVES times the concurrency
+        handed over at once, counted over the middle half of their finishes (the ramp as the
+        slots fill and the drain as they empty left out), at least REFERENCE_MIN_S of it."""
+        count = REFERENCE_WAVES * self.concurrency
+        while True:
+            rate, seconds = steady_rate(self._finish_times(count))
+            if seconds >= REFERENCE_MIN_S:
+                return {"serve_offline_samples_per_s": rate}
+            count *= 2
 
     def load_settings(self, rate: bool) -> dict[str, object]:
         """An LLM's load: LoadGen's token latencies, held to the TTFT and TPOT bounds (which
@@ -166,7 +173,9 @@ class LlmService:
         return check_tokens(server.model, server.prompts, sample, server.dtype).columns()
 
     def columns(self) -> dict[str, object]:
-        return self.server.columns()
+        """The server's columns, its slots and cache as a load at the concurrency holds them
+        (a frontier's point reads as a server of that many slots)."""
+        return self.server.columns(self.concurrency)
 
     def tokens_per_query(self, load_columns: dict) -> float | None:
         """Output tokens a request, as the load's requests had them."""
@@ -184,6 +193,11 @@ def open_service(
     if workload.family == "llm":
         return LlmService(s, workload, device, precision)
     return QueryService(s, workload, shape, device, precision)
+
+
+def frontier_concurrencies(slots: int) -> list[int]:
+    """The serving frontier's concurrencies: 1, 2, 4 ... up to `slots`, and `slots` itself."""
+    return sorted({*(1 << k for k in range(slots.bit_length())), slots})
 
 
 def steady_rate(finish_times: list[float]) -> tuple[float, float]:

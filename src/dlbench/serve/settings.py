@@ -15,7 +15,7 @@ from dlbench.config.flags import SWEEP_OWNED, flag_args
 from dlbench.config.run_config import shared
 from dlbench.config.sections import check_choice, check_count
 from dlbench.config.serve_scenarios import SERVE_SCENARIOS
-from dlbench.errors import UserError, check_finite, check_seconds, invalid
+from dlbench.errors import UserError, check_in_range, check_seconds, invalid
 from dlbench.results.tag_columns import parse_tags
 
 SCENARIOS = tuple(SERVE_SCENARIOS)  # MLPerf's, as LoadGen runs them
@@ -79,6 +79,13 @@ class ServeSettings:
         None, "Server: LoadGen hands over queries due together at once (default: on)."
     )
     search_budget: float = option(240.0, "Seconds --find-qps may spend.")
+    sweep_concurrency: bool = option(
+        False,
+        "LLMs, offline: a row at each concurrency, 1, 2, 4 ... up to the slots (the serving "
+        "frontier: output tokens/s against tokens/s per user).",
+        switch=True,
+        only="llm",
+    )
     batching: str = option(
         "continuous",
         "LLMs: continuous (a request joins the running batch at the next step and leaves when "
@@ -138,12 +145,12 @@ class ServeSettings:
         check_count("--max-batch", self.max_batch, MAX_SERVE_BATCH)
         self.run_config()  # RunConfig's settings, checked where every run's are
         check_count("--queries", self.queries, MAX_QUERIES)
-        _in_range("--qps", self.qps, MAX_QPS)
-        _in_range("--slo-p99-ms", self.slo_p99_ms, MAX_SLO_MS)
-        _in_range("--batch-timeout-ms", self.batch_timeout_ms, MAX_SLO_MS, zero=True)
-        _in_range("--ttft-p99-ms", self.ttft_p99_ms, MAX_SLO_MS)
-        _in_range("--tpot-p99-ms", self.tpot_p99_ms, MAX_SLO_MS)
-        _in_range("--kv-cache-gb", self.kv_cache_gb, MAX_KV_CACHE_GB)
+        check_in_range("--qps", self.qps, MAX_QPS)
+        check_in_range("--slo-p99-ms", self.slo_p99_ms, MAX_SLO_MS)
+        check_in_range("--batch-timeout-ms", self.batch_timeout_ms, MAX_SLO_MS, zero=True)
+        check_in_range("--ttft-p99-ms", self.ttft_p99_ms, MAX_SLO_MS)
+        check_in_range("--tpot-p99-ms", self.tpot_p99_ms, MAX_SLO_MS)
+        check_in_range("--kv-cache-gb", self.kv_cache_gb, MAX_KV_CACHE_GB)
         check_seconds("--min-duration", self.min_duration)
         check_seconds("--search-budget", self.search_budget)
         self.tag_columns()
@@ -333,14 +340,3 @@ def check_model_flags(s: ServeSettings) -> None:
 def answering_limit_s(seconds: float) -> float:
     """The longest a load of at least `seconds` may take to be answered."""
     return min(MAX_LOAD_S, max(2.0 * seconds, seconds + OVERLOAD_GRACE_S))
-
-
-def _in_range(flag: str, value: float | None, most: float, zero: bool = False) -> None:
-    """A finite number over 0 (or 0 itself, with `zero`) and at most `most` (None: not
-    given)."""
-    if value is None:
-        return
-    check_finite(flag, value)
-    if not (value >= 0.0 if zero else value > 0.0) or value > most:
-        floor = "0 or more" if zero else "over 0"
-        raise invalid(flag, value, f"must be {floor} and at most {most:,g}")

@@ -59,6 +59,8 @@ class TokenLatencies:
         }
         if not loadgen_tokens:
             columns |= _percentiles("serve_ttft", self.ttft) | _percentiles("serve_tpot", self.tpot)
+        tpot = statistics.median(self.tpot)
+        columns["serve_tokens_per_s_per_user"] = 1 / tpot if tpot > 0 else None
         columns["serve_itl_mean_ms"] = 1e3 * statistics.fmean(self.itl)
         columns |= _percentiles("serve_itl", self.itl) | _percentiles("serve_e2el", self.e2el)
         return columns | self.goodput(bounds_ms)

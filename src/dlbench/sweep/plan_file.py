@@ -258,6 +258,11 @@ def settings_from_plan(entry: object, where: str) -> ServeSettings:
     checked settings, each value in its declared type; a UserError naming `where` and the flag."""
     if not isinstance(entry, dict):
         raise UserError(f"{where}: must be a mapping of serve flags, e.g. {{model: resnet50}}")
+    if "sweep_concurrency" in entry:
+        raise UserError(
+            f"{where}: sweep_concurrency: a point is one row (list the concurrencies as "
+            "max_batch points, or run dlbench serve --sweep-concurrency)"
+        )
     values = {
         str(k): typed_value(str(k), v, where, SERVE_SETTINGS, SERVE_SWEEP_OWNED)
         for k, v in entry.items()
