@@ -3,11 +3,14 @@ when the rows hold nothing to plot). Measured points only, never interpolated cu
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter, MaxNLocator
 
@@ -265,26 +268,36 @@ def telemetry_timeline(samples: pd.DataFrame) -> Figure | None:
     return fig
 
 
+def _panel_per_model(
+    points: pd.DataFrame, draw: Callable[[Axes, pd.DataFrame], None], xlabel: str, ylabel: str
+) -> Figure:
+    """A panel per model, `draw` given each panel's rows; its y axis logarithmic."""
+    models = sorted(points["model"].unique())
+    fig, axes = _panels(len(models))
+    for ax, model in zip(axes, models):
+        draw(ax, points[points["model"] == model])
+        ax.set(title=model, xlabel=xlabel, ylabel=ylabel)
+        _log_scale(ax, "y")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def latency_against_rate(points: pd.DataFrame) -> Figure | None:
     """p99 latency against the rate a search tried, a panel per model, a line per machine,
     the bound dashed: the rate found is the last point under it."""
     if points.empty:
         return None
-    models = sorted(points["model"].unique())
-    fig, axes = _panels(len(models))
-    for ax, model in zip(axes, models):
-        panel = points[points["model"] == model]
+
+    def draw(ax: Axes, panel: pd.DataFrame) -> None:
         for machine, line in panel.groupby("machine"):
             line = line.sort_values("qps")
             ax.plot(line["qps"], line["p99_ms"], "o-", label=str(machine))
         bound = panel["bound_ms"].dropna()
         if not bound.empty:
             ax.axhline(float(bound.iloc[0]), color="grey", linestyle="--", label="p99 bound")
-        ax.set(title=model, xlabel="queries/s (Poisson arrivals)", ylabel="p99 latency (ms)")
-        _log_scale(ax, "y")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+
+    return _panel_per_model(points, draw, "queries/s (Poisson arrivals)", "p99 latency (ms)")
 
 
 def serving_frontier(points: pd.DataFrame) -> Figure | None:
@@ -294,10 +307,8 @@ def serving_frontier(points: pd.DataFrame) -> Figure | None:
     paying each user."""
     if points.empty:
         return None
-    models = sorted(points["model"].unique())
-    fig, axes = _panels(len(models))
-    for ax, model in zip(axes, models):
-        panel = points[points["model"] == model]
+
+    def draw(ax: Axes, panel: pd.DataFrame) -> None:
         for _, line in panel.groupby("line"):
             line = line.sort_values("serve_max_batch")
             label = f"{line['machine'].iloc[0]} {line['precision'].iloc[0]}"
@@ -307,8 +318,5 @@ def serving_frontier(points: pd.DataFrame) -> Figure | None:
                 ax.annotate(
                     _batch(c), (xi, yi), fontsize=6, xytext=(3, 3), textcoords="offset points"
                 )
-        ax.set(title=model, xlabel="output tokens/s per user", ylabel="output tokens/s per GPU")
-        _log_scale(ax, "y")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+
+    return _panel_per_model(points, draw, "output tokens/s per user", "output tokens/s per GPU")
