@@ -106,9 +106,16 @@ def test_a_two_point_sweep_and_a_report_run_in_the_image(results):
         " resolutions: [[64, 64]]}]\n"
     )
     os.chown(plan, *USER)
-    out = podman_run(results, "sweep", "results/two.yaml", "--output", "results/sweep.csv")
+    # two steps a point measure nothing to trust (few_steps): a sweep of only such points says so
+    # and exits 4, --invalid-ok 0; what is tried here is the image running a sweep and a report
+    sweep = ["sweep", "results/two.yaml", "--output", "results/sweep.csv"]
+    out = podman_run(results, *sweep)
+    assert out.returncode == 4 and "every point measured (2) is INVALID" in out.stderr, out.stderr
+    out = podman_run(results, *sweep[:-2], "--output", "results/sweep2.csv", "--invalid-ok")
     assert out.returncode == 0, out.stderr[-2000:]
-    assert [r["status"] for r in _rows(results / "sweep.csv")] == ["ok", "ok"]
+    rows = _rows(results / "sweep.csv")
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert all("few_steps" in r["verdict_reasons"] for r in rows)
     out = podman_run(results, "report", "results/sweep.csv", "--out", "results/report")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "mobilenet_v3" in (results / "report" / "report.html").read_text()
