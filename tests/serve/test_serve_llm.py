@@ -6,6 +6,8 @@ decode loop that fails mid-load ends the run with a row, never a hang."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from dlbench.results.store import CsvStore
@@ -255,10 +257,16 @@ def test_a_concurrency_sweep_writes_the_frontier_a_row_a_concurrency_each_a_serv
     1 / its median time per output token; the table of the frontier after the rows."""
     out = tmp_path / "serve.csv"
     code, printed, err = dlbench(
-        "serve", *LLM, "--scenario", "offline", *SHORT, "--sweep-concurrency", "--output", out
-    )
+        "serve", *LLM, "--scenario", "offline", "--min-duration", "0.3", "--sweep-concurrency",
+        "--output", out,
+    )  # fmt: skip
     assert code == 0, err
     rows = CsvStore(out).rows()
+    for row in rows:  # least queries: 1.5 times the least duration at the point's own rate
+        concurrency, rate = int(row["serve_max_batch"]), float(row["serve_offline_samples_per_s"])
+        least = max(2 * concurrency, math.ceil(1.5 * rate * 0.3))
+        assert int(row["serve_min_queries"]) == least < 1024  # not a thousand one at a time
+        assert int(float(row["serve_queries"])) >= least
     assert [r["serve_max_batch"] for r in rows] == ["1", "2", "4"]
     assert [r["batch_size"] for r in rows] == ["1", "2", "4"]
     assert [r["serve_kv_slots"] for r in rows] == ["1", "2", "4"]
@@ -278,8 +286,9 @@ def test_a_concurrency_sweep_writes_the_frontier_a_row_a_concurrency_each_a_serv
     table = printed[printed.index("the serving frontier of llm_tiny (3 concurrencies):") :]
     assert [line.split()[0] for line in table.splitlines()[2:]] == ["1", "2", "4"]
     # a point of the frontier is the row a server capped at its concurrency writes
+    least = ["--min-duration", "0.3", "--queries", rows[1]["serve_min_queries"]]
     code, _, err = dlbench(
-        "serve", *[a if a != "4" else "2" for a in LLM], "--scenario", "offline", *SHORT,
+        "serve", *[a if a != "4" else "2" for a in LLM], "--scenario", "offline", *least,
         "--output", out,
     )  # fmt: skip
     assert code == 0, err

@@ -10,6 +10,7 @@ batched, and held to LoadGen's token latencies (serve.services)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shutil
 import sys
@@ -56,6 +57,10 @@ from dlbench.workloads import InputShape, Workload, get_workload
 Service = QueryService | LlmService
 T = TypeVar("T")
 SAMPLE_INTERVAL_S = 0.1  # the load's power and clocks, sampled this often
+# a frontier point's least queries: its reference rate over this many times the least duration,
+# and at least this many times its concurrency
+FRONTIER_MARGIN = 1.5
+FRONTIER_WAVES = 2
 
 
 def _checked_store(s: ServeSettings) -> CsvStore:
@@ -129,12 +134,21 @@ class Served:
     def at_concurrency(self, concurrency: int) -> dict[str, object]:
         """A frontier's point: an offline load of at most `concurrency` requests at once, with
         its own offline reference (the batch-1 one shared), its row a server of that many
-        slots'."""
+        slots'. Its least queries, unless given, are what its own reference rate answers in
+        FRONTIER_MARGIN times the least duration, and FRONTIER_WAVES times the concurrency at
+        least (a thousand requests one at a time would keep an 8B a quarter of an hour; a
+        reference a little slow would leave LoadGen too few for its least duration)."""
         service = self.service
         service.concurrency = concurrency  # type: ignore[union-attr]
         stderr.print(f"concurrency {concurrency}:")
         self.references |= on_thread(service.offline_reference)  # type: ignore[union-attr]
-        return self.row(new_run_id(), concurrency)
+        rate = float(self.references["serve_offline_samples_per_s"])
+        seconds, queries = self.s.minimums()
+        if "queries" not in self.s.given() and not self.s.mlperf_rules:
+            filled = math.ceil(FRONTIER_MARGIN * rate * seconds)
+            queries = max(FRONTIER_WAVES * concurrency, filled)
+        point = dataclasses.replace(self, s=dataclasses.replace(self.s, queries=queries))
+        return point.row(new_run_id(), concurrency)
 
     def row(self, run_id: str, concurrency: int | None = None) -> dict[str, object]:
         """The scenario's load, its row appended and shown; a load abandoned ends the process
@@ -154,7 +168,7 @@ class Served:
         log = keep_logs(result.log_dir, s.output, run_id)
         shutil.rmtree(scratch, ignore_errors=True)
         checked = service.token_check(sut)  # after the load's window: its time is no load's
-        settings = {**self.settings, **service.columns(), **cap}
+        settings = {**self.settings, **s.columns(), **service.columns(), **cap}
         row = (
             RowBuilder()
             .add("identity", {**identity(run_id, "ok"), "run_kind": "serve"})
