@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dlbench.errors import check_finite, invalid
-from dlbench.results.stats import CPU_RUN_SPREAD_PCT, Z_975, t_975
+from dlbench.results.stats import CPU_RUN_SPREAD_PCT, t_975, t_975_at
 
 SAME, FASTER, SLOWER, INCONCLUSIVE = "same", "faster", "slower", "inconclusive"
 VERDICTS = (SAME, FASTER, SLOWER, INCONCLUSIVE)
@@ -109,7 +109,7 @@ def judge(
     sign = -1.0 if lower_is_better else 1.0
     d = sign * (head.mean_log - base.mean_log)
     variance = base.variance + head.variance
-    half = _t(_welch_dof(base, head)) * math.sqrt(variance)
+    half = t_975_at(_welch_dof(base, head)) * math.sqrt(variance)
     low, high = d - half, d + half
     slow, fast = math.log1p(-threshold_pct / 100), math.log1p(threshold_pct / 100)
     share = MIN_EFFECT_SHARE * threshold_pct / 100
@@ -137,10 +137,6 @@ def check_threshold(threshold_pct: float) -> None:
         raise invalid(
             "--threshold", threshold_pct, f"a change in % from 0 to under {MAX_THRESHOLD_PCT:g}"
         )
-
-
-def _t(dof: float) -> float:
-    return Z_975 if math.isinf(dof) else t_975(max(1, math.floor(dof)))
 
 
 def _welch_dof(base: Evidence, head: Evidence) -> float:

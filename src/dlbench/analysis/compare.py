@@ -154,17 +154,17 @@ def evidence_of(group: pd.DataFrame) -> Evidence:
     run's interval a floor); one, its interval (results.intervals) and its kind's spread between
     runs, unless it pooled several processes (their spread is in its interval)."""
     figures = group["samples_per_s"].astype(float).tolist()
-    sds = [sd_pct(r) for _, r in group.iterrows()]
     if len(figures) > 1:
-        return Evidence.of_runs(figures, sds)
+        return Evidence.of_runs(figures, [sd_pct(r) for _, r in group.iterrows()])
     row = group.iloc[0].to_dict()
     serve = ""
     if key_text(row.get("run_kind")) == "serve":
         serve = "latency" if bool(row.get("lower_is_better")) else "rate"
     cpu = key_text(row.get("accelerator")) == "cpu"
     spread = 0.0 if pooled(row) else run_spread_pct(launch_bound(row), serve, cpu)
-    interval, own = interval_of(row), 0.0 if math.isnan(sds[0]) else sds[0]
-    return Evidence.of_one(figures[0], own, spread, interval.dof if interval else math.inf)
+    interval = interval_of(row)
+    own, dof = (interval.sd_pct, interval.dof) if interval else (0.0, math.inf)
+    return Evidence.of_one(figures[0], own, spread, dof)
 
 
 def _reasons_of(runs: pd.DataFrame) -> str:

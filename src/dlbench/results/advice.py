@@ -10,11 +10,9 @@ from dlbench.errors import number_or_none
 from dlbench.results.schema import is_true
 from dlbench.results.stats import (
     CPU_NOISE_PCT,
-    CPU_RUN_SPREAD_PCT,
-    MAX_NOISE_PCT,
     MAX_OUTLIER_TIME_PCT,
     MAX_SPREAD_PCT,
-    Z_975,
+    noise_limit_pct,
 )
 from dlbench.results.verdict import (
     MAX_REPEAT_GAP_PCT,
@@ -211,10 +209,9 @@ def _cpu_word(row: Mapping[str, object]) -> str:
     on it gives (results.stats.CPU_RUN_SPREAD_PCT), not a hardware figure to rank."""
     if row.get("accelerator") != "cpu":
         return ""
-    spread = Z_975 * CPU_RUN_SPREAD_PCT
     return (
         f"; a CPU's figure: this machine's, and the next run on it may read up to about "
-        f"{spread:.0f} % either way (compare allows for it)"
+        f"{CPU_NOISE_PCT:.0f} % either way (compare allows for it)"
     )
 
 
@@ -232,8 +229,7 @@ def advice(row: dict) -> str:
     )
     values["input_fix"] = _input_fix(row)
     values.update(
-        noise_limit_pct=number_or_none(row.get("max_noise_pct"))
-        or (MAX_NOISE_PCT if gpu_rules(row) else CPU_NOISE_PCT),
+        noise_limit_pct=noise_limit_pct(number_or_none(row.get("max_noise_pct")), gpu_rules(row)),
         max_spread_pct=MAX_SPREAD_PCT,
         max_outlier_time_pct=MAX_OUTLIER_TIME_PCT,
     )

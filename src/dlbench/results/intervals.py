@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from dlbench.errors import number_or_none
 from dlbench.results.search_points import parse_point
-from dlbench.results.stats import Z_975, t_975, window_dof
+from dlbench.results.stats import Z_975, t_975_at, window_dof
 
 UNIFORM_SD = 1.0 / math.sqrt(12.0)  # a uniform spread's standard deviation per its width
 
@@ -38,8 +38,7 @@ class Interval:
     @property
     def sd_pct(self) -> float:
         """The standard deviation (%) the interval was drawn from."""
-        factor = Z_975 if math.isinf(self.dof) else t_975(max(1, int(self.dof)))
-        return self.half_pct / factor
+        return self.half_pct / t_975_at(self.dof)
 
 
 def interval_of(row: Mapping[str, object]) -> Interval | None:
@@ -54,9 +53,8 @@ def interval_of(row: Mapping[str, object]) -> Interval | None:
     recorded = number_or_none(row.get("throughput_interval_dof"))
     if recorded is not None and recorded >= 1:
         return Interval(half, recorded)
-    processes = number_or_none(row.get("processes")) or 1
-    if processes > 1:
-        return Interval(half, processes - 1)
+    if pooled(row):
+        return Interval(half, float(row["processes"]) - 1)  # type: ignore[arg-type]
     steps = number_or_none(row.get("steps"))
     return Interval(half, window_dof(int(steps)) if steps else math.inf)
 

@@ -92,6 +92,20 @@ def t_975(degrees_of_freedom: int) -> float:
     return z + (z**3 + z) / (4 * n) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * n * n)
 
 
+def t_975_at(degrees_of_freedom: float) -> float:
+    """`t_975` at any degrees of freedom an interval holds: a fractional count (Welch's) at its
+    floor and at least 1, an infinite one (a known variance, a prior) the normal's Z_975."""
+    if math.isinf(degrees_of_freedom):
+        return Z_975
+    return t_975(max(1, math.floor(degrees_of_freedom)))
+
+
+def noise_limit_pct(max_noise_pct: float | None, gpu: bool) -> float:
+    """The widest interval a window may have: --max-noise where given, else a GPU's
+    MAX_NOISE_PCT or a CPU's CPU_NOISE_PCT."""
+    return max_noise_pct or (MAX_NOISE_PCT if gpu else CPU_NOISE_PCT)
+
+
 @dataclass(frozen=True)
 class Noise:
     """How far a window's number can be trusted: the robust spread of its steps, its outliers
@@ -140,7 +154,7 @@ class Noise:
         """Which of the noise checks failed: `interval` (over --max-noise, else MAX_NOISE_PCT on a
         GPU and CPU_NOISE_PCT on a CPU), and on a GPU (`gpu`; see SPREAD_SHOWN_ONLY) `spread`
         (over MAX_SPREAD_PCT) and `outliers` (rare ones that moved the number)."""
-        limit = max_noise_pct or (MAX_NOISE_PCT if gpu else CPU_NOISE_PCT)
+        limit = noise_limit_pct(max_noise_pct, gpu)
         checks = {
             "interval": self.interval_pct > limit,
             "spread": gpu and self.robust_spread_pct > MAX_SPREAD_PCT,

@@ -11,7 +11,7 @@ import resource
 import time
 from pathlib import Path
 
-from dlbench.host import cpu_times
+from dlbench.host import cpu_busy_pct, cpu_times
 
 PROC = Path("/proc")
 
@@ -62,13 +62,11 @@ class HostLoad:
         self._host, self._own, self._wall = cpu_times(), own_cpu_s(), time.monotonic()
 
     def end_window(self) -> None:
-        host, own, wall = cpu_times(), own_cpu_s(), time.monotonic()
-        cores = os.cpu_count() or 1
-        if self._host is None or host is None or host[1] <= self._host[1] or wall <= self._wall:
+        busy, own, wall = cpu_busy_pct(self._host, cpu_times()), own_cpu_s(), time.monotonic()
+        if busy is None or wall <= self._wall:
             return
-        busy_share = (host[0] - self._host[0]) / (host[1] - self._host[1])
-        own_share = (own - self._own) / ((wall - self._wall) * cores)
-        self.other_pct = max(0.0, 100.0 * (busy_share - own_share))
+        own_pct = 100.0 * (own - self._own) / ((wall - self._wall) * (os.cpu_count() or 1))
+        self.other_pct = max(0.0, busy - own_pct)
 
     def columns(self) -> dict[str, float | None]:
         return {"host_other_cpu_pct": self.other_pct}
