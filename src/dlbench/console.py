@@ -14,6 +14,16 @@ from dlbench.errors import number_or_none
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def shown_number(value: float) -> str:
+    """A figure as a reader wants it, the one rule of the report's tables and serve's frontier:
+    a count or anything of 100 and more whole (16, 4,694, not 16.0 or 4.69e+03), a ratio and
+    what is under 100 to two decimals (1.10 beside 1.09, not 1.1), a small figure to three
+    digits (0.00137)."""
+    if value.is_integer() or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.2f}" if abs(value) >= 0.01 else f"{value:.3g}"
+
+
 def _fmt(value: object, digits: int = 1) -> str:
     if value is None or value == "":
         return "-"

@@ -9,6 +9,7 @@ import pytest
 
 from dlbench.results.search_points import parse_point
 from dlbench.serve.loadgen import LoadGenResult
+from dlbench.serve.model_server import buckets
 from dlbench.serve.search import (
     FIRST_SHARE,
     KEEP_UP_SHARE,
@@ -18,7 +19,7 @@ from dlbench.serve.search import (
     find_qps,
     ttft_growth,
 )
-from dlbench.serve.services import frontier_concurrencies, steady_rate
+from dlbench.serve.services import steady_rate
 
 
 def _result(valid: bool, scheduled: float, completed: float) -> LoadGenResult:
@@ -147,4 +148,5 @@ def test_the_report_reads_an_llm_searchs_points_as_it_reads_a_query_servers():
      (2765, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 2765])],
 )  # fmt: skip
 def test_the_frontiers_concurrencies_double_from_one_and_end_at_the_slots(slots, points):
-    assert frontier_concurrencies(slots) == points
+    """The frontier's points are the server's decode buckets (LlmService.concurrencies)."""
+    assert buckets(slots) == points

@@ -17,6 +17,7 @@ from dlbench.analysis.markdown import markdown_table, markdown_text
 from dlbench.analysis.report_rows import ReportRows, Section
 from dlbench.analysis.sections import fleet_part, report_sections
 from dlbench.analysis.serving_sections import frontier_part, serving_part
+from dlbench.console import shown_number
 from dlbench.errors import UserError
 from dlbench.results.store import writable_folder
 
@@ -104,14 +105,10 @@ def _write_files(
 
 
 def _number(value: object) -> object:
-    """Floats as a reader wants them, by one rule: a count or anything of 100 and more whole
-    (16, 4,694, not 16.0 or 4.69e+03), a ratio and what is under 100 to two decimals (1.10
-    beside 1.09, not 1.1), a small figure to three digits (0.00137)."""
+    """Floats as a reader wants them (console.shown_number); anything else as it is."""
     if not isinstance(value, float) or pd.isna(value):
         return value
-    if value.is_integer() or abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.2f}" if abs(value) >= 0.01 else f"{value:.3g}"
+    return shown_number(value)
 
 
 def _slug(title: str) -> str:

@@ -107,11 +107,11 @@ class LlmServer:
         self.graphs = graphs and can_capture(device.type)
         self.steps: dict[tuple[int, ...], Callable[[], None]] = {}
         self.fallback = ""
-        # Each decoder block compiled, once for them all (docs/decisions.md#regional-serve-compile;
-        # regional compilation: one block's
+        # Each decoder block compiled, once for them all (regional compilation: one block's
         # graph, reused by every layer, and its rows dynamic after the second bucket, so a
-        # server of many buckets compiles twice, not once a bucket); the decode steps call
-        # them, the prefills the plain blocks. Each bucket is then captured as a graph.
+        # server of many buckets compiles twice, not once a bucket;
+        # docs/decisions.md#regional-serve-compile); the decode steps call them, the prefills
+        # the plain blocks. Each bucket is then captured as a graph.
         self.blocks = (
             [torch.compile(b, backend=COMPILE_BACKEND) for b in self.model.layers]
             if compile
@@ -253,9 +253,7 @@ class LlmServer:
         found: dict[str, object] = {
             "serve_kv_slots": used,
             "serve_kv_cache_gb": self.kv_cache_bytes(used) / 1e9,
-            "serve_prefill_rows": min(
-                self.prefill_chunk, prefill_rows_of(used, max(self.lengths.prompt))
-            ),
+            "serve_prefill_rows": prefill_rows_of(used, max(self.lengths.prompt)),
         }
         if self.float8 is not None:
             found["fp8_recipe"] = self.float8.recipe.name

@@ -168,7 +168,7 @@ class Served:
         log = keep_logs(result.log_dir, s.output, run_id)
         shutil.rmtree(scratch, ignore_errors=True)
         checked = service.token_check(sut)  # after the load's window: its time is no load's
-        settings = {**self.settings, **s.columns(), **service.columns(), **cap}
+        settings = {**s.columns(), **self.settings, **service.columns(), **cap}
         row = (
             RowBuilder()
             .add("identity", {**identity(run_id, "ok"), "run_kind": "serve"})
@@ -331,10 +331,10 @@ def _as_resolved(s: ServeSettings, device_type: str) -> ServeSettings:
 def _settings(
     s: ServeSettings, workload: Workload, shape: InputShape, accelerator: str
 ) -> dict[str, object]:
-    """What was served and how, as the row's settings: the command's and the workload's shape
-    (what the server ran, its buckets, graphs and layout, is the service's: Served.row)."""
+    """What was served, as the row's settings beyond the command's own (a frontier's point has
+    its own: Served.row): the workload, its shape and the device (what the server ran, its
+    buckets, graphs and layout, is the service's)."""
     return {
-        **s.columns(),
         "mode": "infer",
         "family": workload.family,
         "sample_unit": workload.sample_unit,

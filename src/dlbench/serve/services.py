@@ -110,8 +110,9 @@ class LlmService:
         self.server.warm(lambda line: stderr.print(f"  {line}", markup=False, highlight=False))
 
     def concurrencies(self) -> list[int]:
-        """The serving frontier's points (--sweep-concurrency) on this server's slots."""
-        return frontier_concurrencies(self.server.slots)
+        """The serving frontier's points (--sweep-concurrency): its decode buckets, 1, 2, 4 ...
+        up to the slots and the slots themselves."""
+        return list(self.server.decode_rows)
 
     def _scheduler(self) -> Scheduler:
         s = self.settings
@@ -193,11 +194,6 @@ def open_service(
     if workload.family == "llm":
         return LlmService(s, workload, device, precision)
     return QueryService(s, workload, shape, device, precision)
-
-
-def frontier_concurrencies(slots: int) -> list[int]:
-    """The serving frontier's concurrencies: 1, 2, 4 ... up to `slots`, and `slots` itself."""
-    return sorted({*(1 << k for k in range(slots.bit_length())), slots})
 
 
 def steady_rate(finish_times: list[float]) -> tuple[float, float]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dlbench.console import shown_number
 from dlbench.results.advice import advice
 from dlbench.results.published import published_line
 
@@ -58,14 +59,13 @@ def show_frontier(rows: list[dict[str, object]]) -> None:
 
 
 def _cell(value: object) -> str:
-    """A figure as the frontier's table shows it: whole from 100, three significant digits
-    below; text as it is; nothing as a dash."""
+    """A figure as the frontier's table shows it (console.shown_number); text as it is;
+    nothing as a dash."""
     if value is None or value == "":
         return "-"
     if isinstance(value, str):
         return value
-    number = float(value)  # type: ignore[arg-type]
-    return f"{number:,.0f}" if abs(number) >= 100 else f"{number:.3g}"
+    return shown_number(float(value))  # type: ignore[arg-type]
 
 
 def _queries(row: dict[str, object]) -> str:
