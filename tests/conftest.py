@@ -92,12 +92,36 @@ def dlbench(capsys, kept: Path):
     from dlbench.cli import run_command
 
     def call(*args: object) -> tuple[int, str, str]:
+        running = live_children()
         code = run_command([str(a) for a in args])
         out, err = capsys.readouterr()
         assert kept.read_bytes() == before, "an earlier row was damaged"
+        left = {pid: command_line(pid) for pid in live_children() - running}
+        assert not left, f"the command left processes running: {left}"
         return code, out, err
 
     return call
+
+
+def live_children() -> set[int]:
+    """This process's children that have not ended (Linux /proc; none where it has no /proc)."""
+    found = set()
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            state, parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError):
+            continue  # it ended between the listing and the read
+        if int(parent) == os.getpid() and state != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+def command_line(pid: int) -> str:
+    """A process's command line, or "" once it has ended."""
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def refused(result: tuple[int, str, str], *needles: str, code: int = 2) -> str:

@@ -288,6 +288,29 @@ def test_a_side_whose_dlbench_has_no_command_line_worker_runs_fresh_processes(tm
     assert all(t.log.parent == tmp_path / "g.logs" for t in queues["head"].tasks)
 
 
+class _InterruptedQueue(_FakeQueue):
+    """A worker whose start is interrupted (Ctrl-C while its imports run)."""
+
+    def start(self) -> int:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_while_the_second_side_starts_stops_the_first_sides_worker(tmp_path):
+    from dlbench.sweep.gate import GateRun
+
+    queues = {}
+
+    def workers(side, timeout_s):
+        queues[side.name] = (_InterruptedQueue if side.name == "head" else _FakeQueue)(2)
+        return queues[side.name]
+
+    sides = (Side("base", ("old",)), Side("head", ("new",)))
+    gate = GateRun(parse_plan(PLAN), sides, 1, tmp_path / "g.csv", workers=workers)
+    with pytest.raises(KeyboardInterrupt):
+        gate.run()
+    assert queues["base"].closed and queues["head"].closed
+
+
 @pytest.mark.e2e
 def test_a_timed_out_container_side_leaves_no_container_running(tmp_path):
     """A side given as `docker run ... IMAGE` whose run hangs past the plan's timeout, in a

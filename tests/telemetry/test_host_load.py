@@ -49,18 +49,23 @@ def test_a_process_spinning_beside_the_window_is_counted():
         os.kill(pid, signal.SIGKILL)
 
 
-def test_the_windows_own_work_is_not_anothers():
-    """Spinning in the window itself: the host's busy time holds this process's, and HostLoad
-    leaves it out (the suite's other workers may add theirs to both figures). Measured in a
-    fresh process: a worker of the suite may still have a child of an earlier test running,
-    which HostLoad rightly counts as the window's own and process_time does not."""
+def _in_a_fresh_process(call: str) -> list[float]:
+    """`call`, a function of this module, run in a fresh process: a worker of the suite may still
+    have a child of an earlier test running, which HostLoad rightly counts as the window's own
+    and the tests' own sums do not."""
     root = Path(__file__).resolve().parents[2]
-    code = "from tests.telemetry.test_host_load import _window; print(*_window(1.0, spin=True))"
+    code = f"from tests.telemetry.test_host_load import {call.split('(')[0]}; print(*{call})"
     env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'src'}"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
                           env=env, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    other, busy, own = map(float, done.stdout.split())
+    return [float(figure) for figure in done.stdout.split()]
+
+
+def test_the_windows_own_work_is_not_anothers():
+    """Spinning in the window itself: the host's busy time holds this process's, and HostLoad
+    leaves it out (the suite's other workers may add theirs to both figures)."""
+    other, busy, own = _in_a_fresh_process("_window(1.0, spin=True)")
     assert own > 100.0 / (os.cpu_count() or 1) / 4  # it did spin
     assert other == pytest.approx(max(0.0, busy - own), abs=5.0)
 
@@ -70,10 +75,9 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_a_process_the_run_started_is_its_own_work():
-    """A child spinning through the window (as a loader's worker computes): its CPU time is
-    the run's, so the others' share is the host's busy share less this process's and the
-    child's (the suite's other workers may add theirs to both)."""
+def _window_beside_a_child() -> tuple[float, float, float]:
+    """A window with a child spinning through it: HostLoad's other share, every process's
+    share, and this process's and the child's."""
     cores = os.cpu_count() or 1
     child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -89,8 +93,17 @@ def test_a_process_the_run_started_is_its_own_work():
     finally:
         child.kill()
         child.wait()
-    assert ours > 100.0 / cores / 4  # the child did spin
-    assert load.other_pct == pytest.approx(max(0.0, busy - ours), abs=5.0)
+    assert load.other_pct is not None and busy is not None
+    return load.other_pct, busy, ours
+
+
+def test_a_process_the_run_started_is_its_own_work():
+    """A child spinning through the window (as a loader's worker computes): its CPU time is
+    the run's, so the others' share is the host's busy share less this process's and the
+    child's (the suite's other workers may add theirs to both)."""
+    other, busy, ours = _in_a_fresh_process("_window_beside_a_child()")
+    assert ours > 100.0 / (os.cpu_count() or 1) / 4  # the child did spin
+    assert other == pytest.approx(max(0.0, busy - ours), abs=5.0)
 
 
 def test_no_window_no_figure():

@@ -110,11 +110,11 @@ def sweep(
             recheck=recheck,
         )
         _warn_of_an_unusable_cache_variable()
-    except BaseException:
+        outcome = runner.run()
+    finally:  # a refusal before the first point leaves no worker behind
         if early is not None:
             early.close()
-        raise
-    _show_outcome(runner.run(), output, invalid_ok)
+    _show_outcome(outcome, output, invalid_ok)
 
 
 def plan_as_asked(

@@ -219,7 +219,13 @@ class GateRun:
         queues = {}
         for side in self.sides:
             queue = self.workers(side, self.timeout_s)
-            if queue.start() >= PROTOCOL:
+            try:
+                protocol = queue.start()
+            except BaseException:  # interrupted: the other side's worker goes too
+                for started in [queue, *queues.values()]:
+                    started.close()
+                raise
+            if protocol >= PROTOCOL:
                 queues[side.name] = queue
                 continue
             queue.close()
