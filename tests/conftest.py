@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import children, command_line, running
+
 ROOT = Path(__file__).resolve().parents[1]
 # The tests' fakes reach dlbench through its plugin hook: an entry-point distribution here.
 PLUGINS = ROOT / "tests" / "plugins"
@@ -92,11 +94,11 @@ def dlbench(capsys, kept: Path):
     from dlbench.cli import run_command
 
     def call(*args: object) -> tuple[int, str, str]:
-        running = live_children()
+        before_children = live_children()
         code = run_command([str(a) for a in args])
         out, err = capsys.readouterr()
         assert kept.read_bytes() == before, "an earlier row was damaged"
-        left = {pid: command_line(pid) for pid in live_children() - running}
+        left = {pid: command_line(pid) for pid in live_children() - before_children}
         assert not left, f"the command left processes running: {left}"
         return code, out, err
 
@@ -104,24 +106,8 @@ def dlbench(capsys, kept: Path):
 
 
 def live_children() -> set[int]:
-    """This process's children that have not ended (Linux /proc; none where it has no /proc)."""
-    found = set()
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            state, parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
-        except (OSError, ValueError):
-            continue  # it ended between the listing and the read
-        if int(parent) == os.getpid() and state != "Z":
-            found.add(int(entry.name))
-    return found
-
-
-def command_line(pid: int) -> str:
-    """A process's command line, or "" once it has ended."""
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
+    """This process's children that have not ended."""
+    return {child for child in children(os.getpid()) if running(child)}
 
 
 def refused(result: tuple[int, str, str], *needles: str, code: int = 2) -> str:

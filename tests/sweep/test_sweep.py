@@ -21,6 +21,7 @@ from dlbench.engine.autobatch import (
 from dlbench.errors import UserError
 from dlbench.sweep.plan_file import load_plan, parse_plan
 from tests.conftest import cli_env, read_rows, run_cli
+from tests.processes import children, command_line, running
 
 FAULT_ENV = {"DLBENCH_FAULT_MAX_BATCH": "16"}
 
@@ -393,37 +394,9 @@ runs:
 SHORT_PLAN = LONG_PLAN.replace("1500", "10")  # a spread's least steps: a valid point
 
 
-def _children(pid: int) -> list[int]:
-    """Processes whose parent is `pid` (Linux /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-        except (OSError, ValueError):
-            continue
-        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
 def _workers_of(pid: int) -> list[int]:
     """The children of `pid` that are sweep workers."""
-    return [c for c in _children(pid) if b"sweep-worker" in _command_line(c)]
-
-
-def _command_line(pid: int) -> bytes:
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    return [c for c in children(pid) if b"sweep-worker" in command_line(c)]
 
 
 @pytest.mark.e2e
@@ -440,9 +413,9 @@ def test_a_killed_sweep_leaves_no_worker_and_one_sweep_writes_a_csv_at_a_time(tm
         while time.time() < deadline and not _workers_of(sweep.pid):
             time.sleep(0.2)
         [worker] = _workers_of(sweep.pid)  # started first; the sweep's other children come and go
-        while time.time() < deadline and not _children(worker):
+        while time.time() < deadline and not children(worker):
             time.sleep(0.2)
-        point = _children(worker)  # the process it forked for its 30 s point
+        point = children(worker)  # the process it forked for its 30 s point
         assert point
         time.sleep(1)
 
@@ -453,10 +426,10 @@ def test_a_killed_sweep_leaves_no_worker_and_one_sweep_writes_a_csv_at_a_time(tm
         sweep.send_signal(signal.SIGKILL)
         sweep.wait(timeout=10)
         deadline = time.time() + 10
-        while time.time() < deadline and any(map(_alive, [worker, *point])):
+        while time.time() < deadline and any(map(running, [worker, *point])):
             time.sleep(0.1)
-        assert not _alive(worker), "the worker outlived its sweep"
-        assert not any(map(_alive, point)), "the point's process outlived its sweep"
+        assert not running(worker), "the worker outlived its sweep"
+        assert not any(map(running, point)), "the point's process outlived its sweep"
     finally:
         if sweep.poll() is None:
             sweep.kill()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli_env, read_rows
-from tests.sweep.test_sweep import _alive
+from tests.processes import command_line, descendants, running
 
 PLAN = """
 name: faults
@@ -26,24 +26,6 @@ runs:
   - models: [steady]
     batch_sizes: [2, 3, 4]
 """
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, ValueError):
-            continue
-        if entry.name.isdigit():
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _sweep(tmp_path: Path, timeout: float, **popen) -> tuple[subprocess.Popen, Path]:
@@ -59,20 +41,12 @@ def _point_process(sweep: subprocess.Popen) -> tuple[int, int]:
     """The worker and the process it forked for the point it runs, once there is one."""
     deadline = time.time() + 90
     while time.time() < deadline:
-        for pid in _descendants(sweep.pid):
-            below = [c for c in _descendants(pid) if _alive(c)]
-            if below and b"sweep-worker" in _command_line(pid):
+        for pid in descendants(sweep.pid):
+            below = [c for c in descendants(pid) if running(c)]
+            if below and b"sweep-worker" in command_line(pid):
                 return pid, below[0]
         time.sleep(0.1)
     raise AssertionError("no point started within 90 s")
-
-
-def _command_line(pid: int) -> bytes:
-    """A process's command line (b"" once it is gone: the sweep's children come and go)."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 def _one_row_each(out: Path) -> list[dict[str, str]]:
@@ -92,7 +66,7 @@ def test_a_killed_worker_or_point_costs_that_point_only(tmp_path, who):
     rows = _one_row_each(out)
     failed = [r for r in rows if r["status"] != "ok"]
     assert len(failed) == 1 and "killed by SIGKILL" in failed[0]["error"]
-    assert not [p for p in (worker, point) if _alive(p)]
+    assert not [p for p in (worker, point) if running(p)]
 
 
 @pytest.mark.e2e
@@ -111,7 +85,7 @@ def test_a_stopped_point_ends_at_its_timeout_and_the_sweep_goes_on(tmp_path):
     [stuck] = failed
     assert stuck["status"] == "timeout" and f"timed out after {timeout} s" in stuck["error"]
     assert time.monotonic() - began < 2 * timeout + 60  # the others' own seconds besides
-    assert not [p for p in (worker, point) if _alive(p)]
+    assert not [p for p in (worker, point) if running(p)]
 
 
 @pytest.mark.e2e
@@ -119,7 +93,7 @@ def test_under_a_one_cpu_mask_every_process_of_the_sweep_stays_on_it(tmp_path):
     sweep, out = _sweep(tmp_path, timeout=60, preexec_fn=lambda: os.sched_setaffinity(0, {0}))
     seen: set[str] = set()
     while sweep.poll() is None:
-        for pid in _descendants(sweep.pid):
+        for pid in descendants(sweep.pid):
             for task in Path(f"/proc/{pid}/task").glob("*"):
                 try:
                     status = (task / "status").read_text()
